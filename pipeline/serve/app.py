@@ -1,0 +1,158 @@
+"""FastAPI app: a read-only HTTP API and a search page over the CURRENT snapshot.
+
+Endpoints (all GET; nothing writes):
+
+    /api/health                       status and the snapshot being served
+    /api/search?q=...                 ranked papers with their signals and the queries used
+    /api/papers/{paper_id}            metadata, abstract, figure legends, metrics
+    /api/papers/{paper_id}/related    connected papers, plus the graph among them
+    /api/snapshots                    published snapshots and which one is CURRENT
+    /                                 the search page (static HTML + JS, no CDN)
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from pipeline.errors import UnknownPaper, UserError
+from pipeline.serve.holder import SnapshotHolder
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).resolve().parent / "static"
+MAX_QUERY_CHARS = 1000
+MAX_K = 100
+
+
+def _split(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return out
+
+
+def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
+    holder = SnapshotHolder(settings, pinned=snapshot_id)
+    app = FastAPI(
+        title="paperkb",
+        version="1",
+        description="Read-only search over a published paperkb snapshot: hybrid BM25 + vector search "
+        "with the five-signal score, paper details and connected papers.",
+    )
+    app.state.holder = holder
+
+    @app.exception_handler(UnknownPaper)
+    async def _unknown(_: Request, exc: UnknownPaper) -> JSONResponse:
+        return JSONResponse(status_code=404, content={"detail": str(exc)})
+
+    @app.exception_handler(UserError)
+    async def _user(_: Request, exc: UserError) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+    def opened():
+        try:
+            return holder.get()
+        except UserError as exc:
+            raise HTTPException(status_code=503, detail=f"no snapshot to serve: {exc}") from exc
+
+    @app.get("/api/health", summary="Service status and the snapshot being served")
+    def health() -> dict[str, Any]:
+        cur = opened()
+        return {"status": "ok", "snapshot_id": cur.snapshot_id}
+
+    @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals")
+    def search(
+        q: str = Query(..., description="the query", min_length=1, max_length=MAX_QUERY_CHARS),
+        k: int = Query(10, ge=1, le=MAX_K, description="number of papers"),
+        fusion: Literal["blend", "interleave", "rrf"] = Query("blend"),
+        expand: Literal["off", "prf", "llm"] = Query("off", description="query expansion"),
+        rerank: bool = Query(False, description="cross-encoder rerank of the top candidates"),
+        title_boost: bool = Query(False, description="title-match boosts"),
+        year_from: int | None = Query(None, ge=0, le=3000),
+        year_to: int | None = Query(None, ge=0, le=3000),
+        category: list[str] | None = Query(None, max_length=50, description="categories (repeat or comma-separate)"),
+        author: list[str] | None = Query(None, max_length=50, description="author names (repeat or comma-separate)"),
+    ) -> dict[str, Any]:
+        if not q.strip():
+            raise HTTPException(status_code=400, detail="the query is empty")
+        if year_from is not None and year_to is not None and year_from > year_to:
+            raise HTTPException(status_code=400, detail=f"year_from {year_from} is after year_to {year_to}")
+        from pipeline.query import Filters
+
+        cur = opened()
+        filters = Filters(year_from=year_from, year_to=year_to, categories=_split(category), authors=_split(author))
+        resp = cur.searcher.search(q, k=k, filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost)
+        return {
+            "snapshot_id": cur.snapshot_id,
+            "query": q,
+            "queries": list(resp.queries),
+            "notes": list(resp.notes),
+            "results": [r.to_dict() for r in resp.results],
+        }
+
+    @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them")
+    def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K)) -> dict[str, Any]:
+        cur = opened()
+        center = cur.searcher.paper(paper_id)
+        items = [r.to_dict() for r in cur.searcher.related(paper_id, k=k)]
+        return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items,
+                "edges": _edges(cur.path, paper_id, items)}
+
+    @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, abstract, figure legends and metrics")
+    def paper(paper_id: str) -> dict[str, Any]:
+        cur = opened()
+        return {"snapshot_id": cur.snapshot_id, **cur.searcher.paper(paper_id)}
+
+    @app.get("/api/snapshots", summary="Published snapshots and the one being served")
+    def list_snapshots() -> dict[str, Any]:
+        from pipeline import snapshots
+
+        items = snapshots.list_snapshots(settings.snapshots_dir)
+        return {"current": holder.get().snapshot_id if items else None,
+                "snapshots": [s if isinstance(s, dict) else getattr(s, "to_dict", lambda: s)() for s in items]}
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/paper", include_in_schema=False)
+    def paper_page() -> FileResponse:
+        return FileResponse(STATIC / "paper.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def _edges(snapshot_path: Path, center: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """CCBC edges among the drawn papers: center -> each related paper, plus related pairs
+    among the related papers themselves where the snapshot's `related` table has them."""
+    import duckdb
+
+    ids = [it.get("paper_id") or it.get("work_id") for it in items]
+    edges = [{"source": center, "target": i, "weight": float(it.get("ccbc_weighted") or 0.0)}
+             for i, it in zip(ids, items) if i]
+    catalog = snapshot_path / "catalog.duckdb"
+    if not catalog.exists() or not ids:
+        return edges
+    con = duckdb.connect(str(catalog), read_only=True)
+    try:
+        has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'related'").fetchone()[0]
+        if not has:
+            return edges
+        cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'related'").fetchall()}
+        target = "related_paper_id" if "related_paper_id" in cols else "related_work_id"
+        rows = con.execute(
+            f"SELECT paper_id, {target}, ccbc_weighted FROM related WHERE paper_id IN (SELECT unnest(?)) "
+            f"AND {target} IN (SELECT unnest(?)) AND paper_id < {target}",
+            [ids, ids],
+        ).fetchall()
+    finally:
+        con.close()
+    edges.extend({"source": a, "target": b, "weight": float(w or 0.0)} for a, b, w in rows)
+    return edges

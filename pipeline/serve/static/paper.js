@@ -1,0 +1,32 @@
+import { esc, getJSON, fmt, showSnapshot } from "/static/common.js";
+import { drawGraph } from "/static/graph.js";
+
+const $ = (id) => document.getElementById(id);
+const id = new URLSearchParams(location.search).get("id");
+
+function renderPaper(p) {
+  document.title = `${p.title || id} · paperkb`;
+  const metrics = p.metrics || {};
+  const figs = p.figures || [];
+  $("paper").innerHTML = `
+    <h1>${esc(p.title || id)}</h1>
+    <div class="meta">${esc((p.authors || []).join(", "))}${p.year ? " · " + esc(p.year) : ""} · ${esc(p.external_id ?? id)}</div>
+    <h2>Abstract</h2><p>${esc(p.abstract || "(no abstract)")}</p>
+    <h2>Metrics</h2><table class="metrics">${Object.entries(metrics).map(([k, v]) => `<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`).join("")}</table>
+    <h2>Figure legends (${figs.length})</h2>
+    <ul class="figures">${figs.map((f) => `<li><strong>${esc(f.label || "")}</strong> ${esc(f.text || "")}${f.page ? ` <span class="meta">(p. ${esc(f.page)})</span>` : ""}</li>`).join("") || "<li class=meta>none</li>"}</ul>`;
+}
+
+async function main() {
+  if (!id) { $("status").innerHTML = '<span class="error">No paper id given.</span>'; return; }
+  try {
+    const data = await getJSON(`/api/papers/${encodeURIComponent(id)}/related?k=20`);
+    renderPaper(data.paper);
+    $("status").textContent = `${data.related.length} connected papers`;
+    $("related").innerHTML = data.related.map((r) => `<li><a href="/paper?id=${encodeURIComponent(r.paper_id || r.work_id)}">${esc(r.title || r.paper_id || r.work_id)}</a>
+      <span class="meta">${r.year ? esc(r.year) + " · " : ""}ccbc ${fmt(r.ccbc_weighted ?? 0)} · score ${fmt(r.score ?? 0)}</span></li>`).join("");
+    drawGraph($("graph"), data.paper, data.related, data.edges);
+  } catch (e) { $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+}
+main();
+showSnapshot();

@@ -42,18 +42,391 @@ def get_settings(ctx: typer.Context, **overrides) -> Settings:
 
 
 # ==== harvest (issue 2) ==========================================================================
+def _split_categories(values: Optional[list[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+@app.command()
+def harvest(
+    ctx: typer.Context,
+    from_date: Optional[str] = typer.Option(None, "--from", help="Harvest records changed on or after this day (YYYY-MM-DD). Default: the stored watermark."),
+    until_date: Optional[str] = typer.Option(None, "--until", help="... and on or before this day (YYYY-MM-DD)."),
+    replay: bool = typer.Option(False, "--replay", help="Rebuild the tables from the raw zone only, without the network."),
+    categories: Optional[list[str]] = typer.Option(None, "--categories", help="Categories to keep, comma-separated or repeated: cs.AI, cs (whole archive), * (all). Default: setting PAPERKB_CATEGORIES."),
+) -> None:
+    """Harvest arXiv metadata (OAI-PMH ListRecords) into the warehouse, resuming a killed harvest."""
+    from pipeline.errors import StepFailed
+    from pipeline.harvest import run_harvest, summary_line
+
+    settings = get_settings(ctx, categories=_split_categories(categories))
+    try:
+        summary = run_harvest(settings, from_date=from_date, until_date=until_date, replay=replay)
+    except StepFailed as exc:
+        typer.echo(f"paperkb: harvest stopped: {exc}", err=True)
+        raise typer.Exit(1)
+    typer.echo(summary_line(summary))
+
+
+@app.command()
+def lookup(
+    ctx: typer.Context,
+    ids: list[str] = typer.Argument(..., help="arXiv ids: 2104.12255, 2104.12255v1, astro-ph/0601001, arXiv:..."),
+) -> None:
+    """Fetch single papers by id through the arXiv API (for backfills) and load them."""
+    from pipeline.errors import StepFailed
+    from pipeline.harvest import run_lookup, summary_line
+
+    settings = get_settings(ctx)
+    try:
+        summary = run_lookup(settings, ids)
+    except StepFailed as exc:
+        typer.echo(f"paperkb: lookup stopped: {exc}", err=True)
+        raise typer.Exit(1)
+    typer.echo(summary_line(summary))
+
 
 # ==== enrich (issue 3) ===========================================================================
+@app.command()
+def enrich(
+    ctx: typer.Context,
+    replay: bool = typer.Option(False, "--replay", help="Rebuild S2 tables from the raw zone only (no network)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Enrich at most N papers this run."),
+) -> None:
+    """Semantic Scholar: S2 ids and counts on papers, works, citations (with isInfluential/intents), authors."""
+    from pipeline.enrich import one_line, run_enrich
+    from pipeline.errors import StepFailed
+
+    settings = get_settings(ctx)
+    try:
+        summary = run_enrich(settings, replay=replay, limit=limit)
+    except StepFailed as exc:  # everything fetched is loaded and kept; the watermark did not move
+        print(f"paperkb: enrich stopped: {exc}", file=sys.stderr)
+        raise typer.Exit(1)
+    typer.echo(one_line(summary))
+
 
 # ==== fulltext (issue 4) =========================================================================
+@app.command()
+def fulltext(
+    ctx: typer.Context,
+    replay: bool = typer.Option(False, "--replay", help="Re-extract every PDF already in the raw zone, without the network."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Papers per batch (setting PAPERKB_FULLTEXT_BATCH_SIZE)."),
+) -> None:
+    """Download PDFs of papers without full text, extract body chunks, figure legends and abstracts."""
+    from pipeline.fulltext import run_fulltext, summary_line
+
+    settings = get_settings(ctx)
+    typer.echo(summary_line(run_fulltext(settings, replay=replay, batch_size=batch_size)))
+
+
+@app.command()
+def extract(
+    ctx: typer.Context,
+    pdf: Path = typer.Argument(..., help="A PDF file."),
+    as_json: bool = typer.Option(False, "--json", help="Print everything as JSON (pages, sections, chunks, figures)."),
+    paper_id: Optional[str] = typer.Option(None, "--paper-id", help="Id to put in chunk/figure ids (default: file name)."),
+) -> None:
+    """Show what the pipeline would store for one PDF: pages, sections, chunks, figure legends."""
+    import json
+
+    from pipeline.fulltext import extract_file
+
+    settings = get_settings(ctx)
+    result = extract_file(settings, pdf, paper_id=paper_id)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=1))
+        return
+    typer.echo(f"{pdf.name}: {result.n_pages} pages, {len(result.body)} chars, {len(result.sections)} sections, "
+               f"{len(result.chunks)} chunks, {len(result.figures)} figures, abstract {'found' if result.abstract else 'not found'}")
+    for s in result.sections:
+        typer.echo(f"  p{s['page']:<3} {s['title']}")
+    for f in result.figures:
+        typer.echo(f"  p{f.page:<3} {f.text[:110]}")
+
 
 # ==== graph + collections (issue 5) ==============================================================
+@app.command()
+def graph(
+    ctx: typer.Context,
+    damping: Optional[float] = typer.Option(None, "--damping", help="PageRank damping (setting graph_damping, default 0.85)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Related works per corpus paper (setting graph_top_k, default 50)."),
+) -> None:
+    """Citation graph: PageRank, power-law fit and weights, weighted CCBC related papers."""
+    from pipeline.graph import run_graph
+
+    settings = get_settings(ctx, graph_damping=damping, graph_top_k=top_k)
+    s = run_graph(settings)
+    pl = s["powerlaw"]
+    fit = (f"power law xmin={pl['xmin']:g} alpha={pl['alpha']:.3f} KS D={pl['ks_d']:.3f} "
+           f"vs lognormal R={pl['loglikelihood_ratio']:.2f} p={pl['p_value']:.3g}") if pl["status"] == "ok" else f"power law: {pl['status']} (weights 1)"
+    typer.echo(f"graph: {s['works']} works, {s['citations']} citations, {s['corpus_papers']} corpus papers -> "
+               f"{s['metrics']} metrics, {s['related']} related; {fit}; run {s['run_id']}")
+
+
+@app.command("import-collection")
+def import_collection_cmd(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., help="Collection folder (e.g. ../shared/data/collections/cacm) or its documents file."),
+    fmt: str = typer.Option("smart", "--format", help="smart (CISI, Cranfield, CACM: .I/.T/.A/.W/.B/.X) or jsonl ({id, title, abstract, authors?, year?, references?})."),
+    name: Optional[str] = typer.Option(None, "--name", help="Collection name: paper ids become NAME:DOCNO (default: the folder name, or the .jsonl file name)."),
+) -> None:
+    """Import a local corpus (SMART test collection or JSONL) as papers, works and citations."""
+    from pipeline.collections import import_collection
+
+    settings = get_settings(ctx)
+    s = import_collection(settings, path, fmt=fmt, name=name)
+    typer.echo(f"import-collection {s['collection']}: {s['papers']} papers, {s['authors']} authors, "
+               f"{s['works']} works, {s['citations']} citations, {s['rejected']} rejected")
+
 
 # ==== embed + publish + snapshots (issue 6) ======================================================
+@app.command()
+def embed(
+    ctx: typer.Context,
+    model: Optional[str] = typer.Option(None, "--model", help="sentence-transformers model name or path (setting embed_model; default bundled all-MiniLM-L6-v2)."),
+    query_model: Optional[str] = typer.Option(None, "--query-model", help="Separate query encoder for asymmetric models (setting embed_query_model)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Texts per encoder batch (setting embed_batch_size, default 64)."),
+    device: Optional[str] = typer.Option(None, "--device", help="torch device: cpu, cuda, mps (setting embed_device)."),
+) -> None:
+    """Encode new passages, abstracts and figure legends into LanceDB (incremental by content hash)."""
+    from pipeline.embed import run_embed
+
+    settings = get_settings(ctx, embed_model=model, embed_query_model=query_model, embed_batch_size=batch_size,
+                            embed_device=device)
+    s = run_embed(settings)
+    ch = s["changes"]
+    typer.echo(f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; "
+               f"{s['encoded']} texts encoded with {s['model']} ({s['dim']}-d); "
+               f"rows written {sum(c['inserted'] + c['updated'] for c in ch.values())}, "
+               f"deleted {sum(c['deleted'] for c in ch.values())}; 0 rejected; {s['seconds']}s")
+
+
+@app.command()
+def publish(ctx: typer.Context) -> None:
+    """Build, verify and publish an immutable snapshot, then point CURRENT at it."""
+    from pipeline.publish import run_publish
+
+    settings = get_settings(ctx)
+    s = run_publish(settings)
+    c = s["counts"]
+    typer.echo(f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
+               f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
+               f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old")
+
+
+snapshots_app = typer.Typer(help="List, verify and roll back published snapshots.", no_args_is_help=True)
+app.add_typer(snapshots_app, name="snapshots")
+
+
+@snapshots_app.command("list")
+def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Published snapshots, oldest first; * marks CURRENT."""
+    import json as _json
+
+    from pipeline.snapshots import list_snapshots
+
+    rows = list_snapshots(get_settings(ctx))
+    if as_json:
+        typer.echo(_json.dumps(rows, indent=1))
+        return
+    if not rows:
+        typer.echo("no snapshots published yet (run `paperkb publish`)")
+    for r in rows:
+        c = r["counts"]
+        size = f"{r['bytes'] / 1e6:.1f} MB" if r.get("bytes") else "?"
+        typer.echo(f"{'*' if r['current'] else ' '} {r['snapshot_id']}  {r['created_at']}  "
+                   f"{c.get('lancedb.papers', c.get('papers', 0))} papers  {c.get('lancedb.chunks', 0)} passages  "
+                   f"{size}  {r['model']}")
+
+
+@snapshots_app.command("rollback")
+def snapshots_rollback(ctx: typer.Context, snapshot_id: str = typer.Argument(..., help="Snapshot id to make CURRENT.")) -> None:
+    """Point CURRENT at an earlier snapshot (verified by checksum first)."""
+    from pipeline.snapshots import rollback
+
+    r = rollback(get_settings(ctx), snapshot_id)
+    typer.echo(f"rollback: CURRENT is {r['snapshot_id']} (was {r['previous'] or 'none'})")
+
+
+@snapshots_app.command("verify")
+def snapshots_verify(ctx: typer.Context, snapshot_id: Optional[str] = typer.Argument(None, help="Snapshot id (default CURRENT).")) -> None:
+    """Re-hash every file of a snapshot against its manifest; exit 2 on any mismatch."""
+    from pipeline.snapshots import read_manifest, resolve, verify
+
+    settings = get_settings(ctx)
+    path = resolve(settings, snapshot_id)
+    problems = verify(settings, path=path)
+    if problems:
+        raise UserError(f"snapshot {path.name}: {len(problems)} problem(s): {'; '.join(problems[:3])}")
+    typer.echo(f"verify: snapshot {path.name} intact ({len(read_manifest(path)['files'])} files)")
+
 
 # ==== search, related, eval (issue 7) ============================================================
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="The query (omit with --queries)."),
+    k: int = typer.Option(10, "--k", "-k", help="Papers to return (per query with --queries)."),
+    fusion: Optional[str] = typer.Option(None, "--fusion", help="blend | interleave | rrf (default: setting query_fusion, blend)."),
+    expand: Optional[str] = typer.Option(None, "--expand", help="off | prf | llm (default: llm if configured, else prf)."),
+    rerank: bool = typer.Option(False, "--rerank/--no-rerank", help="Cross-encoder rerank of the top candidates."),
+    title_boost: Optional[bool] = typer.Option(None, "--title-boost/--no-title-boost", help="Title-match boosts."),
+    config: Optional[str] = typer.Option(None, "--config", help="Scoring configuration: default | seed | bm25 | dense | fusion."),
+    year_from: Optional[int] = typer.Option(None, "--year-from", help="Only papers from this year on."),
+    year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),
+    category: Optional[list[str]] = typer.Option(None, "--category", help="Only these categories (repeat or comma-separate)."),
+    author: Optional[list[str]] = typer.Option(None, "--author", help="Only papers with an author name containing this (repeatable)."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Batch: queries file (qid<TAB>text TSV, SMART .QRY or TREC topics)."),
+    run_out: Optional[Path] = typer.Option(None, "--run-out", help="Batch: write a TREC run here (qid Q0 docid rank score tag)."),
+    tag: str = typer.Option("paperkb", "--tag", help="Run tag in the TREC run."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Hybrid search of a published snapshot: ranked papers with their signals and the queries used."""
+    import json as _json
+
+    from pipeline.query import Filters, Searcher, open_snapshot
+
+    settings = get_settings(ctx)
+    if (query is None) == (queries is None):
+        raise UserError("give either a QUERY or --queries FILE")
+    if queries is not None and run_out is None:
+        raise UserError("--queries needs --run-out RUN.trec")
+    filters = Filters(year_from=year_from, year_to=year_to, categories=_split_categories(category) or [], authors=author or [])
+    kwargs = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost, config=config)
+    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    if queries is not None:
+        from pipeline.qrels import read_queries
+        from pipeline.query.runs import write_trec_run
+
+        qs = read_queries(queries)
+        n = write_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
+        typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
+        return
+    resp = searcher.search(query, k=k, **kwargs)
+    if as_json:
+        print(_json.dumps(resp.to_dict(), indent=2, default=str))
+        return
+    from pipeline.query.display import print_search
+
+    print_search(resp)
+
+
+@app.command()
+def related(
+    ctx: typer.Context,
+    paper_id: str = typer.Argument(..., help="Paper id (arXiv id, or '<collection>:<docno>')."),
+    k: int = typer.Option(20, "--k", "-k", help="How many related papers."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Connected papers: weighted co-citation/coupling fused with semantic similarity, re-ranked by quality."""
+    import json as _json
+
+    from pipeline.query import Searcher, open_snapshot
+
+    settings = get_settings(ctx)
+    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    items = searcher.related(paper_id, k=k)
+    if as_json:
+        print(_json.dumps({"paper_id": searcher.resolve_id(paper_id), "snapshot_id": searcher.snap.snapshot_id,
+                           "related": [r.to_dict() for r in items]}, indent=2, default=str))
+        return
+    from pipeline.query.display import print_related
+
+    print_related(searcher, paper_id, items)
+
+
+# ==== eval (issue 7) =============================================================================
+@app.command("eval")
+def eval_cmd(
+    ctx: typer.Context,
+    queries: Path = typer.Option(..., "--queries", help="Queries: SMART (.QRY, cran.qry) or TREC (qid<TAB>text, or <top> topics)."),
+    qrels: Path = typer.Option(..., "--qrels", help="Judgements: SMART (.REL, cranqrel) or TREC (qid 0 docid rel)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="smart | trec (default: detected from each file)."),
+    with_ablations: bool = typer.Option(False, "--ablations", help="Also BM25/dense/fusion only, seed, each signal removed, expansion and title boosts on/off."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where TREC runs + qrels go (default: WAREHOUSE/eval/SNAPSHOT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """nDCG@10, MAP and R@100 (ir-measures) of the default ranking and its ablations, with TREC run files."""
+    from pipeline.evaluate import evaluate, relative_to, summary_json
+
+    if fmt is not None and fmt not in ("smart", "trec"):
+        raise UserError(f"unknown --format {fmt!r}: use smart or trec")
+    settings = get_settings(ctx)
+    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations, snapshot_id=snapshot, run_dir=run_dir)
+    if as_json:
+        print(summary_json(summary))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"paperkb eval: snapshot {summary['snapshot_id']}, {summary['queries']} judged queries")
+    table.add_column("configuration")
+    for m in summary["measures"]:
+        table.add_column("MAP" if m == "AP" else m, justify="right")
+    table.add_column("s/query", justify="right")
+    for row in summary["rows"]:
+        vals = [f"{row['measures'][m]:.4f}" for m in summary["measures"]] if row["measures"] else ["-"] * len(summary["measures"])
+        table.add_row(row["name"], *vals, f"{row['seconds'] / max(row['queries'], 1):.3f}" if row["queries"] else "-")
+    console = Console()
+    console.print(table)
+    for note in summary["notes"]:
+        console.print(f"note: {note}")
+    ratio = relative_to(summary)
+    if ratio is not None:
+        console.print(f"default / better of (bm25 only, dense only) nDCG@10 = {ratio:.3f}x")
+    console.print(f"runs: {summary['run_dir']}")
+
 
 # ==== refresh (issue 8) ==========================================================================
+@app.command()
+def refresh(
+    ctx: typer.Context,
+    from_date: Optional[str] = typer.Option(None, "--from", help="First day to harvest (YYYY-MM-DD); default: the harvest watermark."),
+    until_date: Optional[str] = typer.Option(None, "--until", help="Last day to harvest, inclusive (YYYY-MM-DD); default: today."),
+    replay: bool = typer.Option(False, "--replay", help="Rebuild arXiv and S2 tables from the raw zone only (no network)."),
+) -> None:
+    """All steps in order, in this process, as the nightly DAG runs them: harvest .. publish."""
+    from pipeline.refresh import STEP_ORDER, one_line, parse_day, run_refresh
+
+    settings = get_settings(ctx)
+    start, end = parse_day(from_date), parse_day(until_date)
+    if start and end and start > end:
+        raise UserError(f"--from {start} is after --until {end}")
+
+    def show(step: str, summary: dict, seconds: float) -> None:
+        n = STEP_ORDER.index(step) + 1
+        print(f"[{n}/{len(STEP_ORDER)}] {step} ({seconds:.1f}s): {one_line(summary)}", flush=True)
+
+    result = run_refresh(settings, from_date=start, until_date=end, replay=replay, on_step=show)
+    total = sum(result["seconds"].values())
+    print(f"refresh: done in {total:.1f}s; published snapshot {result.get('snapshot_id')}")
+
+
+@app.command("replay-server")
+def replay_server(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help="Folder with the recorded arXiv/S2 responses."),
+    port: int = typer.Option(8765, "--port", help="Port on 127.0.0.1 (0 = any free port)."),
+) -> None:
+    """Serve the recorded arXiv/S2 data locally; prints the PAPERKB_* variables that point paperkb at it."""
+    import time
+
+    from pipeline.replay_server import ReplayServer, service_env
+
+    srv = ReplayServer(data, port=port).start()
+    for key, value in service_env(srv.url).items():
+        print(f"export {key}={value}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()
+
+
 
 # ==== serve (issue 9) ============================================================================
 

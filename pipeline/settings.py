@@ -29,7 +29,9 @@ class Settings(BaseSettings):
     s2_api_key: str | None = Field(default=None, validation_alias=AliasChoices("S2_API_KEY", "PAPERKB_S2_API_KEY"))
 
     # --- politeness and retries ---------------------------------------------------------------
-    categories: list[str] = Field(default_factory=lambda: ["cs.AI"], description="arXiv categories to keep")
+    categories: list[str] = Field(
+        default_factory=lambda: ["cs.AI"],
+        description="arXiv categories to keep: 'cs.AI' exact, 'cs' or 'cs.*' a whole archive, '*' everything")
     oai_set: str = "cs"
     oai_metadata_prefix: str = "arXivRaw"
     arxiv_delay_s: float = 3.0
@@ -41,18 +43,111 @@ class Settings(BaseSettings):
     user_agent: str = "paperkb/0.1 (+https://github.com/paperkb/paperkb)"
 
     # --- harvest (issue 2) --------------------------------------------------------------------
+    # categories (above): '*' keeps every category (replays of non-cs data), 'cs' or 'cs.*' an archive
+    harvest_batch_records: int = Field(
+        default=10_000, ge=1, description="records per staging Parquet part (bounds memory of parse and merge)")
+    oai_max_restarts: int = Field(
+        default=2, ge=0, description="times a list is restarted from the watermark after badResumptionToken")
+    arxiv_api_batch: int = Field(default=100, ge=1, le=2000, description="ids per arXiv API id_list request")
 
     # --- enrich (issue 3) ---------------------------------------------------------------------
+    s2_batch_size: int = Field(default=500, ge=1, le=500, description="ids per POST /paper/batch (S2 allows at most 500)")
+    s2_page_size: int = Field(default=1000, ge=1, le=1000, description="limit per /references or /citations page (S2 max 1000)")
+    s2_paper_fields: str = Field(
+        default="paperId,externalIds,title,year,publicationDate,publicationTypes,venue,citationCount,"
+        "influentialCitationCount,referenceCount,openAccessPdf,"
+        "authors.authorId,authors.name,authors.citationCount,authors.paperCount,authors.hIndex",
+        description="fields asked from /paper/batch")
+    s2_edge_fields: str = Field(
+        default="paperId,externalIds,title,year,citationCount,referenceCount,isInfluential,intents",
+        description="fields asked from /paper/{id}/references and /citations (the edge plus the other paper)")
+    s2_fetch_references: bool = True
+    s2_fetch_citations: bool = True
+    s2_max_edges_per_paper: int | None = Field(
+        default=None, description="stop paging a paper's references/citations after this many (None = all)")
+    s2_refresh_days: float = Field(
+        default=30.0, description="re-fetch S2 data of a paper (counts, edges) when older than this many days")
 
     # --- fulltext (issue 4) -------------------------------------------------------------------
+    chunk_max_tokens: int = Field(
+        default=256, ge=16, description="chunk window in the embedding model's tokens, [CLS]/[SEP] included")
+    chunk_overlap_tokens: int = Field(
+        default=32, ge=0, description="tokens shared by consecutive chunks of one section")
+    chunk_min_tokens: int = Field(
+        default=24, ge=0, description="a section shorter than this is joined to the next one (e.g. a bare heading)")
+    chunk_tokenizer: str | None = Field(
+        default=None, description="tokenizer name or path for chunking (None = the embed_model, else bundled all-MiniLM-L6-v2)")
+    fulltext_batch_size: int = Field(default=50, ge=1, description="papers per fetch/extract batch (one staging part each)")
+    pdf_max_bytes: int = Field(default=100_000_000, description="larger downloads are rejected (reason too_large)")
 
     # --- graph (issue 5) ----------------------------------------------------------------------
+    graph_damping: float = Field(default=0.85, gt=0, lt=1, description="PageRank damping factor")
+    graph_top_k: int = Field(default=50, ge=1, description="related works kept per corpus paper (by weighted CCBC)")
+    graph_powerlaw_discrete: bool = Field(default=False, description="discrete (integer) power-law estimator; slower")
+    graph_powerlaw_min_n: int = Field(default=50, ge=3, description="fewer positive citation counts -> no fit, weights 1")
+    graph_powerlaw_xmin: float | None = Field(default=None, description="fixed xmin instead of the KS search")
+    graph_block_nnz: int = Field(default=10_000_000, ge=1000, description="CCBC block budget (candidate pairs); bounds memory")
 
     # --- embed / publish (issue 6) ------------------------------------------------------------
+    embed_model: str | None = Field(
+        default=None, description="sentence-transformers model name or path for documents (None = bundled all-MiniLM-L6-v2)")
+    embed_query_model: str | None = Field(
+        default=None, description="separate query encoder for asymmetric models such as MedCPT (None = embed_model)")
+    embed_doc_format: str = Field(
+        default="text", description="'text' (title + abstract / chunk text as one string) or 'title_text_pair' ([title, text] pairs)")
+    embed_truncate_dim: int | None = Field(default=None, description="Matryoshka truncation of the vectors (None = full dimension)")
+    embed_max_seq_length: int | None = Field(default=None, description="override the model's max tokens per text")
+    embed_batch_size: int = 64
+    embed_cache_dir: Path | None = Field(
+        default=None, description="vector cache by (model, content hash); None = <warehouse>/vector_cache. Safe to share")
+    embed_device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1, mps")
+    embed_vector_index_min_rows: int = Field(default=100_000, description="build an ANN index on a vector column past this many rows")
+    embed_vector_index_type: str = Field(default="IVF_HNSW_SQ", description="LanceDB index type: IVF_PQ, IVF_HNSW_SQ, IVF_FLAT...")
+    embed_vector_index_partitions: int | None = Field(default=None, description="IVF partitions (None = LanceDB default, ~sqrt(rows))")
+    embed_vector_index_sub_vectors: int | None = Field(default=None, description="PQ sub-vectors for IVF_PQ (None = LanceDB default)")
+    snapshot_keep: int = Field(default=5, ge=1, description="published snapshots to keep (CURRENT is always kept)")
+    score_weights: dict[str, float] = Field(
+        default_factory=lambda: {"ck": 0.5, "doc": 0.3, "abs": 0.1, "fig": 0.1, "pr": 0.2},
+        description="scoring weights recorded in each snapshot manifest (query reads its own setting when it has one)")
 
     # --- query (issue 7) ----------------------------------------------------------------------
+    query_config: str = Field(default="default", description="named scoring configuration: 'default' or 'seed' (the design's five-signal formula)")
+    query_weights: dict[str, float] | None = Field(
+        default=None, description="override the chosen configuration's signal weights, e.g. {\"ck\": 0.5, \"bm25\": 0.4}")
+    query_fusion: str = Field(default="blend", description="candidate fusion: blend | interleave | rrf")
+    query_blend_sparse_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="BM25 share of the blend (dense gets the rest)")
+    query_k_sparse: int = Field(default=50, ge=1, description="BM25 candidates per (sub-)query (K_SPARSE)")
+    query_k_dense: int = Field(default=50, ge=1, description="vector candidates per (sub-)query (K_DENSE)")
+    query_k_merge: int = Field(default=100, ge=1, description="fused candidates kept per (sub-)query (K_MERGE)")
+    query_rrf_k: int = Field(default=60, ge=1, description="reciprocal rank fusion constant")
+    query_max_chars: int = Field(default=1000, ge=1, description="longest accepted query")
+    query_expand: str | None = Field(
+        default=None, description="default expansion: off | prf | llm (None = llm when an LLM is configured, else prf)")
+    query_prf_docs: int = Field(default=10, ge=1, description="feedback passages for PRF expansion")
+    query_prf_terms: int = Field(default=10, ge=1, description="terms PRF adds to the query")
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
+    llm_model: str | None = Field(default=None, description="chat model used for query expansion")
+    llm_api_key: str | None = Field(default=None, validation_alias=AliasChoices("PAPERKB_LLM_API_KEY", "OPENAI_API_KEY"))
+    llm_subqueries: int = Field(default=3, ge=1, le=10, description="sub-queries the LLM writes besides the original")
+    llm_timeout_s: float = Field(default=8.0, gt=0, description="after this the LLM is abandoned for the offline expander")
+    query_rerank_model: str | None = Field(default=None, description="sentence-transformers CrossEncoder name or path for --rerank")
+    query_rerank_top: int = Field(default=50, ge=1, description="papers the cross-encoder re-scores")
+    query_title_boost: bool = Field(default=False, description="apply title-match boosts by default")
+    query_title_boost_scale: float = Field(default=0.01, ge=0.0, description="score added per title-boost point (+20 points = +0.2)")
+    query_related_semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="semantic share of related-paper fusion (CCBC gets the rest)")
+    query_related_quality_weight: float = Field(default=0.2, ge=0.0, le=1.0, description="share of confidence quality in the related ranking")
 
     # --- serve (issue 9) ----------------------------------------------------------------------
+
+    # --- refresh / airflow (issue 8) ---------------------------------------------------------
+    embed_shards: int = Field(default=4, ge=1, description="mapped embed tasks per refresh (Airflow fans them out)")
+    airflow_schedule: str = Field(
+        default="0 0 * * *",
+        description="cron of the nightly DAG (UTC); each run harvests its data interval, midnight to midnight")
+    airflow_start_date: str = Field(default="2026-01-01", description="first data interval of the nightly DAG (backfills start here at the earliest)")
+    airflow_retries: int = Field(default=3, ge=0, description="retries per Airflow task")
+    airflow_retry_delay_s: float = Field(default=60.0, ge=0, description="first retry delay; doubles on each retry")
+    airflow_max_retry_delay_s: float = Field(default=1800.0, ge=0, description="cap on the retry delay")
 
     # --- derived paths ------------------------------------------------------------------------
     @property

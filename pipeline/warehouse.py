@@ -135,24 +135,24 @@ class Warehouse:
                 )
                 new = self.con.execute(
                     f"SELECT count(*) FROM _dedup i WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {key_join})"
-                ).fetchone()[0]
+                ).fetchall()[0][0]
                 if value_cols:
                     differs = " OR ".join(f"t.{_q(c)} IS DISTINCT FROM i.{_q(c)}" for c in value_cols)
                     self.con.execute(
                         f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT i.* FROM _dedup i JOIN {t} t ON {key_join} WHERE {differs}"
                     )
-                    changed = self.con.execute("SELECT count(*) FROM _changed").fetchone()[0]
+                    changed = self.con.execute("SELECT count(*) FROM _changed").fetchall()[0][0]
                     if changed:
                         sets = ", ".join(f"{_q(c)} = i.{_q(c)}" for c in value_cols)
-                        self.con.execute(f"UPDATE {t} AS t SET {sets} FROM _changed i WHERE {key_join}")
+                        self.con.execute(f"UPDATE {t} AS t SET {sets} FROM _changed i WHERE {key_join}").fetchall()
                 else:
                     changed = 0
                 if new:
                     self.con.execute(
                         f"INSERT INTO {t} ({col_list}) SELECT {col_list} FROM _dedup i "
                         f"WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {key_join})"
-                    )
-                total = self.con.execute("SELECT count(*) FROM _dedup").fetchone()[0]
+                    ).fetchall()  # consume the result: DuckDB 2 refuses unregister() while one is pending
+                total = self.con.execute("SELECT count(*) FROM _dedup").fetchall()[0][0]
         finally:
             self.con.unregister(name)
             self.con.execute("DROP TABLE IF EXISTS _dedup")
@@ -166,8 +166,8 @@ class Warehouse:
         name = f"_del_{uuid.uuid4().hex[:8]}"
         self.con.register(name, pa.table({"v": values}))
         try:
-            n = self.con.execute(f"SELECT count(*) FROM {_q(table)} WHERE {_q(column)} IN (SELECT v FROM {name})").fetchone()[0]
-            self.con.execute(f"DELETE FROM {_q(table)} WHERE {_q(column)} IN (SELECT v FROM {name})")
+            n = self.con.execute(f"SELECT count(*) FROM {_q(table)} WHERE {_q(column)} IN (SELECT v FROM {name})").fetchall()[0][0]
+            self.con.execute(f"DELETE FROM {_q(table)} WHERE {_q(column)} IN (SELECT v FROM {name})").fetchall()
         finally:
             self.con.unregister(name)
         return n

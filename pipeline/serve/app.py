@@ -99,7 +99,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them")
     def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K)) -> dict[str, Any]:
         cur = opened()
-        center = cur.searcher.paper(paper_id)
+        center = _paper_view(cur.searcher.paper(paper_id))
         items = [r.to_dict() for r in cur.searcher.related(paper_id, k=k)]
         return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items,
                 "edges": _edges(cur.path, paper_id, items)}
@@ -107,7 +107,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, abstract, figure legends and metrics")
     def paper(paper_id: str) -> dict[str, Any]:
         cur = opened()
-        return {"snapshot_id": cur.snapshot_id, **cur.searcher.paper(paper_id)}
+        return {"snapshot_id": cur.snapshot_id, **_paper_view(cur.searcher.paper(paper_id))}
 
     @app.get("/api/snapshots", summary="Published snapshots and the one being served")
     def list_snapshots() -> dict[str, Any]:
@@ -127,6 +127,13 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def _paper_view(d: dict[str, Any]) -> dict[str, Any]:
+    """One flat JSON object per paper: its metadata plus abstract, figures and metrics."""
+    flat = dict(d.get("paper") or {})
+    flat.update({k: v for k, v in d.items() if k != "paper"})
+    return flat
 
 
 def _edges(snapshot_path: Path, center: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,89 @@
+"""The search page in headless Chromium (Debian's, driven by Playwright; no browser download):
+type a query, see results with their signals, open a paper and see its graph drawn.
+Screenshots are kept in test-artifacts/ (and copied into docs/ for the README)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not CHROMIUM, reason="Debian chromium not installed (apt-get install chromium)")]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url(cisi_snapshot):
+    import uvicorn
+
+    from pipeline.serve import create_app
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(cisi_snapshot), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def page():
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        pg = browser.new_page(viewport={"width": 1366, "height": 860})
+        yield pg
+        browser.close()
+
+
+def test_search_then_paper_graph(base_url, page):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.goto(base_url + "/")
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("/")  # keyboard: focus the search box
+    page.keyboard.type("information retrieval evaluation of search systems")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("li.result", timeout=60000)
+    results = page.locator("li.result")
+    assert results.count() >= 1
+    first = results.first
+    for sig in ("ck", "doc", "abs", "fig", "pr"):
+        assert first.locator(f".sig-{sig}").count() == 1
+    assert "queries used" in page.locator("#status").inner_text()
+    assert page.locator("#q").input_value() == "information retrieval evaluation of search systems"
+    page.screenshot(path=str(ARTIFACTS / "search.png"), full_page=False)
+
+    first.locator("a.title").focus()
+    page.keyboard.press("Enter")  # open the paper by keyboard
+    page.wait_for_selector("article#paper h1", timeout=60000)
+    page.wait_for_selector("#graph circle.node", timeout=60000)
+    assert page.locator("#graph circle.node").count() >= 1
+    assert page.locator("article#paper").inner_text().count("Abstract") >= 1
+    page.screenshot(path=str(ARTIFACTS / "paper.png"), full_page=False)
+
+
+def test_empty_query_shows_message(base_url, page):
+    page.goto(base_url + "/?q=")
+    page.evaluate("document.getElementById('q').removeAttribute('required')")
+    page.click("button[type=submit]")
+    assert "Type a query" in page.locator("#status").inner_text()

@@ -16,6 +16,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The nightly DAG through Airflow itself: `airflow dags test paperkb_nightly <today>` with an embedded
+# SQLite metadata DB under warehouse/airflow (db migrate + the arxiv_pool/s2_pool pools first), then the
+# published snapshot and a sample search. Real arXiv + S2 by default; `make run REPLAY=1` replays the
+# recorded data in ../shared/data from a local server instead (no network). DATE=YYYY-MM-DD picks the run.
+REPLAY      ?=
+SHARED_DATA ?= ../shared/data
+DATE        ?=
+run: install
+	HF_HUB_OFFLINE=1 $(PY) -m pipeline.airflow_local $(if $(REPLAY),--replay $(SHARED_DATA)) $(if $(DATE),--date $(DATE))
+
 test: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q
 

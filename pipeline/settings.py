@@ -45,7 +45,15 @@ class Settings(BaseSettings):
     # --- harvest (issue 2) --------------------------------------------------------------------
     # categories (above): '*' keeps every category (replays of non-cs data), 'cs' or 'cs.*' an archive
     harvest_batch_records: int = Field(
-        default=10_000, ge=1, description="records per staging Parquet part (bounds memory of parse and merge)")
+        default=5_000, ge=1, description="records per staging Parquet part (bounds memory of parse and merge)")
+    harvest_commit_records: int = Field(
+        default=0, ge=0,
+        description="0: merge a whole run in one transaction (default). N: commit after about every N records, for "
+        "very large replays/backfills: DuckDB keeps uncommitted rows in memory. Watermark and checkpoint still move "
+        "only in the last commit; a killed run leaves whole earlier batches, which a rerun skips as unchanged.")
+    harvest_parse_workers: int = Field(
+        default=1, ge=1, description="processes that parse OAI pages into staging Parquet (big replays/backfills); "
+        "the DuckDB merge stays in one process")
     oai_max_restarts: int = Field(
         default=2, ge=0, description="times a list is restarted from the watermark after badResumptionToken")
     arxiv_api_batch: int = Field(default=100, ge=1, le=2000, description="ids per arXiv API id_list request")

@@ -127,35 +127,43 @@ class Warehouse:
         key_join = " AND ".join(f"t.{_q(k)} = i.{_q(k)}" for k in keys)
         value_cols = [c for c in cols if c not in keys]
         col_list = ", ".join(_q(c) for c in cols)
+        part = ", ".join(_q(k) for k in keys)
+        # Temp tables hold row numbers only (never the rows): inside a caller's long transaction
+        # DuckDB keeps dropped temp data until COMMIT, so copying rows here would grow memory
+        # with every batch. The incoming rows are read in place from the registered Arrow table.
+        win = f"(SELECT * FROM {name} WHERE __ord IN (SELECT __ord FROM _win))"
         try:
             with self.transaction():
                 self.con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE _dedup AS SELECT {col_list} FROM {name} "
-                    f"QUALIFY row_number() OVER (PARTITION BY {', '.join(_q(k) for k in keys)} ORDER BY __ord DESC) = 1"
-                )
+                    f"CREATE OR REPLACE TEMP TABLE _win AS SELECT __ord FROM {name} "
+                    f"QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY __ord DESC) = 1"
+                ).fetchall()
                 new = self.con.execute(
-                    f"SELECT count(*) FROM _dedup i WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {key_join})"
+                    f"SELECT count(*) FROM {win} i WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {key_join})"
                 ).fetchall()[0][0]
                 if value_cols:
                     differs = " OR ".join(f"t.{_q(c)} IS DISTINCT FROM i.{_q(c)}" for c in value_cols)
                     self.con.execute(
-                        f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT i.* FROM _dedup i JOIN {t} t ON {key_join} WHERE {differs}"
-                    )
+                        f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT i.__ord FROM {win} i JOIN {t} t ON {key_join} WHERE {differs}"
+                    ).fetchall()
                     changed = self.con.execute("SELECT count(*) FROM _changed").fetchall()[0][0]
                     if changed:
                         sets = ", ".join(f"{_q(c)} = i.{_q(c)}" for c in value_cols)
-                        self.con.execute(f"UPDATE {t} AS t SET {sets} FROM _changed i WHERE {key_join}").fetchall()
+                        self.con.execute(
+                            f"UPDATE {t} AS t SET {sets} FROM (SELECT * FROM {name} WHERE __ord IN (SELECT __ord FROM _changed)) i "
+                            f"WHERE {key_join}"
+                        ).fetchall()
                 else:
                     changed = 0
                 if new:
                     self.con.execute(
-                        f"INSERT INTO {t} ({col_list}) SELECT {col_list} FROM _dedup i "
+                        f"INSERT INTO {t} ({col_list}) SELECT {col_list} FROM {win} i "
                         f"WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {key_join})"
                     ).fetchall()  # consume the result: DuckDB 2 refuses unregister() while one is pending
-                total = self.con.execute("SELECT count(*) FROM _dedup").fetchall()[0][0]
+                total = self.con.execute("SELECT count(*) FROM _win").fetchall()[0][0]
         finally:
             self.con.unregister(name)
-            self.con.execute("DROP TABLE IF EXISTS _dedup")
+            self.con.execute("DROP TABLE IF EXISTS _win")
             self.con.execute("DROP TABLE IF EXISTS _changed")
         return UpsertStats(inserted=new, updated=changed, unchanged=total - new - changed)
 

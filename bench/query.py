@@ -1,0 +1,200 @@
+"""Search latency on a large synthetic snapshot: ``Searcher.search`` vs a bare LanceDB hybrid query.
+
+    .venv/bin/python -m bench.query [--chunks 1000000] [--queries 200] [--dir DIR] [--rebuild]
+
+Builds (once, reused afterwards) a snapshot folder with the contract's LanceDB tables: ``chunks``
+(synthetic topical text + 384-d vectors, BM25 FTS index, ANN vector index), ``papers`` (doc and
+abstract vectors), ``figures``. Texts are drawn from per-topic vocabularies and vectors from per-topic
+centroids plus noise, so both BM25 and the ANN index see clustered data rather than uniform noise.
+
+Then, after a warm-up, it times queries in one run, interleaved so that CPU contention hits both sides
+alike: (a) ``Searcher.search(q, expand="off", rerank=False)`` end to end, including query encoding,
+and (b) a bare LanceDB hybrid query (``table.search(query_type="hybrid").vector(v).text(q)``, RRF,
+same candidate depth, limit 50) with its query encoding. It prints and writes p50/p95 for both, and
+for encoding alone, to bench/out/query.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+DIM = 384
+CHUNKS_PER_PAPER = 20
+N_TOPICS = 500
+WORDS_PER_CHUNK = 60
+
+
+def _vocab(rng, n_words: int = 20000) -> np.ndarray:
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    lens = rng.integers(4, 10, n_words)
+    return np.array(["".join(rng.choice(letters, n)) for n in lens])
+
+
+def build(folder: Path, n_chunks: int, seed: int = 0) -> dict:
+    """Write the synthetic snapshot; returns build timings."""
+    import lancedb
+
+    rng = np.random.default_rng(seed)
+    vocab = _vocab(rng)
+    topic_words = rng.integers(0, len(vocab), (N_TOPICS, 200))  # each topic favours 200 words
+    centroids = rng.normal(size=(N_TOPICS, DIM)).astype(np.float32)
+    n_papers = max(1, n_chunks // CHUNKS_PER_PAPER)
+    paper_topic = rng.integers(0, N_TOPICS, n_papers)
+    if folder.exists():
+        shutil.rmtree(folder)
+    (folder / "lancedb").mkdir(parents=True)
+    db = lancedb.connect(str(folder / "lancedb"))
+    t0 = time.perf_counter()
+    doc_sum = np.zeros((n_papers, DIM), dtype=np.float32)
+    abs_v = np.zeros((n_papers, DIM), dtype=np.float32)
+    batch = 50_000
+    table = None
+    zipf = np.minimum(rng.zipf(1.3, size=10_000_000) - 1, len(vocab) - 1)
+    zi = 0
+    for start in range(0, n_chunks, batch):
+        n = min(batch, n_chunks - start)
+        idx = np.arange(start, start + n)
+        pid = idx // CHUNKS_PER_PAPER
+        topic = paper_topic[np.minimum(pid, n_papers - 1)]
+        v = centroids[topic] + 0.8 * rng.normal(size=(n, DIM)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        np.add.at(doc_sum, np.minimum(pid, n_papers - 1), v)
+        first = idx % CHUNKS_PER_PAPER == 0
+        abs_v[pid[first]] = v[first]
+        # half the words from the topic's vocabulary, half from a Zipf background
+        tw = topic_words[topic][np.arange(n)[:, None], rng.integers(0, 200, (n, WORDS_PER_CHUNK // 2))]
+        if zi + n * WORDS_PER_CHUNK // 2 > len(zipf):
+            zi = 0
+        bg = zipf[zi: zi + n * WORDS_PER_CHUNK // 2].reshape(n, -1)
+        zi += n * WORDS_PER_CHUNK // 2
+        words = vocab[np.concatenate([tw, bg], axis=1)]
+        texts = [" ".join(w) for w in words]
+        t = pa.table({
+            "chunk_id": [f"p{p}#{o}" for p, o in zip(pid, idx % CHUNKS_PER_PAPER)],
+            "paper_id": [f"p{p}" for p in pid],
+            "ordinal": pa.array(idx % CHUNKS_PER_PAPER, pa.int32()),
+            "section": ["body"] * n,
+            "page_start": pa.array(1 + (idx % CHUNKS_PER_PAPER) // 3, pa.int32()),
+            "page_end": pa.array(1 + (idx % CHUNKS_PER_PAPER) // 3, pa.int32()),
+            "text": texts,
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.ravel()), DIM),
+        })
+        if table is None:
+            table = db.create_table("chunks", t)
+        else:
+            table.add(t)
+        print(f"  chunks {start + n:,}/{n_chunks:,}", flush=True)
+    t_write = time.perf_counter() - t0
+    doc_v = doc_sum / np.maximum(np.linalg.norm(doc_sum, axis=1, keepdims=True), 1e-9)
+    fsl = lambda m: pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(m, dtype=np.float32).ravel()), DIM)
+    db.create_table("papers", pa.table({
+        "paper_id": [f"p{i}" for i in range(n_papers)], "external_id": [f"p{i}" for i in range(n_papers)],
+        "source": ["bench"] * n_papers, "title": [f"synthetic paper {i}" for i in range(n_papers)],
+        "abstract": [""] * n_papers, "authors": [[f"author {i % 5000}"] for i in range(n_papers)],
+        "year": pa.array(2000 + np.arange(n_papers) % 26, pa.int32()), "categories": [["cs.IR"]] * n_papers,
+        "primary_category": ["cs.IR"] * n_papers, "citation_count": pa.array(np.arange(n_papers) % 100, pa.int64()),
+        "pagerank": pa.array(rng.random(n_papers) / n_papers), "weight": pa.array(np.ones(n_papers)),
+        "abs_vector": fsl(abs_v), "doc_vector": fsl(doc_v)}))
+    n_fig = n_papers // 5
+    fig_p = rng.integers(0, n_papers, n_fig)
+    fv = centroids[paper_topic[fig_p]] + rng.normal(size=(n_fig, DIM)).astype(np.float32)
+    fv /= np.linalg.norm(fv, axis=1, keepdims=True)
+    db.create_table("figures", pa.table({
+        "figure_id": [f"p{p}#fig{i}" for i, p in enumerate(fig_p)], "paper_id": [f"p{p}" for p in fig_p],
+        "label": ["Figure 1"] * n_fig, "number": pa.array([1] * n_fig, pa.int32()), "page": pa.array([1] * n_fig, pa.int32()),
+        "text": ["synthetic legend"] * n_fig, "vector": fsl(fv)}))
+    t1 = time.perf_counter()
+    table.create_fts_index("text")
+    t_fts = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    ivf_rows = n_chunks >= 50_000
+    if ivf_rows:
+        table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_PQ",
+                           num_partitions=max(16, int(np.sqrt(n_chunks))), num_sub_vectors=48)
+    t_vec = time.perf_counter() - t2
+    (folder / "manifest.json").write_text(json.dumps({
+        "snapshot_id": folder.name, "schema_version": 1, "counts": {"chunks": n_chunks, "papers": n_papers, "figures": n_fig},
+        "model": {"name": "sentence-transformers/all-MiniLM-L6-v2", "dim": DIM}, "synthetic": True}))
+    (folder / "queries.json").write_text(json.dumps([" ".join(vocab[rng.choice(topic_words[t], rng.integers(2, 6))])
+                                                     for t in rng.integers(0, N_TOPICS, 2000)]))
+    return {"write_s": round(t_write, 1), "fts_index_s": round(t_fts, 1), "vector_index_s": round(t_vec, 1),
+            "vector_index": "IVF_PQ" if ivf_rows else "none"}
+
+
+def _pct(xs: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(xs), p))
+
+
+def run(folder: Path, n_queries: int, warmup: int) -> dict:
+    from pipeline.query import Searcher, open_snapshot
+    from pipeline.settings import Settings
+
+    settings = Settings.load()
+    s = Searcher(open_snapshot(folder), settings)
+    queries = json.loads((folder / "queries.json").read_text())
+    table = s.chunks
+
+    def bare(q: str):
+        v = s.encode([q])[0]
+        return table.search(query_type="hybrid").vector(v).text(q).limit(50).to_arrow()
+
+    for q in queries[:warmup]:
+        s.search(q, k=10, expand="off", rerank=False)
+        bare(q)
+    ours, base, enc = [], [], []
+    for q in queries[warmup: warmup + n_queries]:
+        t = time.perf_counter(); s.search(q, k=10, expand="off", rerank=False); ours.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter(); bare(q); base.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter(); s.encode([q]); enc.append((time.perf_counter() - t) * 1000)
+    res = {
+        "search_p50_ms": _pct(ours, 50), "search_p95_ms": _pct(ours, 95),
+        "bare_hybrid_p50_ms": _pct(base, 50), "bare_hybrid_p95_ms": _pct(base, 95),
+        "encode_p50_ms": _pct(enc, 50), "encode_p95_ms": _pct(enc, 95),
+        "queries": len(ours), "warmup": warmup,
+    }
+    res["ratio_p50"] = res["search_p50_ms"] / res["bare_hybrid_p50_ms"]
+    res["ratio_p95"] = res["search_p95_ms"] / res["bare_hybrid_p95_ms"]
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks", type=int, default=1_000_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--dir", type=Path, default=None, help="where the synthetic snapshot lives (default bench/out/query-<chunks>)")
+    ap.add_argument("--rebuild", action="store_true")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out = Path(__file__).resolve().parent / "out"
+    folder = args.dir or out / f"query-{args.chunks}"
+    built = None
+    if args.rebuild or not (folder / "queries.json").is_file():
+        print(f"building a synthetic snapshot of {args.chunks:,} chunks in {folder}", flush=True)
+        built = build(folder, args.chunks)
+        print(f"  built: {built}", flush=True)
+    res = run(folder, args.queries, args.warmup)
+    res.update({"chunks": args.chunks, "build": built, "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
+                "load_avg": os.getloadavg()})
+    out.mkdir(exist_ok=True)
+    (out / "query.json").write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=2))
+    ok = res["search_p50_ms"] <= 50 and res["search_p95_ms"] <= 150 and res["ratio_p50"] <= 2
+    print(f"search p50 {res['search_p50_ms']:.1f} ms, p95 {res['search_p95_ms']:.1f} ms; bare hybrid p50 {res['bare_hybrid_p50_ms']:.1f} ms, "
+          f"p95 {res['bare_hybrid_p95_ms']:.1f} ms; ratio p50 {res['ratio_p50']:.2f}x -> {'meets' if ok else 'misses'} the target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""
+# paperkb nightly refresh
+
+Crawls arXiv (OAI-PMH) for the run's **data interval**, enriches the papers from Semantic Scholar,
+extracts full text from the PDFs, computes citation-graph metrics, embeds everything into LanceDB and
+publishes an immutable snapshot that downstream DAGs and apps read.
+
+```
+harvest -> enrich -> plan_fulltext -> fulltext_batch[*] -> merge_fulltext -> graph
+        -> plan_embed -> embed_shard[*] -> merge_embeddings -> publish
+```
+
+* **Backfills** re-harvest exactly their days: `airflow backfill create --dag-id paperkb_nightly
+  --from-date 2026-11-01 --to-date 2026-11-07`. Every step upserts on natural keys, so rerunning a day
+  changes nothing.
+* **Fan-out**: `fulltext_batch` and `embed_shard` are mapped tasks; add workers to finish sooner.
+  Their outputs go to staging Parquet, and a single merge task writes DuckDB / LanceDB.
+* **Politeness**: tasks that talk to arXiv run in the pool `arxiv_pool`, tasks that talk to Semantic
+  Scholar in `s2_pool` (one slot each; created by `make run` and by the compose `airflow-init` job
+  from `dags/pools.json`). Raise `arxiv_pool` only for a mirror that allows parallel downloads.
+* **Retries**: each task retries with exponential backoff (`PAPERKB_AIRFLOW_RETRIES`,
+  `PAPERKB_AIRFLOW_RETRY_DELAY_S`); a failed task reruns alone.
+* **Assets**: each step declares the warehouse tables it writes; `publish` emits `paperkb_snapshot`
+  with the snapshot id in the event's extra (see `paperkb_consumer_example`).
+* **Params**: `replay=true` re-parses arXiv/S2 from the raw zone instead of the network.
+
+Settings come from the environment (`PAPERKB_WAREHOUSE`, `PAPERKB_ARXIV_OAI_URL`, `S2_API_KEY`, ...).
+The DAG only wires `pipeline.refresh`; all logic lives in the `pipeline` package.
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import datetime, timedelta
+
+from airflow.sdk import Asset, CronDataIntervalTimetable, Param, chain, dag, task
+
+from pipeline.settings import Settings
+
+_cfg = Settings()  # parse-time: schedule and retry policy only (cheap, no I/O)
+
+ARXIV_POOL = "arxiv_pool"
+S2_POOL = "s2_pool"
+
+
+def _table(name: str) -> Asset:
+    return Asset(name=f"paperkb.warehouse.{name}", uri=f"x-paperkb://warehouse/{name}", group="paperkb-warehouse")
+
+
+PAPERS, AUTHORS, PAPER_AUTHORS, VERSIONS = (_table(t) for t in ("papers", "authors", "paper_authors", "versions"))
+WORKS, CITATIONS = _table("works"), _table("citations")
+CHUNKS, FIGURES, FULLTEXT_DOCS = _table("chunks"), _table("figures"), _table("fulltext_docs")
+PAPER_METRICS, RELATED, POWERLAW_FITS = _table("paper_metrics"), _table("related"), _table("powerlaw_fits")
+LANCEDB = Asset(name="paperkb.lancedb", uri="x-paperkb://warehouse/lancedb", group="paperkb-warehouse")
+SNAPSHOT = Asset(name="paperkb_snapshot", uri="x-paperkb://snapshots/current", group="paperkb")
+
+
+def _settings() -> Settings:
+    return Settings.load()
+
+
+def step(**task_kwargs):
+    """``@task`` whose docstring becomes the task doc in the UI (dedented: Airflow renders it as Markdown)."""
+
+    def wrap(fn):
+        return task(doc_md=inspect.cleandoc(fn.__doc__ or ""), **task_kwargs)(fn)
+
+    return wrap
+
+
+@dag(
+    dag_id="paperkb_nightly",
+    schedule=CronDataIntervalTimetable(_cfg.airflow_schedule, timezone="UTC"),
+    start_date=datetime.fromisoformat(_cfg.airflow_start_date),
+    catchup=False,
+    max_active_runs=1,  # DuckDB has a single writer: runs (and backfill days) go one at a time
+    default_args={
+        "owner": "paperkb",
+        "retries": _cfg.airflow_retries,
+        "retry_delay": timedelta(seconds=_cfg.airflow_retry_delay_s),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(seconds=_cfg.airflow_max_retry_delay_s),
+    },
+    params={"replay": Param(False, type="boolean", description="re-parse arXiv/S2 from the raw zone, no network")},
+    tags=["paperkb"],
+    doc_md=__doc__,
+)
+def paperkb_nightly():
+    @step(pool=ARXIV_POOL, outlets=[PAPERS, AUTHORS, PAPER_AUTHORS, VERSIONS])
+    def harvest(params=None, data_interval_start=None, data_interval_end=None) -> dict:
+        """
+        ### harvest
+        Lists the arXiv OAI-PMH records whose datestamp falls in this run's data interval
+        (`from` = interval start, `until` = the last day before the interval end), lands every
+        response in `raw/arxiv/` and upserts `papers`, `authors`, `paper_authors`, `versions`.
+        Pool `arxiv_pool`: one client talks to arXiv at a time.
+        """
+        from pipeline import refresh
+
+        return refresh.harvest_task(_settings(), data_interval_start, data_interval_end, replay=bool(params["replay"]))
+
+    @step(pool=S2_POOL, outlets=[WORKS, CITATIONS, PAPERS])
+    def enrich(params=None) -> dict:
+        """
+        ### enrich
+        Asks Semantic Scholar (batch API) for ids, counts, references and citations of papers not
+        enriched recently; lands the JSON in `raw/s2/` and upserts `works`, `citations` and the S2
+        columns of `papers`. Pool `s2_pool`.
+        """
+        from pipeline import refresh
+
+        return refresh.enrich_task(_settings(), replay=bool(params["replay"]))
+
+    @step()
+    def plan_fulltext(params=None) -> list[dict]:
+        """
+        ### plan_fulltext
+        Lists papers that need full text, in batches (`PAPERKB_FULLTEXT_BATCH_SIZE`); each batch is
+        one `fulltext_batch` task. No batches: the mapped task is skipped and the merge still runs.
+        """
+        from pipeline import refresh
+
+        return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))
+
+    @step(pool=ARXIV_POOL, map_index_template="{{ batch['part'] }}")
+    def fulltext_batch(batch: dict, params=None) -> dict:
+        """
+        ### fulltext_batch (mapped)
+        Downloads the batch's PDFs into `raw/pdf/`, extracts sections, chunks and figure legends, and
+        writes one staging Parquet part named after the batch's content (a retry overwrites it).
+        No DuckDB writes, so batches run in parallel (bounded by `arxiv_pool` for the downloads).
+        """
+        from pipeline import refresh
+
+        return refresh.fulltext_batch_task(_settings(), batch, replay=bool(params["replay"]))
+
+    @step(trigger_rule="none_failed", outlets=[CHUNKS, FIGURES, FULLTEXT_DOCS])
+    def merge_fulltext() -> dict:
+        """
+        ### merge_fulltext
+        Upserts every staging part into `chunks`, `figures`, `fulltext_docs` (idempotent). Runs also
+        when there was nothing to fetch.
+        """
+        from pipeline import refresh
+
+        return refresh.merge_fulltext_task(_settings())
+
+    @step(outlets=[PAPER_METRICS, RELATED, POWERLAW_FITS])
+    def graph() -> dict:
+        """
+        ### graph
+        Builds the citation graph with igraph: PageRank, the power-law fit of citation counts and its
+        survival weights, and the co-citation / coupling neighbours in `related`.
+        """
+        from pipeline import refresh
+
+        return refresh.graph_task(_settings())
+
+    @step()
+    def plan_embed() -> list[dict]:
+        """
+        ### plan_embed
+        Splits the texts to embed into `PAPERKB_EMBED_SHARDS` shards by content hash.
+        """
+        from pipeline import refresh
+
+        return refresh.plan_embed_shards(_settings())
+
+    @step(map_index_template="shard {{ shard['index'] }}")
+    def embed_shard(shard: dict) -> dict:
+        """
+        ### embed_shard (mapped)
+        Encodes the shard's new texts (unchanged content hashes are cached) and stages the vectors as
+        Parquet. Reads DuckDB read-only; no LanceDB writes.
+        """
+        from pipeline import refresh
+
+        return refresh.embed_shard_task(_settings(), shard)
+
+    @step(trigger_rule="none_failed", outlets=[LANCEDB])
+    def merge_embeddings() -> dict:
+        """
+        ### merge_embeddings
+        Absorbs the staged vectors and syncs the LanceDB tables `chunks`, `papers`, `figures` and
+        their vector and full-text indexes (the single LanceDB writer).
+        """
+        from pipeline import refresh
+
+        return refresh.merge_embeddings_task(_settings())
+
+    @step(outlets=[SNAPSHOT])
+    def publish(*, outlet_events=None) -> dict:
+        """
+        ### publish
+        Writes `snapshots/<id>.tmp/`, verifies it, renames it and swaps `snapshots/CURRENT`. Emits the
+        `paperkb_snapshot` asset event with the snapshot id and path, which schedules downstream DAGs.
+        """
+        from pipeline import refresh
+
+        summary = refresh.publish_task(_settings())
+        outlet_events[SNAPSHOT].extra = {k: str(summary[k]) for k in ("snapshot_id", "path") if k in summary}
+        return summary
+
+    batches = plan_fulltext()
+    shards = plan_embed()
+    chain(harvest(), enrich(), batches, fulltext_batch.expand(batch=batches), merge_fulltext(), graph(),
+          shards, embed_shard.expand(shard=shards), merge_embeddings(), publish())
+
+
+paperkb_nightly()

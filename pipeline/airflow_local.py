@@ -1,0 +1,178 @@
+"""Run the nightly DAG through Airflow on this machine: what ``make run`` does.
+
+    python -m pipeline.airflow_local                       # real arXiv + Semantic Scholar
+    python -m pipeline.airflow_local --replay ../shared/data   # the recorded data, no network
+
+Steps: an embedded Airflow under ``warehouse/airflow`` (AIRFLOW_HOME, SQLite metadata DB, no example
+DAGs), ``airflow db migrate``, ``airflow pools import dags/pools.json`` (arxiv_pool, s2_pool), then
+``airflow dags test paperkb_nightly <day>`` -- the real DAG, its real tasks and dependencies, run by
+Airflow in this process (no scheduler or webserver needed). With ``--replay`` a local replay server
+(``pipeline.replay_server``) answers for arXiv and S2 and the ``PAPERKB_*`` URLs point at it. It ends
+by printing the published snapshot and a sample search.
+
+The helpers (``airflow_env``, ``prepare``, ``ApiServer``) are also used by the Airflow tests and by
+``bench/airflow.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator
+
+from pipeline.settings import REPO_ROOT, Settings
+
+DAGS_DIR = REPO_ROOT / "dags"
+POOLS_FILE = DAGS_DIR / "pools.json"
+DAG_ID = "paperkb_nightly"
+
+
+def airflow_bin() -> str:
+    """The ``airflow`` command beside this interpreter (the project venv), else the one on PATH."""
+    here = Path(sys.executable).with_name("airflow")
+    return str(here) if here.exists() else (shutil.which("airflow") or "airflow")
+
+
+def airflow_env(home: Path, *, executor: str | None = None, parallelism: int | None = None,
+                api_port: int | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for an embedded Airflow under ``home`` (SQLite, this repo's dags/, no examples)."""
+    env = dict(os.environ if base is None else base)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_DIR),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+    })
+    if executor:
+        env["AIRFLOW__CORE__EXECUTOR"] = executor
+    if parallelism:
+        env["AIRFLOW__CORE__PARALLELISM"] = str(parallelism)
+    if api_port:
+        # the LocalExecutor's task processes report to the api-server's execution API
+        env["AIRFLOW__API__BASE_URL"] = f"http://127.0.0.1:{api_port}/"
+        env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"http://127.0.0.1:{api_port}/execution/"
+        env.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", "paperkb-local-" + str(home).replace("/", "-"))
+    return env
+
+
+def run_airflow(env: dict[str, str], *args: str, check: bool = True, capture: bool = True,
+                timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([airflow_bin(), *args], env=env, check=check, text=True, timeout=timeout,
+                          capture_output=capture)
+
+
+def prepare(env: dict[str, str]) -> None:
+    """``airflow db migrate`` and the politeness pools (idempotent)."""
+    Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
+    run_airflow(env, "db", "migrate")
+    run_airflow(env, "pools", "import", str(POOLS_FILE))
+
+
+@contextmanager
+def api_server(env: dict[str, str], port: int, log_path: Path, timeout_s: float = 120) -> Iterator[subprocess.Popen]:
+    """An ``airflow api-server`` on 127.0.0.1:port (the LocalExecutor needs its execution API)."""
+    log_file = open(log_path, "wb")
+    proc = subprocess.Popen([airflow_bin(), "api-server", "--host", "127.0.0.1", "--port", str(port)],
+                            env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"airflow api-server did not come up; see {log_path}")
+                time.sleep(0.5)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log_file.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- make run ---------------------------------------------------------------------------------------------
+def _print_result(settings: Settings, query: str) -> int:
+    from pipeline import snapshots
+
+    try:
+        path = snapshots.resolve(settings.snapshots_dir)
+    except Exception as exc:  # noqa: BLE001 - report, the DAG log above says why
+        print(f"paperkb: no published snapshot ({exc})", file=sys.stderr)
+        return 1
+    manifest = snapshots.read_manifest(path)
+    print(f"\npublished snapshot {manifest.get('snapshot_id', path.name)} at {path}")
+    print("  counts: " + json.dumps(manifest.get("counts", {})))
+    print("  model:  " + json.dumps(manifest.get("model", {})))
+    print(f"\n$ paperkb search {query!r} -k 5")
+    paperkb = Path(sys.executable).with_name("paperkb")
+    cmd = [str(paperkb)] if paperkb.exists() else [sys.executable, "-m", "pipeline.cli"]
+    return subprocess.run([*cmd, "--warehouse", str(settings.warehouse), "search", query, "-k", "5"]).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipeline.airflow_local", description=__doc__.splitlines()[0])
+    ap.add_argument("--replay", metavar="DATA_DIR", help="serve the recorded arXiv/S2 data from DATA_DIR locally")
+    ap.add_argument("--date", help="logical date YYYY-MM-DD: the run harvests the day before it (default: today, UTC)")
+    ap.add_argument("--query", help="sample search printed at the end")
+    args = ap.parse_args(argv)
+
+    settings = Settings.load()
+    warehouse = settings.warehouse.resolve()
+    home = warehouse / "airflow"
+    env = airflow_env(home)
+    env["PAPERKB_WAREHOUSE"] = str(warehouse)
+    logical = args.date or datetime.now(timezone.utc).date().isoformat()
+    print(f"paperkb: Airflow home {home} (SQLite); migrating the metadata DB and creating pools", flush=True)
+    prepare(env)
+
+    server = None
+    if args.replay:
+        from pipeline.replay_server import ReplayServer, service_env
+
+        server = ReplayServer(args.replay).start()
+        env.update(service_env(server.url))
+        env.setdefault("PAPERKB_CATEGORIES", '["*"]')  # the recordings are not cs papers
+        env.setdefault("PAPERKB_ARXIV_DELAY_S", "0")
+        env.setdefault("PAPERKB_S2_DELAY_S", "0")
+        print(f"paperkb: replaying recorded arXiv/S2 from {args.replay} at {server.url}", flush=True)
+    try:
+        day = date.fromisoformat(logical) - timedelta(days=1)
+        print(f"paperkb: airflow dags test {DAG_ID} {logical} (harvests {day})", flush=True)
+        rc = run_airflow(env, "dags", "test", DAG_ID, logical, check=False, capture=False).returncode
+    finally:
+        if server is not None:
+            server.stop()
+    if rc != 0:
+        print(f"paperkb: the DAG run failed (exit {rc}); task logs are under {home / 'logs'}", file=sys.stderr)
+        return rc
+    query = args.query or ("nuclear symmetry energy" if args.replay else "large language models")
+    return _print_result(Settings.load(warehouse=warehouse), query)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,441 @@
+"""PDF bytes -> laid-out text blocks in reading order, with headings, abstract and body marked.
+
+PyMuPDF gives text blocks (``page.get_text("dict")``) with fonts and positions. On top of that this
+module adds what a search index needs and PyMuPDF does not decide for us:
+
+- validation: empty file, not a PDF, encrypted, truncated or corrupt -> ``PdfRejected(reason)``;
+- reading order that survives two-column layouts: blocks are sorted per column inside horizontal
+  bands separated by full-width blocks (titles, wide figures, wide captions);
+- noise removal: rotated text (the arXiv side stamp ``arXiv:1706.03762v5 [cs.CL] ...`` and rotated
+  figure labels), running headers/footers (margin text repeated on several pages) and page numbers;
+- section headings (numbered or well-known names, set in bold or a larger size) and the abstract.
+
+Pure layout logic; I/O is only ``pymupdf.open`` on bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pymupdf
+
+# Text flags: dict output without image payloads (expensive, unused: images come from
+# page.get_image_info()) and with ligatures expanded ("ﬁ" -> "fi") so search tokens match.
+TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES & ~pymupdf.TEXT_PRESERVE_LIGATURES
+
+_BOLD_FONT = re.compile(r"(Bold|Medi|Semi|Heavy|Black|BX)", re.I)
+_PAGE_NUMBER = re.compile(r"^\W*(\d{1,4}|[ivxlcdm]{1,6})\W*$", re.I)
+_ARXIV_STAMP = re.compile(r"^arXiv:\s*\S+\s+\[[^\]]+\]", re.I)
+_NUMBERED_HEADING = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[A-H](?:\.\d+)*\.?|[IVX]+\.)\s+[A-Z]")
+_KNOWN_HEADINGS = re.compile(
+    r"^(?:\d+(?:\.\d+)*\.?\s+)?(abstract|introduction|background|related work|conclusions?|discussion|"
+    r"acknowledge?ments?|acknowlegements?|references|bibliography|appendix|appendices|"
+    r"experiments?|results|methods?|limitations|future work)\s*$",
+    re.I,
+)
+_ABSTRACT_HEAD = re.compile(r"^\s*abstract\s*[.:\u2014\u2013-]?\s*", re.I)
+_WORD = re.compile(r"\w+")
+_CAPTION_START = re.compile(r"^\s*(Figure|FIGURE|Fig\.|FIG\.|Table|TABLE)\s*\d")
+_TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
+
+
+class PdfRejected(Exception):
+    """The bytes are not a usable PDF. ``reason`` is a short code for the rejects table."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class Line:
+    text: str
+    bbox: tuple[float, float, float, float]
+    size: float
+    bold: bool
+    font: str
+
+
+@dataclass
+class Block:
+    page: int  # 1-based
+    bbox: tuple[float, float, float, float]
+    lines: list[Line]
+    size: float  # dominant font size of the block (character-weighted)
+    bold: bool  # all text bold
+    font: str  # dominant font
+    kind: str = "body"  # body | heading | abstract | caption | front
+    section: str | None = None
+    _text: str | None = field(default=None, repr=False)
+    stats: tuple = field(default=(), repr=False)  # (chars per font size, chars per font name)
+    footnote: bool = False
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = join_lines([ln.text for ln in self.lines])
+        return self._text
+
+    @property
+    def x0(self) -> float:
+        return self.bbox[0]
+
+    @property
+    def y0(self) -> float:
+        return self.bbox[1]
+
+    @property
+    def x1(self) -> float:
+        return self.bbox[2]
+
+    @property
+    def y1(self) -> float:
+        return self.bbox[3]
+
+
+@dataclass
+class PageLayout:
+    number: int  # 1-based
+    width: float
+    height: float
+    blocks: list[Block]  # reading order, noise removed
+
+
+@dataclass
+class LaidOutPdf:
+    pages: list[PageLayout]
+    body_size: float
+    body_font: str
+    n_dropped: dict[str, int] = field(default_factory=dict)  # what was removed as noise, by kind
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.pages)
+
+    def blocks(self):
+        for p in self.pages:
+            yield from p.blocks
+
+
+# ------------------------------------------------------------------------------------------------
+# opening
+
+
+def open_pdf(data: bytes) -> pymupdf.Document:
+    """Open PDF bytes or raise ``PdfRejected`` with reason empty/not_pdf/encrypted/truncated/corrupt."""
+    if not data:
+        raise PdfRejected("empty", "0 bytes")
+    head = bytes(data[:1024])
+    if b"%PDF-" not in head:
+        snippet = head[:40].decode("latin-1", "replace").strip()
+        raise PdfRejected("not_pdf", f"no %PDF- header; starts with {snippet!r}")
+    # A complete PDF ends with %%EOF (possibly followed by whitespace or a few junk bytes).
+    # MuPDF would silently "repair" a cut-off file and give us part of a paper: we reject it.
+    if b"%%EOF" not in bytes(data[-2048:]):
+        raise PdfRejected("truncated", f"no %%EOF marker at the end of {len(data)} bytes")
+    try:
+        doc = pymupdf.open(stream=bytes(data), filetype="pdf")
+    except Exception as exc:  # noqa: BLE001 - MuPDF raises several types for broken files
+        raise PdfRejected("corrupt", f"{type(exc).__name__}: {exc}") from exc
+    if doc.needs_pass:
+        doc.close()
+        raise PdfRejected("encrypted", "password required")
+    if doc.page_count == 0:
+        doc.close()
+        raise PdfRejected("corrupt", "no pages")
+    return doc
+
+
+# ------------------------------------------------------------------------------------------------
+# text helpers
+
+
+def join_lines(lines: list[str]) -> str:
+    """Join the lines of one paragraph: a space between lines, hyphenated word breaks re-joined."""
+    out = ""
+    for raw in lines:
+        t = " ".join(raw.split())
+        if not t:
+            continue
+        if not out:
+            out = t
+        elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and t[0].islower():
+            out = out[:-1] + t  # "tar-" + "get" -> "target"
+        else:
+            out = out + " " + t
+    return out
+
+
+def _is_bold(span: dict) -> bool:
+    return bool(span["flags"] & 16) or bool(_BOLD_FONT.search(span["font"]))
+
+
+def _size_key(size: float) -> float:
+    return round(size * 2) / 2  # 9.9 / 10.0 / 10.1 are one size
+
+
+def _make_block(pno: int, raw: dict, n_dropped: Counter) -> Block | None:
+    """One PyMuPDF text block -> Block (rotated lines dropped). Kept lean: it runs for every line."""
+    lines: list[Line] = []
+    size_chars: dict[float, int] = {}
+    font_chars: dict[str, int] = {}
+    bold_chars = total_chars = 0
+    for ln in raw["lines"]:
+        d = ln["dir"]
+        if d[0] < 0.999 or abs(d[1]) > 0.001:
+            n_dropped["rotated_lines"] += 1  # arXiv side stamp, rotated axis labels
+            continue
+        spans = ln["spans"]
+        if len(spans) == 1:
+            main = spans[0]
+            text = main["text"]
+            nchar = len(text)
+        else:
+            text = "".join([sp["text"] for sp in spans])
+            main = max(spans, key=lambda sp: len(sp["text"]))
+            nchar = len(text)
+        if not text or text.isspace():
+            continue
+        size = _size_key(main["size"])
+        bold = _is_bold(main)
+        font = main["font"]
+        size_chars[size] = size_chars.get(size, 0) + nchar
+        font_chars[font] = font_chars.get(font, 0) + nchar
+        if bold:
+            bold_chars += nchar
+        total_chars += nchar
+        lines.append(Line(text=text, bbox=ln["bbox"], size=size, bold=bold or _is_bold(spans[0]), font=font))
+    if not lines:
+        return None
+    if len(lines) == len(raw["lines"]):
+        bbox = tuple(raw["bbox"])
+    else:
+        bbox = (min(ln.bbox[0] for ln in lines), min(ln.bbox[1] for ln in lines),
+                max(ln.bbox[2] for ln in lines), max(ln.bbox[3] for ln in lines))
+    block = Block(page=pno, bbox=bbox, lines=lines, size=max(size_chars, key=size_chars.get),
+                  bold=bold_chars >= 0.9 * total_chars, font=max(font_chars, key=font_chars.get))
+    block.stats = (size_chars, font_chars)
+    return block
+
+
+# ------------------------------------------------------------------------------------------------
+# reading order
+
+
+def order_blocks(blocks: list[Block]) -> list[Block]:
+    """Reading order for one- and two-column pages.
+
+    Blocks are walked top to bottom. A block that crosses the page's middle (title, one-column
+    text, wide figure or caption) closes a band; inside a band, the left column is read before the
+    right column, each top to bottom.
+    """
+    if len(blocks) < 2:
+        return list(blocks)
+    left = min(b.x0 for b in blocks)
+    right = max(b.x1 for b in blocks)
+    mid = (left + right) / 2
+    tol = 0.02 * (right - left)
+    out: list[Block] = []
+    col_l: list[Block] = []
+    col_r: list[Block] = []
+
+    def flush() -> None:
+        out.extend(sorted(col_l, key=lambda b: (b.y0, b.x0)))
+        out.extend(sorted(col_r, key=lambda b: (b.y0, b.x0)))
+        col_l.clear()
+        col_r.clear()
+
+    for b in sorted(blocks, key=lambda b: (b.y0, b.x0)):
+        if b.x1 <= mid + tol:
+            col_l.append(b)
+        elif b.x0 >= mid - tol:
+            col_r.append(b)
+        else:
+            flush()
+            out.append(b)
+    flush()
+    return out
+
+
+def _footnotes_last(blocks: list[Block], height: float, body_size: float) -> list[Block]:
+    """Footnotes go after the page's text, so a paragraph running from one column (or page) into the
+    next is not cut by them. A footnote: smaller than body text, in the lower 30% of the page, and
+    with no body-size text below it in its column. Relative order is kept."""
+    def is_note(b: Block) -> bool:
+        if b.size > body_size - 0.9 or b.y0 < 0.7 * height or _CAPTION_START.match(b.lines[0].text):
+            return False
+        return not any(o.size >= body_size - 0.4 and o.y0 >= b.y1 and min(o.x1, b.x1) > max(o.x0, b.x0)
+                       for o in blocks)
+
+    flags = [is_note(b) for b in blocks]
+    if not any(flags):
+        return blocks
+    for b, f in zip(blocks, flags):
+        b.footnote = f
+    return [b for b, f in zip(blocks, flags) if not f] + [b for b, f in zip(blocks, flags) if f]
+
+
+def _carry_footnotes(pages: list[PageLayout]) -> None:
+    """When a page's text stops mid-sentence, its footnotes are read after the first block of the
+    next page (the rest of that sentence), so the footnotes do not split the paragraph."""
+    carry: list[Block] = []
+    for page in pages:
+        if carry:
+            k = 1 if page.blocks else 0
+            page.blocks[k:k] = carry
+            carry = []
+        notes = [b for b in page.blocks if b.footnote and b.page == page.number]
+        text = [b for b in page.blocks if not b.footnote]
+        if notes and text and not re.search(r"[.!?:)\]]\s*$", text[-1].text):
+            page.blocks = [b for b in page.blocks if b not in notes]
+            carry = notes
+    if carry:
+        pages[-1].blocks.extend(carry)
+
+
+# ------------------------------------------------------------------------------------------------
+# running headers / footers / page numbers
+
+
+def _margin_key(text: str) -> str:
+    return re.sub(r"\d+", "#", " ".join(text.lower().split()))
+
+
+def _drop_margins(pages: list[tuple[int, float, list[Block]]], n_dropped: Counter) -> None:
+    """Remove page numbers and text repeated in the top/bottom margin of several pages (in place).
+
+    Margin = top/bottom 10% of the page (13% for a bare page number: LNCS prints it inside the
+    running head, lower than other styles). Text repeats when it is equal after digits are masked
+    ("Published as a conference paper at ICLR 2015", "2 O. Ronneberger et al.")."""
+    band, number_band = 0.10, 0.13
+
+    def in_band(b: Block, height: float, frac: float) -> bool:
+        return b.y1 < frac * height or b.y0 > (1 - frac) * height
+
+    seen: Counter = Counter()
+    for _, height, blocks in pages:
+        seen.update({_margin_key(b.text) for b in blocks if in_band(b, height, band)})
+    repeat_min = 2 if len(pages) <= 4 else 3
+    for i, (pno, height, blocks) in enumerate(pages):
+        keep = []
+        for b in blocks:
+            text = b.text
+            if in_band(b, height, number_band) and _PAGE_NUMBER.match(text):
+                n_dropped["page_number"] += 1
+            elif in_band(b, height, band) and seen[_margin_key(text)] >= repeat_min and len(text) < 200:
+                n_dropped["running_header"] += 1
+            elif _ARXIV_STAMP.match(text) and len(text) < 120:
+                n_dropped["arxiv_stamp"] += 1
+            elif not _TWO_LETTERS.search(text):
+                n_dropped["no_words"] += 1  # axis ticks and other figure-internal numbers
+            else:
+                keep.append(b)
+        pages[i] = (pno, height, keep)
+
+
+# ------------------------------------------------------------------------------------------------
+# headings and abstract
+
+
+def heading_title(block: Block, body_size: float, *, after_front: bool) -> str | None:
+    """The heading text when ``block`` looks like a section heading, else None."""
+    if len(block.lines) > 3:
+        return None
+    text = block.text.strip()
+    if not text or len(text) > 100 or len(_WORD.findall(text)) > 14:
+        return None
+    styled = block.bold or block.size >= body_size + 0.9 or (text.isupper() and len(text) > 3)
+    if not styled:
+        return None
+    if _KNOWN_HEADINGS.match(text):
+        return text
+    if _NUMBERED_HEADING.match(text) and not text.rstrip().endswith((",", ";", "=")) and _looks_like_words(text):
+        return text
+    # unnumbered headings ("Attention Visualizations") only after the front matter, when clearly larger
+    if after_front and block.bold and block.size >= body_size + 1.4 and _looks_like_words(text) and text[0].isupper():
+        return text
+    return None
+
+
+def _looks_like_words(text: str) -> bool:
+    letters = sum(c.isalpha() for c in text)
+    return letters >= 3 and letters >= 0.6 * len(text.replace(" ", ""))
+
+
+def layout(doc: pymupdf.Document) -> LaidOutPdf:
+    """Lay out every page: blocks in reading order, noise removed (kinds: see ``assign_kinds``)."""
+    n_dropped: Counter = Counter()
+    raw_pages: list[tuple[int, float, list[Block]]] = []
+    widths: dict[int, float] = {}
+    sizes: Counter = Counter()
+    fonts: Counter = Counter()
+    for page in doc:
+        pno = page.number + 1
+        rect = page.rect
+        widths[pno] = rect.width
+        blocks = []
+        # textpage + extractDICT directly: page.get_text("dict") adds overhead we do not need
+        for raw in page.get_textpage(flags=TEXT_FLAGS).extractDICT()["blocks"]:
+            if raw.get("type", 0) != 0:
+                continue
+            b = _make_block(pno, raw, n_dropped)
+            if b is None:
+                continue
+            blocks.append(b)
+            sizes.update(b.stats[0])
+            fonts.update(b.stats[1])
+        raw_pages.append((pno, rect.height, blocks))
+    _drop_margins(raw_pages, n_dropped)
+    body_size = sizes.most_common(1)[0][0] if sizes else 10.0
+    body_font = fonts.most_common(1)[0][0] if fonts else ""
+    pages = [PageLayout(number=pno, width=widths[pno], height=h,
+                        blocks=_footnotes_last(order_blocks(blocks), h, body_size))
+             for pno, h, blocks in raw_pages]
+    _carry_footnotes(pages)
+    return LaidOutPdf(pages=pages, body_size=body_size, body_font=body_font, n_dropped=dict(n_dropped))
+
+
+def assign_kinds(laid: LaidOutPdf) -> None:
+    """Mark headings, the abstract and the front matter (title, authors: before the abstract or first
+    heading) and give every other block its section. Caption blocks (marked earlier) are left alone."""
+    pages, body_size = laid.pages, laid.body_size
+    section: str | None = None
+    in_abstract = False
+    seen_heading = False
+    for page in pages:
+        for b in page.blocks:
+            if b.kind == "caption":
+                continue
+            title = heading_title(b, body_size, after_front=seen_heading)
+            if title is not None and _ABSTRACT_HEAD.fullmatch(title):
+                b.kind, b.section = "abstract", "Abstract"  # the heading itself is not body text
+                in_abstract, seen_heading, section = True, True, "Abstract"
+                continue
+            if title is not None:
+                b.kind, b.section = "heading", title
+                in_abstract, seen_heading, section = False, True, title
+                continue
+            if not seen_heading and b.lines[0].bold and _ABSTRACT_HEAD.match(b.lines[0].text) \
+                    and len(_ABSTRACT_HEAD.sub("", b.text, count=1)) > 40:
+                # run-in abstract (LNCS): "Abstract. There is large consent ..."
+                b.kind, b.section = "abstract", "Abstract"
+                in_abstract, seen_heading, section = True, True, "Abstract"
+                continue
+            if in_abstract:
+                b.kind, b.section = "abstract", "Abstract"
+            elif not seen_heading:
+                b.kind, b.section = "front", None
+            else:
+                b.section = section
+
+
+def abstract_text(blocks: list[Block]) -> str | None:
+    parts = []
+    for b in blocks:
+        if b.kind == "abstract":
+            parts.append(_ABSTRACT_HEAD.sub("", b.text, count=1) if not parts else b.text)
+    text = "\n\n".join(p for p in parts if p.strip())
+    return text or None

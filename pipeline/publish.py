@@ -1,0 +1,282 @@
+"""Publish an immutable snapshot: build ``<id>.tmp/``, verify it, rename it, swap ``CURRENT``.
+
+Stages (a crash at any point leaves the previous snapshot serving)::
+
+    build     snapshots/<id>.tmp/{catalog.duckdb, lancedb/, manifest.json}   readers never look here
+    verify    counts match the warehouse, LanceDB tables + indexes open, probe queries answer,
+              every file matches its sha256 in the manifest
+    rename    <id>.tmp -> <id>          complete but not yet CURRENT (rollback target)
+    swap      CURRENT := <id>           os.replace of a one-line file: atomic
+    retain    keep the newest ``snapshot_keep`` snapshots (and always CURRENT)
+
+Only one publish runs at a time (an exclusive lock file); an abandoned ``*.tmp`` folder from a
+killed publish is removed by the next one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from pipeline import snapshots as snap
+from pipeline.errors import UserError
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# tables that describe runs of the pipeline rather than papers: not copied into a snapshot
+OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints"}
+LANCE_TABLES = ("chunks", "papers", "figures")
+
+StageHook = Callable[[str, Path], None]
+
+
+def new_snapshot_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:4]}"
+
+
+@contextmanager
+def _publish_lock(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".publish.lock", "w") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another publish is running on {root}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _remove_abandoned(root: Path) -> list[str]:
+    """Folders left by a publish or a retention that was killed (we hold the lock: none is live)."""
+    removed = []
+    for d in root.iterdir():
+        if d.is_dir() and d.name.endswith((snap.TMP_SUFFIX, snap.DELETING_SUFFIX)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
+    return removed
+
+
+# ---- build ---------------------------------------------------------------------------------------------
+def build_catalog(settings: Settings, out: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """Copy the analyst/app tables and views into ``out`` (a new DuckDB file). Returns (counts, watermarks)."""
+    import duckdb
+
+    if not settings.db_path.exists():
+        raise UserError(f"no warehouse at {settings.db_path}: nothing to publish")
+    con = duckdb.connect(str(out))
+    try:
+        con.execute(f"ATTACH '{_sql_str(settings.db_path)}' AS wh (READ_ONLY)")
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'wh' AND schema_name = 'main' "
+            "ORDER BY table_name").fetchall()]
+        counts: dict[str, int] = {}
+        for t in tables:
+            if t in OPERATIONAL_TABLES or t.startswith(("_", "stg_")):
+                continue
+            con.execute(f'CREATE TABLE main."{t}" AS SELECT * FROM wh.main."{t}"')
+            counts[t] = con.execute(f'SELECT count(*) FROM wh.main."{t}"').fetchone()[0]
+        watermarks = {}
+        if "watermarks" in tables:
+            watermarks = dict(con.execute("SELECT source, value FROM wh.main.watermarks ORDER BY source").fetchall())
+        views = con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'wh' AND schema_name = 'main' "
+            "AND NOT internal ORDER BY view_name").fetchall()
+        con.execute("DETACH wh")
+        for name, sql in views:  # views keep working in the catalog: they name tables without a schema
+            try:
+                con.execute(sql)
+            except duckdb.Error as exc:
+                log.warning("view %s not copied into the snapshot: %s", name, str(exc).splitlines()[0])
+        for name, _ in views:
+            if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()[0]:
+                counts[f"view:{name}"] = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return counts, watermarks
+
+
+def _sql_str(p: Path) -> str:
+    return str(p).replace("'", "''")
+
+
+def copy_lancedb(settings: Settings, out: Path) -> dict:
+    """Copy the working LanceDB (already compacted by the embed step) and read its model stamp."""
+    import lancedb
+
+    from pipeline.embed import table_model, table_names
+
+    src = settings.lancedb_dir
+    if not src.is_dir():
+        raise UserError(f"no LanceDB at {src}: run `paperkb embed` before `paperkb publish`")
+    db = lancedb.connect(str(src))
+    names = set(table_names(db))
+    missing = [t for t in LANCE_TABLES if t not in names]
+    if missing:
+        raise UserError(f"LanceDB at {src} has no {', '.join(missing)} table: run `paperkb embed` first")
+    models = {t: table_model(db.open_table(t)) for t in LANCE_TABLES}
+    keys = {(m["key"], m["dim"]) for m in models.values()}
+    if len(keys) != 1:
+        raise UserError("LanceDB tables were embedded with different models: run `paperkb embed` again")
+    shutil.copytree(src, out, copy_function=shutil.copy2)
+    return models["chunks"]
+
+
+# ---- verify --------------------------------------------------------------------------------------------
+def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, int]:
+    """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries."""
+    import duckdb
+    import lancedb
+
+    problems: list[str] = []
+    con = duckdb.connect(str(folder / "catalog.duckdb"), read_only=True)
+    try:
+        for t, n in expected_counts.items():
+            if t.startswith("view:"):
+                continue
+            got = con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+            if got != n:
+                problems.append(f"catalog.{t}: {got} rows, warehouse has {n}")
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        want = {}
+        if "passages" in tables:
+            want["chunks"] = con.execute("SELECT count(*) FROM passages").fetchone()[0]
+            want["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM passages").fetchone()[0]
+        if "figures" in tables:
+            want["figures"] = con.execute(
+                "SELECT count(*) FROM figures WHERE coalesce(trim(text), '') <> ''").fetchone()[0]
+    finally:
+        con.close()
+
+    db = lancedb.connect(str(folder / "lancedb"))
+    lance_counts: dict[str, int] = {}
+    for name in LANCE_TABLES:
+        t = db.open_table(name)
+        lance_counts[name] = n = t.count_rows()
+        if name in want and want[name] != n:
+            problems.append(f"lancedb.{name}: {n} rows, warehouse has {want[name]}: run `paperkb embed` first")
+    chunks = db.open_table("chunks")
+    indexed = {c for ix in chunks.list_indices() for c in ix.columns}
+    if lance_counts["chunks"] and "text" not in indexed:
+        problems.append("lancedb.chunks has no full-text index on text")
+    if lance_counts["chunks"]:
+        row = chunks.search().limit(1).select(["chunk_id", "text", "vector"]).to_list()[0]
+        hit = chunks.search(row["vector"], vector_column_name="vector").metric("cosine").limit(1).to_list()
+        if not hit or hit[0]["_distance"] > 1e-3:
+            problems.append("probe vector query did not find its own chunk")
+        word = max((w.strip(".,;:()[]\"'") for w in (row["text"] or "").split()), key=len, default="")
+        if word:
+            fts = chunks.search(word, query_type="fts").limit(5).to_list()
+            if not fts:
+                problems.append(f"probe BM25 query {word!r} answered nothing")
+    papers = db.open_table("papers")
+    if lance_counts["papers"]:
+        papers.search().limit(1).select(["paper_id", "doc_vector"]).to_list()
+    if problems:
+        raise UserError(f"snapshot verification failed: {problems[0]}" + (
+            f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return {f"lancedb.{k}": v for k, v in lance_counts.items()}
+
+
+# ---- publish -------------------------------------------------------------------------------------------
+def write_manifest(folder: Path, manifest: dict) -> None:
+    files = snap.snapshot_files(folder)
+    manifest["files"] = {rel: snap.sha256_file(folder / rel) for rel in files}
+    manifest["sizes"] = {rel: (folder / rel).stat().st_size for rel in files}
+    tmp = folder / f".{snap.MANIFEST}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1, sort_keys=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / snap.MANIFEST)
+
+
+def apply_retention(root: Path, keep: int) -> list[str]:
+    """Delete the oldest snapshots beyond ``keep`` (never CURRENT). Renamed first, so a half-deleted
+    snapshot is never visible under its id."""
+    snaps = snap.list_snapshots(root)
+    cur = snap.current_id(root)
+    doomed = [s["snapshot_id"] for s in snaps[:-keep] if s["snapshot_id"] != cur] if len(snaps) > keep else []
+    for sid in doomed:
+        gone = root / f"{sid}{snap.DELETING_SUFFIX}"
+        os.replace(root / sid, gone)
+        shutil.rmtree(gone, ignore_errors=True)
+    return doomed
+
+
+def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dict:
+    """Build, verify and switch to a new snapshot. ``on_stage(stage, path)`` is called after the stages
+    'built', 'verified', 'renamed' and 'swapped' (tests use it to crash a publish at each point)."""
+    t0 = time.perf_counter()
+    root = settings.snapshots_dir
+    hook = on_stage or (lambda stage, path: None)
+    with _publish_lock(root):
+        abandoned = _remove_abandoned(root)
+        if abandoned:
+            log.info("removed %d abandoned folder(s) from an interrupted publish: %s", len(abandoned), ", ".join(abandoned))
+        sid = new_snapshot_id()
+        tmp = root / f"{sid}{snap.TMP_SUFFIX}"
+        final = root / sid
+        tmp.mkdir(parents=True)
+        try:
+            counts, watermarks = build_catalog(settings, tmp / "catalog.duckdb")
+            model = copy_lancedb(settings, tmp / "lancedb")
+            manifest = {
+                "snapshot_id": sid,
+                "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+                "schema_version": snap.SCHEMA_VERSION,
+                "counts": dict(counts),
+                "model": {k: model.get(k) for k in ("name", "query_model", "dim", "key", "doc_format", "truncate_dim",
+                                                    "max_seq_length", "path", "query_path")},
+                "weights": dict(getattr(settings, "score_weights", {}) or {}),
+                "watermarks": watermarks,
+                "layout": {"catalog": "catalog.duckdb", "lancedb": "lancedb",
+                           "lancedb_tables": list(LANCE_TABLES)},
+            }
+            lance_counts = verify_contents(tmp, counts)
+            manifest["counts"].update(lance_counts)
+            write_manifest(tmp, manifest)
+            hook("built", tmp)
+            problems = snap.verify(root, path=tmp)
+            if problems:
+                raise UserError(f"snapshot {sid} failed checksum verification: {problems[0]}")
+            hook("verified", tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        os.rename(tmp, final)
+        snap._fsync_dir(root)
+        hook("renamed", final)
+        previous = snap.current_id(root)
+        snap.write_current(root, sid)
+        hook("swapped", final)
+        removed = apply_retention(root, settings.snapshot_keep)
+    size = sum((manifest.get("sizes") or {}).values())
+    summary = {"snapshot_id": sid, "path": str(final), "previous": previous, "counts": manifest["counts"],
+               "bytes": size, "removed": removed, "seconds": round(time.perf_counter() - t0, 2)}
+    log.info("publish: snapshot %s is CURRENT (%d chunks, %d papers, %.1f MB) in %.1fs; removed %d old",
+             sid, manifest["counts"].get("lancedb.chunks", 0), manifest["counts"].get("lancedb.papers", 0),
+             size / 1e6, summary["seconds"], len(removed))
+    _record_run(settings, summary)
+    return summary
+
+
+def _record_run(settings: Settings, summary: dict) -> None:
+    from pipeline.warehouse import Warehouse
+
+    with Warehouse(settings) as wh, wh.run("publish") as run:
+        run.count("out", summary["counts"].get("lancedb.chunks", 0))
+        run.message = f"snapshot {summary['snapshot_id']}"

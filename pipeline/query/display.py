@@ -1,0 +1,56 @@
+"""Rich tables for ``paperkb search`` and ``paperkb related``."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _short(text: str | None, n: int = 160) -> str:
+    t = " ".join((text or "").split())
+    return t if len(t) <= n else t[: n - 1] + "\u2026"
+
+
+def print_search(resp, console: Console | None = None) -> None:
+    console = console or Console()
+    sig_names: list[str] = []
+    for r in resp.results:
+        for name in r.signals:
+            if name not in sig_names:
+                sig_names.append(name)
+    weights = ", ".join(f"{k}={v:g}" for k, v in resp.weights.items() if v)
+    table = Table(title=f"{resp.query!r}: {len(resp.results)} papers (snapshot {resp.snapshot_id}, config {resp.config}: {weights})",
+                  show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("paper")
+    table.add_column("score", justify="right")
+    for n in sig_names:
+        table.add_column(n, justify="right")
+    table.add_column("best passage")
+    for r in resp.results:
+        where = f"p.{r.page}" if r.page is not None else (r.section or "")
+        head = f"[bold]{_short(r.title, 90)}[/bold]\n{r.paper_id}" + (f" ({r.year})" if r.year else "")
+        table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
+                      f"[dim]{where}[/dim] {_short(r.passage)}")
+    console.print(table)
+    console.print(f"queries used ({resp.expand}): " + " | ".join(resp.queries))
+    console.print(f"fusion {resp.fusion}, rerank {'on' if resp.rerank else 'off'}, title boosts {'on' if resp.title_boost else 'off'}, "
+                  f"{resp.took_ms} ms")
+    for note in resp.notes:
+        console.print(f"note: {note}")
+
+
+def print_related(searcher, paper_id: str, items, console: Console | None = None) -> None:
+    console = console or Console()
+    center = searcher.paper(paper_id)["paper"]
+    table = Table(title=f"related to {center['paper_id']}: {_short(center.get('title'), 80)}")
+    for col in ("#", "paper", "year", "cites", "ccbc_w", "ccbc", "semantic", "fused", "quality", "components", "score"):
+        table.add_column(col, justify="left" if col in ("paper", "components") else "right")
+    for r in items:
+        comp = " ".join(f"{k}={v:.2f}" for k, v in r.components.items())
+        table.add_row(str(r.rank), f"{_short(r.title, 70)}\n{r.paper_id or r.work_id}", str(r.year or ""),
+                      str(r.citation_count if r.citation_count is not None else ""), f"{r.ccbc_weighted:.3f}",
+                      f"{r.ccbc_naive:g}", f"{r.semantic:.3f}", f"{r.fused:.3f}", f"{r.quality:.3f}", comp, f"{r.score:.3f}")
+    console.print(table)
+    if not items:
+        console.print("no related papers (no citation links and no vectors)")

@@ -1,0 +1,198 @@
+"""Related papers ("connected papers") for one paper.
+
+1. Graph evidence: the snapshot's ``related`` table (catalog.duckdb): weighted co-citation /
+   bibliographic coupling (``ccbc_weighted``, power-law survival weights) and the naive count.
+2. Semantic evidence: cosine between the paper's doc vector and the other papers' doc vectors
+   (LanceDB vector search on ``papers``).
+3. ``fused = (1 - a) * ccbc_weighted / max + a * max(0, cosine)``, a = ``query_related_semantic_weight``.
+4. Confidence quality, each component in [0, 1] and shown: ``citations`` (log citation count over
+   the candidates' best), ``velocity`` (citations per year since publication, log, over the best),
+   ``authors`` (the authors' record: log of their papers' total citations in the catalog, over the
+   best), ``recency`` (exp(-(newest year in the snapshot - year) / 10)). ``quality`` is their mean
+   over the components known for that paper.
+5. ``score = (1 - b) * fused + b * quality``, b = ``query_related_quality_weight``.
+
+All catalog queries take the paper id as a bound parameter.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from pipeline.query.results import Related
+
+log = logging.getLogger(__name__)
+
+
+def _columns(con, table: str) -> set[str]:
+    rows = con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()
+    return {r[0] for r in rows}
+
+
+def graph_neighbours(con, paper_id: str) -> list[dict]:
+    """Rows of ``related`` for this paper, with the other side's title/year/citations where the catalog has them."""
+    rel = _columns(con, "related")
+    if not {"paper_id", "related_work_id", "ccbc_weighted"} <= rel:
+        return []
+    works = _columns(con, "works")
+    sel = ["r.related_work_id AS work_id",
+           "r.related_paper_id AS paper_id" if "related_paper_id" in rel else "NULL AS paper_id",
+           "r.ccbc_weighted", "r.ccbc_naive" if "ccbc_naive" in rel else "NULL AS ccbc_naive"]
+    join = ""
+    if {"work_id", "title", "year", "citation_count"} <= works:
+        sel += ["w.title AS w_title", "w.year AS w_year", "w.citation_count AS w_cc"]
+        join = "LEFT JOIN works w ON w.work_id = r.related_work_id"
+    else:
+        sel += ["NULL AS w_title", "NULL AS w_year", "NULL AS w_cc"]
+    sql = f"SELECT {', '.join(sel)} FROM related r {join} WHERE r.paper_id = ? ORDER BY r.ccbc_weighted DESC"
+    cur = con.execute(sql, [paper_id])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def author_records(con, paper_ids: list[str]) -> dict[str, float]:
+    """paper_id -> mean over its authors of their total citations across the catalog's papers."""
+    pa_cols, p_cols = _columns(con, "paper_authors"), _columns(con, "papers")
+    if not paper_ids or not {"paper_id", "name"} <= pa_cols or "citation_count" not in p_cols:
+        return {}
+    key = "author_id" if "author_id" in pa_cols else "name"
+    metrics = _columns(con, "paper_metrics")
+    cc = "COALESCE(m.citation_count, p.citation_count, 0)" if {"paper_id", "citation_count"} <= metrics else "COALESCE(p.citation_count, 0)"
+    mjoin = "LEFT JOIN paper_metrics m ON m.paper_id = p.paper_id" if {"paper_id", "citation_count"} <= metrics else ""
+    sql = f"""
+        WITH rec AS (
+            SELECT COALESCE(pa.{key}, pa.name) AS who, SUM({cc}) AS cites
+            FROM paper_authors pa JOIN papers p ON p.paper_id = pa.paper_id {mjoin}
+            GROUP BY 1)
+        SELECT pa.paper_id, AVG(rec.cites) FROM paper_authors pa
+        JOIN rec ON rec.who = COALESCE(pa.{key}, pa.name)
+        WHERE pa.paper_id IN (SELECT UNNEST(?::VARCHAR[]))
+        GROUP BY 1"""
+    return {pid: float(v or 0) for pid, v in con.execute(sql, [paper_ids]).fetchall()}
+
+
+def citation_counts(con, paper_ids: list[str]) -> dict[str, int]:
+    """Citation counts of corpus papers from the graph metrics (falls back to papers.citation_count)."""
+    metrics = _columns(con, "paper_metrics")
+    if not paper_ids or not {"paper_id", "citation_count"} <= metrics:
+        return {}
+    rows = con.execute("SELECT paper_id, citation_count FROM paper_metrics WHERE paper_id IN (SELECT UNNEST(?::VARCHAR[]))",
+                       [paper_ids]).fetchall()
+    return {pid: int(c) for pid, c in rows if c is not None}
+
+
+def _log_norm(values: dict[str, float]) -> dict[str, float]:
+    top = max((math.log1p(max(v, 0.0)) for v in values.values()), default=0.0)
+    return {k: (math.log1p(max(v, 0.0)) / top if top > 0 else 0.0) for k, v in values.items()}
+
+
+def related_papers(searcher, paper_id: str, k: int = 20) -> list[Related]:
+    s = searcher.settings
+    a, b = s.query_related_semantic_weight, s.query_related_quality_weight
+    if not isinstance(k, int) or k < 1 or k > 1000:
+        from pipeline.errors import UserError
+
+        raise UserError(f"k must be between 1 and 1000, got {k!r}")
+    meta = searcher.meta
+    row = searcher.paper_row[paper_id]
+
+    # graph evidence
+    graph: list[dict] = []
+    con = None
+    if searcher.snap.catalog_path.is_file():
+        con = searcher.snap.catalog()
+        graph = graph_neighbours(con, paper_id)
+
+    # semantic evidence: nearest doc vectors
+    doc_v, abs_v = searcher._paper_vectors([paper_id])
+    qv = doc_v[0] if np.linalg.norm(doc_v[0]) > 0 else abs_v[0]
+    semantic: dict[str, float] = {}
+    if np.linalg.norm(qv) > 0:
+        vec_col = "doc_vector" if np.linalg.norm(doc_v[0]) > 0 else "abs_vector"
+        hits = searcher.papers.search(qv, vector_column_name=vec_col).select(["paper_id", vec_col]).limit(3 * k + 1).to_arrow()
+        vecs = np.asarray(hits[vec_col].combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(hits.num_rows, -1)
+        from pipeline.query.signals import l2_normalise
+
+        cos = l2_normalise(vecs) @ l2_normalise(qv)[0]
+        for pid, c in zip(hits["paper_id"].to_pylist(), cos):
+            if pid != paper_id:
+                semantic[pid] = float(c)
+
+    # candidates keyed by paper id when the work is in the corpus, else by work id
+    cands: dict[str, dict] = {}
+    for g in graph:
+        key = g["paper_id"] or g["work_id"]
+        cands[key] = {"paper_id": g["paper_id"], "work_id": g["work_id"], "ccbc_weighted": float(g["ccbc_weighted"] or 0),
+                      "ccbc_naive": float(g["ccbc_naive"] or 0), "title": g["w_title"], "year": g["w_year"], "cc": g["w_cc"]}
+    for pid, c in semantic.items():
+        cands.setdefault(pid, {"paper_id": pid, "work_id": None, "ccbc_weighted": 0.0, "ccbc_naive": 0.0,
+                               "title": None, "year": None, "cc": None})["semantic"] = c
+    cands.pop(paper_id, None)
+    if not cands:
+        if con is not None:
+            con.close()
+        return []
+
+    # fill corpus papers' metadata from the snapshot
+    corpus = [c["paper_id"] for c in cands.values() if c["paper_id"] in searcher.paper_row]
+    for c in cands.values():
+        pid = c["paper_id"]
+        if pid in searcher.paper_row:
+            m = meta.slice(searcher.paper_row[pid], 1).to_pylist()[0]
+            c["title"] = c["title"] or m.get("title")
+            c["year"] = c["year"] or m.get("year")
+            c["external_id"] = m.get("external_id")
+            if c["cc"] is None:
+                c["cc"] = m.get("citation_count")
+            if "semantic" not in c:  # a graph neighbour outside the top semantic hits: compute its cosine
+                c["semantic"] = None
+    missing = [c["paper_id"] for c in cands.values() if c.get("semantic") is None and c["paper_id"] in searcher.paper_row]
+    if missing and np.linalg.norm(qv) > 0:
+        dv, av = searcher._paper_vectors(missing)
+        from pipeline.query.signals import l2_normalise
+
+        cos = l2_normalise(np.where(np.linalg.norm(dv, axis=1, keepdims=True) > 0, dv, av)) @ l2_normalise(qv)[0]
+        for pid, cval in zip(missing, cos):
+            cands[pid]["semantic"] = float(cval)
+    authors: dict[str, float] = {}
+    if con is not None:
+        for pid, n in citation_counts(con, corpus).items():
+            cands[pid]["cc"] = n
+        authors = author_records(con, corpus)
+        con.close()
+
+    years = [y for y in meta["year"].to_pylist() if y is not None]
+    newest = max(years) if years else None
+    ccbc_top = max((c["ccbc_weighted"] for c in cands.values()), default=0.0)
+    cit = _log_norm({key: float(c["cc"]) for key, c in cands.items() if c["cc"] is not None})
+    vel_raw = {key: float(c["cc"]) / max(1, (newest or c["year"]) - c["year"] + 1)
+               for key, c in cands.items() if c["cc"] is not None and c["year"] is not None}
+    vel = _log_norm(vel_raw)
+    auth = _log_norm({key: authors[c["paper_id"]] for key, c in cands.items() if c["paper_id"] in authors})
+
+    out: list[Related] = []
+    for key, c in cands.items():
+        ccbc_n = c["ccbc_weighted"] / ccbc_top if ccbc_top > 0 else 0.0
+        sem = max(0.0, c.get("semantic") or 0.0)
+        fused = (1 - a) * ccbc_n + a * sem
+        comp = {}
+        if key in cit:
+            comp["citations"] = cit[key]
+        if key in vel:
+            comp["velocity"] = vel[key]
+        if key in auth:
+            comp["authors"] = auth[key]
+        if c["year"] is not None and newest is not None:
+            comp["recency"] = math.exp(-max(0, newest - c["year"]) / 10.0)
+        quality = sum(comp.values()) / len(comp) if comp else 0.0
+        out.append(Related(paper_id=c["paper_id"], work_id=c["work_id"] or c["paper_id"], title=c["title"], year=c["year"],
+                           citation_count=c["cc"], ccbc_weighted=c["ccbc_weighted"], ccbc_naive=c["ccbc_naive"],
+                           semantic=float(c.get("semantic") or 0.0), fused=fused, quality=quality, components=comp,
+                           score=(1 - b) * fused + b * quality, external_id=c.get("external_id")))
+    out.sort(key=lambda r: (-r.score, str(r.paper_id or r.work_id)))
+    for i, r in enumerate(out[:k], start=1):
+        r.rank = i
+    return out[:k]

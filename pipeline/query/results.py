@@ -1,0 +1,79 @@
+"""Small typed records returned by the query API (each has ``to_dict()`` for JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def _num(v):
+    return round(float(v), 6) if isinstance(v, float) else v
+
+
+@dataclass
+class Result:
+    paper_id: str
+    external_id: str | None
+    title: str | None
+    authors: list[str]
+    year: int | None
+    score: float
+    signals: dict[str, float]
+    passage: str
+    page: int | None = None
+    section: str | None = None
+    chunk_id: str | None = None
+    rank: int = 0
+    query: str | None = None  # the (sub-)query whose cosine was highest for the best passage
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["score"] = _num(self.score)
+        d["signals"] = {k: _num(v) for k, v in self.signals.items()}
+        return d
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    queries: list[str]
+    results: list[Result]
+    notes: list[str] = field(default_factory=list)
+    config: str = "default"
+    fusion: str = "blend"
+    expand: str = "off"
+    rerank: bool = False
+    title_boost: bool = False
+    weights: dict[str, float] = field(default_factory=dict)
+    snapshot_id: str | None = None
+    took_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "results"}
+        d["results"] = [r.to_dict() for r in self.results]
+        return d
+
+
+@dataclass
+class Related:
+    paper_id: str | None
+    work_id: str | None
+    title: str | None
+    year: int | None
+    citation_count: int | None
+    ccbc_weighted: float
+    ccbc_naive: float
+    semantic: float
+    fused: float
+    quality: float
+    components: dict[str, float]
+    score: float
+    external_id: str | None = None
+    rank: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("ccbc_weighted", "ccbc_naive", "semantic", "fused", "quality", "score"):
+            d[k] = _num(d[k])
+        d["components"] = {k: _num(v) for k, v in self.components.items()}
+        return d

@@ -1,0 +1,422 @@
+"""The Searcher: hybrid search over one snapshot, and paper look-ups.
+
+One search, per query (the original and each expansion sub-query):
+1. candidates from LanceDB: BM25 full-text search (K_SPARSE) and vector search (K_DENSE) over
+   ``chunks``, run side by side, fused by the chosen method (:mod:`pipeline.query.fusion`);
+2. the candidates' signals (:mod:`pipeline.query.signals`) computed with numpy from the
+   vectors the two searches returned plus the candidate papers' vectors (one ``take``);
+3. each signal keeps its maximum across queries; score = weighted sum (:mod:`configs`);
+4. papers rank by their best passage; optional title boosts and cross-encoder rerank.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.errors import UnknownPaper, UserError
+from pipeline.query import configs, fusion as fusion_mod, signals as sig
+from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander
+from pipeline.query.filters import Filters, in_clause, mask
+from pipeline.query.results import Result, SearchResponse
+from pipeline.query.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+EXPANSIONS = ("off", "prf", "llm")
+_META_COLS = ("paper_id", "external_id", "source", "title", "authors", "year", "categories", "primary_category",
+              "citation_count", "pagerank")
+_CHUNK_COLS = ["chunk_id", "paper_id", "text", "section", "page_start", "vector"]
+_QUERY_CACHE = 4096  # query vectors remembered (oldest dropped first)
+_PREFILTER_MAX_IDS = 2000  # larger allowed sets are filtered after retrieval (an IN list that long costs more than it saves)
+
+
+@dataclass
+class _Cand:
+    chunk_id: str
+    paper_id: str
+    text: str
+    section: str | None
+    page: int | None
+    vector: np.ndarray
+
+
+def validate_query(query: str, max_chars: int = 1000) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise UserError("the query is empty")
+    q = " ".join(query.split())
+    if len(query) > max_chars:
+        raise UserError(f"the query is {len(query)} characters long; the limit is {max_chars}")
+    return q
+
+
+def _scan(table, columns: list[str]) -> pa.Table:
+    """All rows of a few columns plus ``_rowid`` (for ``take_row_ids`` later)."""
+    return table.search().select(columns).with_row_id(True).limit(max(table.count_rows(), 1)).to_arrow()
+
+
+class Searcher:
+    """Search one opened snapshot. Models load lazily on the first search."""
+
+    def __init__(self, snapshot: Snapshot, settings=None):
+        if settings is None:
+            from pipeline.settings import Settings
+
+            settings = Settings.load()
+        self.snap = snapshot
+        self.settings = settings
+        self._qcache: dict[str, np.ndarray] = {}
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="paperkb-search")
+
+    # ---- snapshot data, loaded once --------------------------------------------------------
+    @cached_property
+    def chunks(self):
+        return self.snap.table("chunks")
+
+    @cached_property
+    def papers(self):
+        return self.snap.table("papers")
+
+    @cached_property
+    def meta(self) -> pa.Table:
+        """Paper metadata without vectors, in table order (row i = offset i)."""
+        names = set(self.papers.schema.names)
+        t = _scan(self.papers, [c for c in _META_COLS if c in names])
+        for c, typ in (("external_id", pa.string()), ("title", pa.string()), ("authors", pa.list_(pa.string())),
+                       ("year", pa.int32()), ("categories", pa.list_(pa.string())), ("primary_category", pa.string()),
+                       ("citation_count", pa.int64()), ("pagerank", pa.float64())):
+            if c not in t.column_names:
+                t = t.append_column(c, pa.nulls(t.num_rows, typ))
+        return t
+
+    @cached_property
+    def paper_row(self) -> dict[str, int]:
+        return {pid: i for i, pid in enumerate(self.meta["paper_id"].to_pylist())}
+
+    @cached_property
+    def _rowids(self) -> list[int]:
+        return self.meta["_rowid"].to_pylist()
+
+    @cached_property
+    def _pagerank(self) -> np.ndarray:
+        return np.nan_to_num(self.meta["pagerank"].to_numpy(zero_copy_only=False).astype(np.float64), nan=0.0)
+
+    @cached_property
+    def _figure_rows(self) -> dict[str, list[int]]:
+        """paper_id -> row ids in the figures table (empty when there is no table)."""
+        if not self.snap.has_table("figures"):
+            return {}
+        t = _scan(self.snap.table("figures"), ["paper_id"])
+        out: dict[str, list[int]] = {}
+        for pid, rid in zip(t["paper_id"].to_pylist(), t["_rowid"].to_pylist()):
+            out.setdefault(pid, []).append(rid)
+        return out
+
+    @cached_property
+    def dim(self) -> int:
+        return int(self.chunks.schema.field("vector").type.list_size)
+
+    # ---- encoder ------------------------------------------------------------------------------
+    @cached_property
+    def _encode(self):
+        """Query encoder matching the snapshot's model (manifest), else the settings' model."""
+        from pipeline import encoders
+
+        model = self.snap.manifest.get("model") or {}
+        path = model.get("query_path") or model.get("path")
+        if path:
+            from pathlib import Path
+
+            if Path(path).exists():
+                m = encoders.load_model(path, device=getattr(self.settings, "embed_device", "cpu"),
+                                        truncate_dim=model.get("truncate_dim"), max_seq_length=model.get("max_seq_length"))
+                return lambda qs: np.asarray(m.encode(list(qs), normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
+        return encoders.get_query_encoder(self.settings)
+
+    def encode(self, queries: list[str]) -> np.ndarray:
+        """Query vectors, remembered per text (evaluation ablations and repeated queries skip the model)."""
+        missing = [q for q in dict.fromkeys(queries) if q not in self._qcache]
+        if missing:
+            vecs = np.atleast_2d(np.asarray(self._encode(missing), dtype=np.float32))
+            for q, v in zip(missing, vecs):
+                self._qcache[q] = v
+            while len(self._qcache) > _QUERY_CACHE:
+                self._qcache.pop(next(iter(self._qcache)))
+        return np.vstack([self._qcache[q] for q in queries])
+
+    # ---- candidates ---------------------------------------------------------------------------
+    def _sparse(self, text: str, k: int, where: str | None) -> pa.Table:
+        from lancedb.query import MatchQuery
+
+        try:
+            q = self.chunks.search(MatchQuery(text, "text"), query_type="fts")
+            if where:
+                q = q.where(where, prefilter=True)
+            return q.select([*_CHUNK_COLS, "_score"]).limit(k).to_arrow()
+        except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
+            log.debug("full-text search found nothing for %r: %s", text, exc)
+            return pa.table({})
+
+    def _dense(self, vec: np.ndarray, k: int, where: str | None) -> pa.Table:
+        q = self.chunks.search(vec, vector_column_name="vector")
+        if where:
+            q = q.where(where, prefilter=True)
+        return q.select([*_CHUNK_COLS, "_distance"]).limit(k).to_arrow()
+
+    def _candidates(self, text: str, vec: np.ndarray, where: str | None, fusion: str, k_sparse: int, k_dense: int):
+        """Fused candidates for one query: (ids, fused score, bm25 normalised, rows by id)."""
+        s = self.settings
+        fs = self._pool.submit(self._sparse, text, k_sparse, where)
+        dense = self._dense(vec, k_dense, where)
+        sparse = fs.result()
+        rows: dict[str, _Cand] = {}
+        for t in (sparse, dense):
+            if t.num_rows == 0:
+                continue
+            vecs = np.asarray(t["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(t.num_rows, -1)
+            pages = t["page_start"].to_pylist() if "page_start" in t.column_names else [None] * t.num_rows
+            sections = t["section"].to_pylist() if "section" in t.column_names else [None] * t.num_rows
+            for i, (cid, pid, txt) in enumerate(zip(t["chunk_id"].to_pylist(), t["paper_id"].to_pylist(), t["text"].to_pylist())):
+                if cid not in rows:
+                    rows[cid] = _Cand(cid, pid, txt or "", sections[i], pages[i], vecs[i])
+        sp_ids = sparse["chunk_id"].to_pylist() if sparse.num_rows else []
+        sp_scores = sparse["_score"].to_numpy() if sparse.num_rows else np.zeros(0)
+        de_ids = dense["chunk_id"].to_pylist() if dense.num_rows else []
+        de_scores = np.array([float(rows[c].vector @ vec) for c in de_ids])
+        ids, fused = fusion_mod.fuse(fusion, sp_ids, sp_scores, de_ids, de_scores, w_sparse=s.query_blend_sparse_weight,
+                                     k_merge=s.query_k_merge, rrf_k=s.query_rrf_k)
+        bm25 = dict(zip(sp_ids, fusion_mod.normalise_max(sp_scores)))
+        return ids, fused, bm25, rows
+
+    # ---- filters ------------------------------------------------------------------------------
+    def _allowed(self, f: Filters) -> tuple[set[str] | None, str | None]:
+        if not f.active:
+            return None, None
+        m = mask(self.meta, f)
+        allowed = set(self.meta["paper_id"].filter(m).to_pylist())
+        where = in_clause("paper_id", sorted(allowed)) if 0 < len(allowed) <= _PREFILTER_MAX_IDS else None
+        return allowed, where
+
+    # ---- expansion ----------------------------------------------------------------------------
+    def _expander(self, expand: str | None):
+        s = self.settings
+        mode = expand or s.query_expand or ("llm" if s.llm_base_url and s.llm_model else "prf")
+        if mode not in EXPANSIONS:
+            raise UserError(f"unknown expansion {mode!r}: choose one of {', '.join(EXPANSIONS)}")
+        prf = PRFExpander(s.query_prf_docs, s.query_prf_terms)
+        if mode == "off":
+            return NoExpander(), []
+        if mode == "prf":
+            return prf, []
+        if not (s.llm_base_url and s.llm_model):
+            return prf, ["LLM expansion is not configured (set PAPERKB_LLM_BASE_URL and PAPERKB_LLM_MODEL); used the offline PRF expansion"]
+        return LLMExpander(s.llm_base_url, s.llm_model, s.llm_api_key, n=s.llm_subqueries, timeout_s=s.llm_timeout_s, fallback=prf), []
+
+    # ---- search -------------------------------------------------------------------------------
+    def search(self, query: str, k: int = 10, filters: Filters | None = None, fusion: str | None = None,
+               expand: str | None = None, rerank: bool = False, title_boost: bool | None = None,
+               config: str | None = None, weights: dict[str, float] | None = None) -> SearchResponse:
+        """Ranked papers for ``query`` (see the module doc); raises UserError on bad input."""
+        t0 = time.perf_counter()
+        s = self.settings
+        q = validate_query(query, s.query_max_chars)
+        if not isinstance(k, int) or k < 1 or k > 1000:
+            raise UserError(f"k must be between 1 and 1000, got {k!r}")
+        config = config or s.query_config
+        fusion = fusion or s.query_fusion
+        if fusion not in fusion_mod.FUSIONS:
+            raise UserError(f"unknown fusion {fusion!r}: choose one of {', '.join(fusion_mod.FUSIONS)}")
+        w = configs.weights_for(config, {**(s.query_weights or {}), **(weights or {})})
+        title_boost = s.query_title_boost if title_boost is None else bool(title_boost)
+        f = (filters or Filters()).validated()
+        expander, notes = self._expander(expand)
+        resp = SearchResponse(query=q, queries=[q], results=[], notes=notes, config=config, fusion=fusion,
+                              expand=expander.name, rerank=bool(rerank), title_boost=title_boost, weights=w,
+                              snapshot_id=self.snap.snapshot_id)
+
+        allowed, where = self._allowed(f)
+        if allowed is not None and not allowed:
+            resp.notes.append("no paper matches the filters")
+            return resp
+        post_filter = allowed is not None and where is None
+        grow = 4 if post_filter else 1
+        k_sparse, k_dense = s.query_k_sparse * grow, s.query_k_dense * grow
+
+        # first pass (the original query), then the expansion, then the sub-queries
+        qv0 = self.encode([q])[0]
+        per_query = [self._candidates(q, qv0, where, fusion, k_sparse, k_dense)]
+        vecs = [qv0]
+
+        def feedback(_text: str, n: int):
+            ids, fused, _, rows = per_query[0]
+            return [(rows[c].text, fused[c]) for c in ids[:n]]
+
+        exp: Expansion = expander.expand(q, feedback)
+        resp.notes.extend(exp.notes)
+        resp.expand = exp.method
+        subs = [x for x in exp.queries if x and x.strip().lower() != q.lower()]
+        if subs:
+            sub_vecs = self.encode(subs)
+            for text, v in zip(subs, sub_vecs):
+                per_query.append(self._candidates(text, v, where, fusion, k_sparse, k_dense))
+                vecs.append(v)
+        resp.queries = [q, *subs]
+
+        # union of candidates
+        rows: dict[str, _Cand] = {}
+        for _, _, _, r in per_query:
+            for cid, c in r.items():
+                rows.setdefault(cid, c)
+        keep = set()
+        for ids, _, _, _ in per_query:
+            keep.update(ids)
+        cands = [rows[c] for c in rows if c in keep and c in rows]
+        if post_filter:
+            cands = [c for c in cands if c.paper_id in allowed]
+        cands = [c for c in cands if c.paper_id in self.paper_row]
+        if not cands:
+            resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
+            return resp
+
+        # signals (numpy): candidate papers' vectors in one take
+        QV = np.vstack(vecs)
+        cand_papers = sorted({c.paper_id for c in cands}, key=self.paper_row.__getitem__)
+        local = {pid: i for i, pid in enumerate(cand_papers)}
+        doc_v, abs_v = self._paper_vectors(cand_papers)
+        fig_v, fig_p = self._figure_vectors(cand_papers, local)
+        pr = self._pagerank[[self.paper_row[p] for p in cand_papers]]
+        cid_list = [c.chunk_id for c in cands]
+        extra = {
+            "bm25": np.array([[bm.get(cid, 0.0) for cid in cid_list] for _, _, bm, _ in per_query]),
+            "fused": np.array([[fu.get(cid, 0.0) for cid in cid_list] for _, fu, _, _ in per_query]),
+        }
+        S = sig.compute_signals(QV, np.vstack([c.vector for c in cands]), np.array([local[c.paper_id] for c in cands]),
+                                doc_v, abs_v, pr, fig_v, fig_p, per_query=extra)
+        sims = QV @ sig.l2_normalise(np.vstack([c.vector for c in cands])).T
+        total = sig.score(S, w)
+        order = sig.best_per_paper([c.paper_id for c in cands], total)
+
+        # optional stages on each paper's best passage
+        best = [(i, float(total[i]), {n: float(S[n][i]) for n in S}) for i in order]
+        if title_boost:
+            best = self._title_boost(q, best, cands, f)
+        if rerank:
+            best = self._rerank(q, best, cands, resp)
+        best.sort(key=lambda b: -b[1])
+
+        for rank, (i, score_i, signals_i) in enumerate(best[:k], start=1):
+            c = cands[i]
+            m = self.meta.slice(self.paper_row[c.paper_id], 1).to_pylist()[0]
+            resp.results.append(Result(
+                paper_id=c.paper_id, external_id=m.get("external_id"), title=m.get("title"), authors=m.get("authors") or [],
+                year=m.get("year"), score=score_i, signals=signals_i, passage=c.text, page=c.page, section=c.section,
+                chunk_id=c.chunk_id, rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
+        resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
+        return resp
+
+    def _paper_vectors(self, paper_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        t = self.papers.take_row_ids([self._rowids[self.paper_row[p]] for p in paper_ids]).select(["paper_id", "doc_vector", "abs_vector"]).to_arrow()
+        pos = {pid: i for i, pid in enumerate(t["paper_id"].to_pylist())}
+        idx = [pos[p] for p in paper_ids]
+
+        def mat(col: str) -> np.ndarray:
+            arr = t[col].combine_chunks()
+            out = np.zeros((t.num_rows, self.dim), dtype=np.float32)
+            valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            if valid.any():
+                out[valid] = np.asarray(arr.filter(arr.is_valid()).flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, self.dim)
+            return out[idx]
+
+        return mat("doc_vector"), mat("abs_vector")
+
+    def _figure_vectors(self, paper_ids: list[str], local: dict[str, int]):
+        offsets = [o for p in paper_ids for o in self._figure_rows.get(p, [])]
+        if not offsets:
+            return None, None
+        t = self.snap.table("figures").take_row_ids(offsets).select(["paper_id", "vector"]).to_arrow()
+        v = np.asarray(t["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(t.num_rows, -1)
+        return v, np.array([local[p] for p in t["paper_id"].to_pylist()])
+
+    def _title_boost(self, q: str, best, cands, f: Filters):
+        from pipeline.query.titles import title_boost
+
+        scale = self.settings.query_title_boost_scale
+        wanted = {c.lower() for c in (f.categories or self.settings.categories or [])}
+        out = []
+        for i, score_i, signals_i in best:
+            c = cands[i]
+            row = self.meta.slice(self.paper_row[c.paper_id], 1).to_pylist()[0]
+            primary = bool(row.get("primary_category")) and row["primary_category"].lower() in wanted
+            b = title_boost(q, row.get("title") or "", c.text, primary=primary)
+            out.append((i, score_i + scale * b.total, {**signals_i, "title": b.total}))
+        return out
+
+    def _rerank(self, q: str, best, cands, resp: SearchResponse):
+        from pipeline.query.rerank import cross_scores, load_cross_encoder
+
+        model, reason = load_cross_encoder(self.settings.query_rerank_model)
+        if model is None:
+            resp.rerank = False
+            resp.notes.append(f"rerank off: {reason}")
+            return best
+        best = sorted(best, key=lambda b: -b[1])
+        n = self.settings.query_rerank_top
+        top, rest = best[:n], best[n:]
+        texts = []
+        for i, _, _ in top:
+            title = self.meta.slice(self.paper_row[cands[i].paper_id], 1).to_pylist()[0].get("title") or ""
+            texts.append(f"{title}. {cands[i].text}")
+        logits = cross_scores(model, q, texts)
+        ce = 1.0 / (1.0 + np.exp(-logits))
+        # the cross-encoder orders the top n; they stay above the rest (score offset by the best of the rest)
+        floor = max((b[1] for b in rest), default=0.0)
+        out = [(i, floor + float(c), {**s_, "ce": float(c)}) for (i, _, s_), c in zip(top, ce)]
+        resp.notes.append(f"reranked the top {len(top)} with {self.settings.query_rerank_model}")
+        return out + rest
+
+    # ---- papers -------------------------------------------------------------------------------
+    def _require(self, paper_id: str) -> int:
+        if not isinstance(paper_id, str) or not paper_id.strip():
+            raise UserError("the paper id is empty")
+        pid = paper_id.strip()
+        if pid in self.paper_row:
+            return self.paper_row[pid]
+        # accept the external id (arXiv id / collection docno) when it is unambiguous
+        ext = self.meta["external_id"].to_pylist()
+        hits = [i for i, e in enumerate(ext) if e == pid]
+        if len(hits) == 1:
+            return hits[0]
+        raise UnknownPaper(f"unknown paper id {pid!r} in snapshot {self.snap.snapshot_id}")
+
+    def resolve_id(self, paper_id: str) -> str:
+        return self.meta["paper_id"][self._require(paper_id)].as_py()
+
+    def paper(self, paper_id: str) -> dict:
+        """Metadata, abstract, figures and graph metrics of one paper (UnknownPaper if absent)."""
+        row = self._require(paper_id)
+        names = [n for n in self.papers.schema.names if n not in ("doc_vector", "abs_vector")]
+        rec = self.papers.take_row_ids([self._rowids[row]]).select(names).to_arrow().to_pylist()[0]
+        pid = rec["paper_id"]
+        figs = []
+        if self._figure_rows.get(pid):
+            ft = self.snap.table("figures")
+            cols = [n for n in ft.schema.names if n != "vector"]
+            figs = ft.take_row_ids(self._figure_rows[pid]).select(cols).to_arrow().to_pylist()
+            figs.sort(key=lambda r: (r.get("number") is None, r.get("number") or 0))
+        metrics = {k: rec.get(k) for k in ("citation_count", "pagerank", "weight") if k in rec}
+        for k in ("pagerank", "weight"):
+            if isinstance(metrics.get(k), float) and math.isnan(metrics[k]):
+                metrics[k] = None
+        return {"paper": rec, "abstract": rec.get("abstract"), "figures": figs, "metrics": metrics}
+
+    def related(self, paper_id: str, k: int = 20):
+        from pipeline.query.related import related_papers
+
+        return related_papers(self, self.resolve_id(paper_id), k=k)

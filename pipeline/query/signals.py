@@ -1,0 +1,101 @@
+"""The per-passage signals and the score: pure numpy, no I/O.
+
+For queries ``Q`` (the original and its expansions, rows of L2-normalised vectors) and candidate
+passages ``N``:
+
+- ``ck``  cosine(query, passage vector)
+- ``doc`` cosine(query, the paper's doc vector: mean of its chunk vectors, renormalised here)
+- ``abs`` cosine(query, the paper's abstract vector)
+- ``fig`` max cosine(query, any figure legend vector of the paper); 0 when it has none
+- ``pr``  log(1 + PageRank)
+- lexical extras, per query: ``bm25`` (BM25 over the best BM25 score of that query's list, 0 when
+  the passage was not a BM25 candidate) and ``fused`` (the fusion score of the candidate lists)
+
+Across the queries every signal keeps its maximum per passage; then
+``score = sum(weight[s] * signal[s])``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+BASE_SIGNALS = ("ck", "doc", "abs", "fig", "pr")
+
+
+def l2_normalise(m: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length; all-zero rows (missing vectors) stay zero."""
+    m = np.asarray(m, dtype=np.float32)
+    if m.ndim == 1:
+        m = m[None, :]
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
+
+
+def per_paper_max(sims: np.ndarray, item_paper: np.ndarray, n_papers: int) -> np.ndarray:
+    """``sims`` (Q, F) over items belonging to papers ``item_paper`` (F,) -> (Q, n_papers) max per paper (0 if none)."""
+    out = np.zeros((sims.shape[0], n_papers), dtype=np.float32)
+    if sims.shape[1]:
+        # Cosines can be negative; a paper without figures must stay at 0, one with figures
+        # keeps its true maximum, so start from -inf only where figures exist.
+        has = np.zeros(n_papers, dtype=bool)
+        has[item_paper] = True
+        out[:, has] = -np.inf
+        for q in range(sims.shape[0]):
+            np.maximum.at(out[q], item_paper, sims[q])
+    return out
+
+
+def compute_signals(
+    qv: np.ndarray,
+    chunk_vecs: np.ndarray,
+    chunk_paper: np.ndarray,
+    doc_vecs: np.ndarray,
+    abs_vecs: np.ndarray,
+    pagerank: np.ndarray,
+    fig_vecs: np.ndarray | None = None,
+    fig_paper: np.ndarray | None = None,
+    per_query: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """All signals for N passages, each the max over the Q queries (shape (N,)).
+
+    ``chunk_paper`` (N,) indexes rows of the paper arrays (P, d); ``fig_paper`` (F,) too.
+    ``per_query`` holds extra (Q, N) signals already computed per query (``bm25``, ``fused``).
+    """
+    qv = l2_normalise(qv)
+    chunk_paper = np.asarray(chunk_paper, dtype=np.int64)
+    n_papers = doc_vecs.shape[0]
+    out: dict[str, np.ndarray] = {}
+    out["ck"] = (qv @ l2_normalise(chunk_vecs).T).max(axis=0)
+    out["doc"] = (qv @ l2_normalise(doc_vecs).T).max(axis=0)[chunk_paper]
+    out["abs"] = (qv @ l2_normalise(abs_vecs).T).max(axis=0)[chunk_paper]
+    if fig_vecs is not None and len(fig_vecs):
+        fig = per_paper_max(qv @ l2_normalise(fig_vecs).T, np.asarray(fig_paper, dtype=np.int64), n_papers)
+        out["fig"] = fig.max(axis=0)[chunk_paper]
+    else:
+        out["fig"] = np.zeros(len(chunk_paper), dtype=np.float32)
+    out["pr"] = np.log1p(np.asarray(pagerank, dtype=np.float64))[chunk_paper]
+    for name, m in (per_query or {}).items():
+        out[name] = np.asarray(m, dtype=np.float64).reshape(-1, len(chunk_paper)).max(axis=0)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def score(signals: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """Weighted sum of the signals named in ``weights`` (a missing signal counts as 0)."""
+    n = len(next(iter(signals.values()))) if signals else 0
+    total = np.zeros(n, dtype=np.float64)
+    for name, w in weights.items():
+        if w and name in signals:
+            total += w * signals[name]
+    return total
+
+
+def best_per_paper(paper_ids: list[str], scores: np.ndarray) -> list[int]:
+    """Indexes of each paper's best passage, ordered by that score (papers rank by best passage)."""
+    best: dict[str, int] = {}
+    for i, pid in enumerate(paper_ids):
+        j = best.get(pid)
+        if j is None or scores[i] > scores[j]:
+            best[pid] = i
+    return sorted(best.values(), key=lambda i: (-scores[i], paper_ids[i]))

@@ -1,0 +1,122 @@
+"""Chunking: token windows that cover the body, respect sections, pages and settings."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fulltext_sources import read_pdf_table
+
+from pipeline.chunking import Segment, chunk_spans, load_tokenizer, tokenizer_path
+from pipeline.fulltext import extract_pdf
+
+_CACHE: dict = {}
+
+
+def _extract(shared_data, paper_id, settings, **overrides):
+    key = (paper_id, tuple(sorted(overrides.items())))
+    if key not in _CACHE:
+        s = settings.model_copy(update=overrides) if overrides else settings
+        _CACHE[key] = extract_pdf((shared_data / "arxiv" / "pdf" / f"{paper_id}.pdf").read_bytes(), paper_id, s)
+    return _CACHE[key]
+
+
+def _assert_cover(ex, settings, max_tokens, overlap):
+    body, chunks = ex.body, ex.chunks
+    assert chunks, "no chunks"
+    tok = load_tokenizer(tokenizer_path(settings))
+    covered = [False] * len(body)
+    for k, c in enumerate(chunks):
+        assert c["ordinal"] == k and c["chunk_id"] == f"{ex.paper_id}#{k}"
+        assert body[c["char_start"]:c["char_end"]] == c["text"]
+        assert c["text"] == c["text"].strip()
+        n = len(tok(c["text"], add_special_tokens=True, verbose=False)["input_ids"])
+        assert n <= max_tokens, (n, c["text"][:60])
+        assert abs(n - c["n_tokens"]) <= 2  # re-tokenizing a cut text may merge a boundary piece
+        assert 1 <= c["page_start"] <= c["page_end"] <= ex.n_pages
+        for i in range(c["char_start"], c["char_end"]):
+            covered[i] = True
+    # nothing but the blank lines between sections is left out
+    gaps = re.sub(r"\s+", "", "".join(ch for ch, cov in zip(body, covered) if not cov))
+    assert gaps == "", gaps[:80]
+    # consecutive chunks of one section overlap by about `overlap` tokens, never leave a hole
+    for a, b in zip(chunks, chunks[1:]):
+        assert b["char_start"] >= a["char_start"]
+        if a["section"] == b["section"] and b["char_start"] < a["char_end"]:
+            shared = body[b["char_start"]:a["char_end"]]
+            n_shared = len(tok(shared, add_special_tokens=False, verbose=False)["input_ids"])
+            assert overlap - 2 <= n_shared <= overlap + 12, n_shared
+        else:  # a new window starts after the previous one: only whitespace between them
+            assert body[a["char_end"]:b["char_start"]].strip() == ""
+    # pages go forward (at most one page back: footnotes are read after the sentence that runs on
+    # to the next page)
+    assert all(b["page_start"] >= a["page_start"] - 1 for a, b in zip(chunks, chunks[1:]))
+    assert chunks[0]["page_start"] == 1 and chunks[-1]["page_end"] <= ex.n_pages
+
+
+@pytest.mark.parametrize("paper_id", ["1508.04025", "2306.03589"])  # two-column ACL; 37-page single column
+def test_chunks_cover_body_without_gaps(shared_data, settings, paper_id):
+    ex = _extract(shared_data, paper_id, settings)
+    _assert_cover(ex, settings, settings.chunk_max_tokens, settings.chunk_overlap_tokens)
+
+
+def test_chunk_settings_change_the_windows(shared_data, settings):
+    small = _extract(shared_data, "1508.04025", settings, chunk_max_tokens=128, chunk_overlap_tokens=16)
+    default = _extract(shared_data, "1508.04025", settings)
+    assert len(small.chunks) > 1.6 * len(default.chunks)
+    assert max(c["n_tokens"] for c in small.chunks) <= 128
+    _assert_cover(small, settings, 128, 16)
+    assert small.body == default.body  # chunking does not change the extracted text
+
+
+def test_chunks_are_section_aware(shared_data, settings):
+    ex = _extract(shared_data, "1706.03762", settings)
+    titles = [s["title"] for s in ex.sections]
+    assert "3.2.1 Scaled Dot-Product Attention" in titles and "References" in titles
+    sections = {c["section"] for c in ex.chunks}
+    assert "3.2.1 Scaled Dot-Product Attention" in sections
+    for c in ex.chunks:
+        # a chunk never runs on into the next section: a heading inside a chunk can only be one whose
+        # short section (a bare heading like "5 Training") was joined to the following one, which
+        # then names the chunk
+        inside = [s for s in ex.sections if c["char_start"] < s["char_start"] < c["char_end"]]
+        if inside and inside[-1] is not ex.sections[-1]:  # (a short last section joins the one before)
+            assert c["section"] == inside[-1]["title"], (c["section"], [s["title"] for s in inside])
+    ref = [c for c in ex.chunks if c["section"] == "References"]
+    assert ref and all("[1]" in ref[0]["text"] or "References" in ref[0]["text"] for _ in [0])
+
+
+def test_sections_follow_reading_order_on_two_column_papers(shared_data, settings):
+    """Numbered headings come out in their numeric order: the columns were read left then right."""
+    for pid in ("1508.04025", "1512.03385", "1810.04805"):
+        ex = _extract(shared_data, pid, settings)
+        nums = []
+        for s in ex.sections:
+            m = re.match(r"^(\d+(?:\.\d+)*)\.?\s", s["title"])
+            if m:
+                nums.append(tuple(int(x) for x in m.group(1).split(".")))
+        assert len(nums) >= 8, (pid, nums)
+        assert nums == sorted(nums), (pid, nums)
+
+
+def test_abstract_is_its_own_record(shared_data, settings):
+    facts = {f.paper_id: f for f in read_pdf_table(shared_data / "arxiv" / "SOURCES.md")}
+    for pid in facts:
+        ex = _extract(shared_data, pid, settings)
+        assert ex.abstract and len(ex.abstract) > 300, pid
+        assert not ex.abstract.lower().startswith("abstract")
+        assert ex.abstract[:80] not in ex.body, f"{pid}: abstract should not be repeated in the body chunks"
+
+
+def test_chunk_spans_pure_function_on_plain_text(settings):
+    tok = load_tokenizer(tokenizer_path(settings))
+    words = " ".join(f"word{i}." if i % 13 == 12 else f"word{i}" for i in range(900))
+    body = "Intro heading\n\n" + words + "\n\n" + "Short tail section."
+    a = len("Intro heading")
+    segs = [Segment(0, a, "Intro"), Segment(a + 2, a + 2 + len(words), "Intro"),
+            Segment(a + 4 + len(words), len(body), "Tail")]
+    spans = chunk_spans(body, segs, tok, max_tokens=64, overlap=8, min_tokens=5)
+    assert spans[0].char_start == 0  # the short heading segment was joined to the next
+    assert all(s.n_tokens <= 64 for s in spans)
+    assert spans[-1].char_end == len(body)  # the short tail joined the previous segment
+    assert spans == chunk_spans(body, segs, tok, max_tokens=64, overlap=8, min_tokens=5)  # deterministic

@@ -1,0 +1,161 @@
+"""The Airflow DAGs parse fast and are wired as designed; the data interval drives the harvest window."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import date, datetime, timedelta, timezone
+
+import _airflow_env  # noqa: F401  (sets AIRFLOW_HOME before airflow is imported)
+import pytest
+
+from pipeline.refresh import harvest_window, part_name
+
+PARSE_BUDGET_S = 2.0  # per DAG file, as measured by the DagBag (the dag-processor's own number)
+HEAVY = ("torch", "sentence_transformers", "lancedb", "duckdb", "igraph", "fitz", "pymupdf", "powerlaw",
+         "pipeline.harvest", "pipeline.enrich", "pipeline.fulltext", "pipeline.graph", "pipeline.embed",
+         "pipeline.publish", "pipeline.query")
+
+EXPECTED_UPSTREAM = {
+    "harvest": set(),
+    "enrich": {"harvest"},
+    "plan_fulltext": {"enrich"},
+    "fulltext_batch": {"plan_fulltext"},
+    "merge_fulltext": {"fulltext_batch"},
+    "graph": {"merge_fulltext"},
+    "plan_embed": {"graph"},
+    "embed_shard": {"plan_embed"},
+    "merge_embeddings": {"embed_shard"},
+    "publish": {"merge_embeddings"},
+}
+
+
+@pytest.fixture(scope="module")
+def bag():
+    return _airflow_env.dagbag()
+
+
+@pytest.fixture(scope="module")
+def nightly(bag):
+    return bag.dags["paperkb_nightly"]
+
+
+def test_dagbag_has_no_import_errors_and_parses_within_budget(bag):
+    assert bag.import_errors == {}
+    assert {"paperkb_nightly", "paperkb_consumer_example"} <= set(bag.dags)
+    for stat in bag.dagbag_stats:
+        assert stat.duration.total_seconds() < PARSE_BUDGET_S, stat
+
+
+def test_parsing_the_dag_files_imports_nothing_heavy():
+    """The dag-processor re-parses often: heavy libraries load inside tasks only."""
+    code = (
+        "import sys, runpy, airflow.sdk\n"
+        "for f in sys.argv[1:]: runpy.run_path(f)\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    files = [str(p) for p in sorted(_airflow_env.DAGS.glob("*.py"))]
+    out = subprocess.run([sys.executable, "-c", code, *files], capture_output=True, text=True, check=True,
+                         cwd=_airflow_env.REPO_ROOT)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_tasks_and_dependencies_are_as_designed(nightly):
+    assert {t.task_id: set(t.upstream_task_ids) for t in nightly.tasks} == EXPECTED_UPSTREAM
+    assert nightly.max_active_runs == 1  # DuckDB: one writer, so one run (one backfill day) at a time
+    assert nightly.catchup is False
+    assert type(nightly.timetable).__name__ == "CronDataIntervalTimetable"
+    assert nightly.params["replay"] is False
+
+
+def test_fulltext_and_embed_fan_out_as_mapped_tasks(nightly):
+    mapped = {t.task_id for t in nightly.tasks if type(t).__name__ == "DecoratedMappedOperator"}
+    assert mapped == {"fulltext_batch", "embed_shard"}
+    # the merges run when a plan had nothing to map (mapped task skipped), never after a failure
+    for tid in ("merge_fulltext", "merge_embeddings"):
+        assert nightly.get_task(tid).trigger_rule == "none_failed"
+
+
+def test_pools_keep_arxiv_and_s2_polite(nightly):
+    pools = json.loads(_airflow_env.POOLS_FILE.read_text())
+    assert {name: p["slots"] for name, p in pools.items()} == {"arxiv_pool": 1, "s2_pool": 1}
+    by_task = {t.task_id: (t.partial_kwargs.get("pool") if hasattr(t, "partial_kwargs") else None) or t.pool
+               for t in nightly.tasks}
+    assert by_task["harvest"] == "arxiv_pool"
+    assert by_task["fulltext_batch"] == "arxiv_pool"
+    assert by_task["enrich"] == "s2_pool"
+    assert set(by_task.values()) <= set(pools) | {"default_pool"}
+
+
+def test_every_task_retries_with_exponential_backoff_and_has_docs(nightly):
+    for t in nightly.tasks:
+        kw = getattr(t, "partial_kwargs", {})
+        retries = kw.get("retries", t.retries)
+        assert retries >= 1, t.task_id
+        assert kw.get("retry_exponential_backoff", t.retry_exponential_backoff) > 1, t.task_id
+        assert kw.get("max_retry_delay", t.max_retry_delay) is not None, t.task_id
+        doc = kw.get("doc_md") or t.doc_md
+        assert doc and f"### {t.task_id}" in doc, t.task_id
+    assert nightly.doc_md and "backfill" in nightly.doc_md
+
+
+def test_assets_tables_per_step_and_snapshot_on_publish(nightly, bag):
+    outlets = {t.task_id: {a.name for a in t.outlets} for t in nightly.tasks}
+    assert outlets["publish"] == {"paperkb_snapshot"}
+    assert {"paperkb.warehouse.papers", "paperkb.warehouse.authors"} <= outlets["harvest"]
+    assert {"paperkb.warehouse.works", "paperkb.warehouse.citations"} <= outlets["enrich"]
+    assert {"paperkb.warehouse.chunks", "paperkb.warehouse.figures"} <= outlets["merge_fulltext"]
+    assert {"paperkb.warehouse.paper_metrics", "paperkb.warehouse.related"} <= outlets["graph"]
+    snapshot = next(iter(nightly.get_task("publish").outlets))
+    consumer = bag.dags["paperkb_consumer_example"]
+    assert type(consumer.timetable).__name__ == "AssetTriggeredTimetable"
+    condition = consumer.timetable.asset_condition
+    assets = list(getattr(condition, "objects", [condition]))
+    assert [(a.name, a.uri) for a in assets] == [(snapshot.name, snapshot.uri)]
+
+
+# ---- the data interval -> the harvest window ---------------------------------------------------------------
+def test_harvest_window_of_a_nightly_interval_is_its_day():
+    start = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    assert harvest_window(start, start + timedelta(days=1)) == (date(2026, 11, 20), date(2026, 11, 20))
+    assert harvest_window(start, start + timedelta(days=7)) == (date(2026, 11, 20), date(2026, 11, 26))
+    assert harvest_window(start, start) == (date(2026, 11, 19), date(2026, 11, 19))  # empty interval: day before
+    with pytest.raises(ValueError):
+        harvest_window(start, start - timedelta(days=1))
+
+
+def test_a_week_of_backfill_runs_harvests_each_day_exactly_once(nightly):
+    """The DAG's own timetable makes 7 consecutive intervals; their windows tile the week."""
+    from airflow.serialization.encoders import coerce_to_core_timetable
+    from airflow.timetables.base import TimeRestriction
+
+    tt = coerce_to_core_timetable(nightly.timetable)
+    first = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    restriction = TimeRestriction(earliest=first, latest=None, catchup=True)
+    days, last = [], None
+    for _ in range(7):
+        info = tt.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
+        last = info.data_interval
+        from_day, until_day = harvest_window(last.start, last.end)
+        assert from_day == until_day
+        days.append(from_day)
+    assert days == [date(2026, 11, 1) + timedelta(days=i) for i in range(7)]
+
+
+def test_staging_part_names_depend_on_content_only():
+    assert part_name(["b", "a"]) == part_name(["a", "b"])
+    assert part_name(["a"]) != part_name(["a", "b"])
+
+
+# ---- paperkb refresh (the same steps without Airflow): argument errors are one line, exit 2 --------------------
+@pytest.mark.parametrize("args, message", [
+    (["refresh", "--from", "2026-13-01"], "not a date"),
+    (["refresh", "--from", "2026-11-07", "--until", "2026-11-01"], "is after --until"),
+])
+def test_refresh_cli_rejects_bad_windows(args, message, capsys, tmp_path):
+    from pipeline.cli import main
+
+    assert main(["--warehouse", str(tmp_path / "wh"), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

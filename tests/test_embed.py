@@ -1,0 +1,229 @@
+"""Embedding into LanceDB: real PDF chunks + CISI abstracts, incremental by content hash, model changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embed_helpers import add_pdf_paper, clone_settings, import_cisi_subset, make_settings
+
+PDF = "1409.0473"  # Bahdanau et al., 15 pages, 3 figures
+N_CISI = 25
+
+
+def _lance(settings):
+    import lancedb
+
+    return lancedb.connect(str(settings.lancedb_dir))
+
+
+def _table(settings, name):
+    return _lance(settings).open_table(name).to_arrow()
+
+
+def _vectors(t, col="vector"):
+    v = t.column(col).combine_chunks()
+    return v.values.to_numpy(zero_copy_only=False).reshape(len(v), -1)
+
+
+def _warehouse_count(settings, sql):
+    import duckdb
+
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    try:
+        return con.execute(sql).fetchone()[0]
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def embedded(shared_data, tmp_path_factory):
+    """One real PDF (chunks + figure legends via the full-text extractor) + 25 CISI abstracts, embedded once."""
+    from pipeline.embed import run_embed
+
+    s = make_settings(tmp_path_factory.mktemp("embed"))
+    import_cisi_subset(s, shared_data, N_CISI)
+    pdf = add_pdf_paper(s, shared_data, PDF)
+    first = run_embed(s)
+    return s, pdf, first
+
+
+def test_first_embed_builds_all_tables(embedded):
+    from pipeline.embed import table_model
+
+    s, pdf, first = embedded
+    n_passages = _warehouse_count(s, "SELECT count(*) FROM passages")
+    n_papers = _warehouse_count(s, "SELECT count(DISTINCT paper_id) FROM passages")
+    # every PDF chunk + one abstract passage per paper with text
+    assert n_passages == pdf["chunks"] + _warehouse_count(s, "SELECT count(*) FROM passages WHERE kind = 'abstract'")
+    assert first["passages"] == n_passages and first["papers"] == n_papers and first["figures"] == pdf["figures"]
+    assert first["encoded"] > 0 and first["encoded"] <= n_passages + pdf["figures"]
+
+    chunks = _table(s, "chunks")
+    assert chunks.num_rows == n_passages
+    v = _vectors(chunks)
+    assert v.dtype == np.float32 and v.shape[1] == 384
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert set(chunks.column("kind").to_pylist()) == {"body", "abstract"}
+    assert f"{PDF}#0" in chunks.column("chunk_id").to_pylist() and "cisi:1#abs" in chunks.column("chunk_id").to_pylist()
+
+    figures = _table(s, "figures")
+    assert figures.num_rows == pdf["figures"]
+    assert all(t.lower().startswith(("figure", "fig")) for t in figures.column("text").to_pylist())
+
+    # papers: doc vector = normalised mean of the paper's passage vectors; abs vector = its #abs passage
+    papers = _table(s, "papers")
+    assert papers.num_rows == n_papers
+    row = papers.column("paper_id").to_pylist().index(PDF)
+    mine = np.array([pid == PDF for pid in chunks.column("paper_id").to_pylist()])
+    mean = v[mine].mean(axis=0)
+    np.testing.assert_allclose(_vectors(papers, "doc_vector")[row], mean / np.linalg.norm(mean), atol=1e-5)
+    abs_row = chunks.column("chunk_id").to_pylist().index(f"{PDF}#abs")
+    np.testing.assert_allclose(_vectors(papers, "abs_vector")[row], v[abs_row], atol=1e-6)
+    cisi = papers.column("paper_id").to_pylist().index("cisi:1")
+    assert papers.column("authors")[cisi].as_py(), "CISI authors list carried into LanceDB"
+    assert table_model(_lance(s).open_table("chunks"))["dim"] == 384
+
+
+def test_vectors_match_the_bare_model(embedded):
+    """A chunk's stored vector is exactly what the model gives for its text."""
+    from pipeline.encoders import get_encoder
+
+    s, _, _ = embedded
+    chunks = _table(s, "chunks")
+    ids = chunks.column("chunk_id").to_pylist()
+    i, j = ids.index(f"{PDF}#3"), ids.index("cisi:2#abs")
+    enc = get_encoder(s)
+    fresh = enc.encode_docs([chunks.column("text")[i].as_py(), chunks.column("text")[j].as_py()])
+    stored = _vectors(chunks)[[i, j]]
+    np.testing.assert_allclose((fresh * stored).sum(axis=1), 1.0, atol=1e-4)
+
+
+def test_indexes_and_bm25(embedded):
+    s, _, _ = embedded
+    t = _lance(s).open_table("chunks")
+    kinds = {(ix.index_type, tuple(ix.columns)) for ix in t.list_indices()}
+    assert ("FTS", ("text",)) in kinds and ("BTree", ("paper_id",)) in kinds
+    hits = t.search("alignment model translation", query_type="fts").limit(5).to_list()
+    assert hits and any(h["paper_id"] == PDF for h in hits)
+    papers = _lance(s).open_table("papers")
+    assert ("BTree", ("year",)) in {(ix.index_type, tuple(ix.columns)) for ix in papers.list_indices()}
+
+
+def test_rerun_encodes_nothing_and_one_changed_chunk_only_itself(embedded, tmp_path):
+    import duckdb
+
+    from pipeline.embed import run_embed
+
+    s = clone_settings(embedded[0], tmp_path)
+    again = run_embed(s)
+    assert again["encoded"] == 0
+    assert all(c["inserted"] == c["updated"] == c["deleted"] == 0 for c in again["changes"].values())
+
+    before = _table(s, "chunks")
+    con = duckdb.connect(str(s.db_path))
+    con.execute("UPDATE chunks SET text = text || ' (revised)', content_hash = 'x' WHERE chunk_id = ?", [f"{PDF}#5"])
+    con.close()
+    changed = run_embed(s)
+    assert changed["encoded"] == 1
+    assert changed["changes"]["chunks"] == {"inserted": 0, "updated": 1, "deleted": 0, "rebuilt": False}
+    assert changed["changes"]["papers"]["updated"] == 1  # its doc vector moved
+    after = _table(s, "chunks")
+    b = dict(zip(before.column("chunk_id").to_pylist(), _vectors(before)))
+    a = dict(zip(after.column("chunk_id").to_pylist(), _vectors(after)))
+    moved = [k for k in a if not np.array_equal(a[k], b[k])]
+    assert moved == [f"{PDF}#5"]
+
+
+def test_withdrawn_paper_rows_are_removed(embedded, tmp_path):
+    import duckdb
+
+    from pipeline.embed import run_embed
+
+    s = clone_settings(embedded[0], tmp_path)
+    con = duckdb.connect(str(s.db_path))
+    n_chunks = con.execute("SELECT count(*) FROM chunks WHERE paper_id = ?", [PDF]).fetchone()[0]
+    for table in ("chunks", "figures", "paper_authors", "papers"):
+        con.execute(f"DELETE FROM {table} WHERE paper_id = ?", [PDF])
+    con.close()
+    r = run_embed(s)
+    assert r["encoded"] == 0
+    assert r["changes"]["chunks"]["deleted"] == n_chunks + 1  # body chunks + its abstract passage
+    assert r["changes"]["papers"]["deleted"] == 1 and r["changes"]["figures"]["deleted"] == embedded[1]["figures"]
+    assert PDF not in set(_table(s, "chunks").column("paper_id").to_pylist())
+
+
+def _cls_pooled_model(path):
+    """A genuinely different encoder built from the bundled weights: CLS pooling instead of mean pooling."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, Pooling, Transformer
+
+    from pipeline.encoders import default_model_path
+
+    word = Transformer(default_model_path())
+    model = SentenceTransformer(modules=[word, Pooling(word.get_embedding_dimension(), pooling_mode="cls"), Normalize()],
+                                device="cpu")
+    model.save(str(path))
+    return str(path)
+
+
+def test_model_change_reembeds_everything(shared_data, tmp_path):
+    """Another model (same dimension) and a truncated one (other dimension) each re-embed all texts."""
+    from pipeline.embed import run_embed, table_model
+
+    s = make_settings(tmp_path / "a")
+    import_cisi_subset(s, shared_data, 12)
+    base = run_embed(s)
+    n = base["passages"]
+    assert base["encoded"] == n
+
+    other = _cls_pooled_model(tmp_path / "minilm-cls")
+    s2 = s.model_copy(update={"embed_model": other})
+    r2 = run_embed(s2)
+    assert r2["encoded"] == n and r2["dim"] == 384
+    assert all(c["rebuilt"] for c in r2["changes"].values())
+    t = _lance(s2).open_table("chunks")
+    assert table_model(t)["name"] == other
+    from pipeline.encoders import get_encoder
+
+    first = t.to_arrow()
+    cos = float(_vectors(first)[0] @ get_encoder(s).encode_docs([first.column("text")[0].as_py()])[0])
+    assert cos < 0.999, "vectors come from the new model, not the old space"
+
+    s3 = s.model_copy(update={"embed_truncate_dim": 128})
+    r3 = run_embed(s3)
+    assert r3["encoded"] == n and r3["dim"] == 128
+    v = _vectors(_table(s3, "papers"), "doc_vector")
+    assert v.shape[1] == 128
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+
+    # back to the default model: its vectors are still cached, nothing is encoded, tables rebuilt
+    r4 = run_embed(s)
+    assert r4["encoded"] == 0 and r4["dim"] == 384 and all(c["rebuilt"] for c in r4["changes"].values())
+
+
+def test_title_text_pair_format(shared_data, tmp_path):
+    from pipeline.embed import run_embed
+    from pipeline.encoders import get_encoder
+
+    s = make_settings(tmp_path, embed_doc_format="title_text_pair")
+    import_cisi_subset(s, shared_data, 3)
+    r = run_embed(s)
+    assert r["encoded"] == r["passages"] == 3
+    chunks = _table(s, "chunks")
+    papers = _table(s, "papers")
+    enc = get_encoder(s)
+    i = papers.column("paper_id").to_pylist().index("cisi:1")
+    pair = [papers.column("title")[i].as_py(), papers.column("abstract")[i].as_py()]
+    np.testing.assert_allclose(enc.encode_docs([pair])[0], _vectors(papers, "abs_vector")[i], atol=1e-5)
+    assert chunks.num_rows == 3
+
+
+def test_bad_settings_are_user_errors(tmp_path):
+    from pipeline.embed import run_embed
+    from pipeline.errors import UserError
+
+    with pytest.raises(UserError, match="embed_doc_format"):
+        run_embed(make_settings(tmp_path, embed_doc_format="xml"))
+    with pytest.raises(UserError, match="no warehouse"):
+        run_embed(make_settings(tmp_path))

@@ -1,0 +1,179 @@
+"""Citation-graph math: CCBC Eq. 1 / Eq. 3 by hand, PageRank vs igraph, power-law fit and weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.graph import (adjacency, ccbc_scores, fit_powerlaw, igraph_from_adjacency, iter_blocks, pagerank,
+                            related_top_k, survival_weights)
+
+
+def _graph(edges, n):
+    e = np.array(edges, dtype=np.int64).reshape(-1, 2)
+    return adjacency(e[:, 0], e[:, 1], n)
+
+
+def _score(edges, n, w, a, b):
+    weighted, naive = ccbc_scores(_graph(edges, n), np.array(w, dtype=float), [a])
+    return weighted[0, b], naive[0, b]
+
+
+# -- CCBC on hand-made graphs (values computed by hand in the comments) ------------------------
+def test_direct_citation_only():
+    # 0 -> 1; nothing shared. naive = 2/5 * 1/2 = 0.2; weighted = 1/6 w(B) (A cites B) from 0's side,
+    # and 1/6 w(A) (B cites A) from 1's side, with A the row paper.
+    w = [0.5, 0.8]
+    wt, nv = _score([(0, 1)], 2, w, 0, 1)
+    assert nv == pytest.approx(0.2)
+    assert wt == pytest.approx(0.8 / 6)
+    wt, nv = _score([(0, 1)], 2, w, 1, 0)
+    assert nv == pytest.approx(0.2)
+    assert wt == pytest.approx(0.8 / 6)  # row 1 = A is cited by B = 0: 1/6 w(A) = 0.8/6
+
+
+def test_shared_references_only_and_non_candidates():
+    # 0 -> {2, 3}, 1 -> {2, 4}: 0 and 1 share reference 2 (w=0.5); refs union {2, 3, 4}.
+    edges = [(0, 2), (0, 3), (1, 2), (1, 4)]
+    w = [1.0, 1.0, 0.5, 1.0, 0.25]
+    wt, nv = _score(edges, 5, w, 0, 1)
+    assert nv == pytest.approx(0.4 * (1 / 3))
+    assert wt == pytest.approx((0.5 / (0.5 + 1.0 + 0.25)) / 3)
+    rel = related_top_k(_graph(edges, 5), np.array(w), np.array([0]), k=10)
+    # 0 relates to 3 (direct, 1/6 * 1), 1 (shared ref, 0.0952), 2 (direct, 1/6 * 0.5); 4 shares nothing with 0
+    assert rel.col.tolist() == [3, 1, 2]
+    assert rel.rank.tolist() == [1, 2, 3]
+    assert rel.weighted.tolist() == pytest.approx([1 / 6, (0.5 / 1.75) / 3, 0.5 / 6])
+    assert rel.naive.tolist() == pytest.approx([0.2, 0.4 / 3, 0.2])
+    assert rel.shared_refs.tolist() == [0, 1, 0]
+    assert rel.cites.tolist() == [True, False, True] and not rel.cited_by.any()
+
+
+def test_shared_citers_only_papers_without_references():
+    # 2 -> {0, 1}, 3 -> 0, 4 -> 1: 0 and 1 have no references and share citer 2 of {2, 3, 4}.
+    edges = [(2, 0), (2, 1), (3, 0), (4, 1)]
+    w = [0.5, 0.4, 1.0, 1.0, 1.0]
+    wt, nv = _score(edges, 5, w, 0, 1)
+    assert nv == pytest.approx(0.4 / 3)
+    assert wt == pytest.approx(0.5 * 0.4 * (1 / 3) / 3)
+    rel = related_top_k(_graph(edges, 5), np.array(w), np.array([0, 1]), k=5)
+    assert np.isfinite(rel.weighted).all() and np.isfinite(rel.naive).all()
+    assert rel.shared_citers[(rel.row == 0) & (rel.col == 1)].tolist() == [1]
+
+
+def test_highly_cited_shared_reference_weighs_little():
+    # H=3 (w 0.01), R=4 (w 1), X=5, Y=6 (w 1). 0 -> {H, R}; 1 -> {H, X}; 2 -> {R, Y}.
+    # naive: both pairs share 1 of 3 refs -> 0.4/3. weighted: w(H)/2.01/3 vs w(R)/2.01/3.
+    edges = [(0, 3), (0, 4), (1, 3), (1, 5), (2, 4), (2, 6)]
+    w = [1, 1, 1, 0.01, 1, 1, 1]
+    wt01, nv01 = _score(edges, 7, w, 0, 1)
+    wt02, nv02 = _score(edges, 7, w, 0, 2)
+    assert nv01 == pytest.approx(0.4 / 3) and nv02 == pytest.approx(0.4 / 3)
+    assert wt01 == pytest.approx(0.01 / 2.01 / 3)
+    assert wt02 == pytest.approx(1 / 2.01 / 3)
+    rel = related_top_k(_graph(edges, 7), np.array(w, dtype=float), np.array([0]), k=2)
+    assert rel.col.tolist() == [4, 2]  # direct link to R (1/6) first, then 2 (0.1658); 1 falls out of the top 2
+
+
+def test_all_terms_together():
+    # 0 -> {1, 2}, 1 -> 2, 3 -> {0, 1}. Pair (0, 1): 0 cites 1; refs {1,2} vs {2}: share 2 of {1, 2};
+    # citers {3} vs {0, 3}: share 3 of {0, 3}.
+    edges = [(0, 1), (0, 2), (1, 2), (3, 0), (3, 1)]
+    w = [0.5, 0.25, 0.8, 1.0]
+    wt, nv = _score(edges, 4, w, 0, 1)
+    assert nv == pytest.approx(0.4 * (0.5 + 1 / 2 + 1 / 2))
+    assert wt == pytest.approx(0.25 / 6 + (0.8 / (0.25 + 0.8)) / 3 + 0.5 * 0.25 * (1 / 2) / 3)
+
+
+def test_isolated_paper_and_self_are_never_related():
+    edges = [(0, 1), (2, 1)]
+    rel = related_top_k(_graph(edges, 4), np.ones(4), np.array([0, 3]), k=5)
+    assert 3 not in rel.row.tolist()  # isolated: no candidates at all
+    assert not np.any(rel.row == rel.col)
+    assert set(rel.col[rel.row == 0].tolist()) == {1, 2}  # 1 direct, 2 shares reference 1
+
+
+def test_scores_in_unit_interval_and_blocks_do_not_change_results():
+    rng = np.random.default_rng(7)
+    n = 300
+    src = rng.integers(0, n, 3000)
+    dst = (rng.pareto(1.2, 3000) * 5).astype(int) % n
+    a = adjacency(src, dst, n)
+    w = rng.uniform(0, 1, n)
+    rows = np.arange(0, n, 3)
+    one = related_top_k(a, w, rows, k=7, max_block_nnz=10**9)
+    many = related_top_k(a, w, rows, k=7, max_block_nnz=1000)
+    assert len(list(iter_blocks(np.full(len(rows), 600.0), 1000))) > 10
+    for f in ("row", "rank", "col", "weighted", "naive", "shared_refs", "shared_citers"):
+        assert np.array_equal(getattr(one, f), getattr(many, f)), f
+    assert (one.weighted >= 0).all() and (one.weighted <= 1 + 1e-12).all()
+    assert (one.naive >= 0).all() and (one.naive <= 1 + 1e-12).all()
+    assert np.bincount(one.row).max() <= 7
+    # ranks follow weighted CCBC within each row
+    for r in np.unique(one.row):
+        s = one.weighted[one.row == r]
+        assert (np.diff(s) <= 1e-15).all()
+
+
+# -- PageRank ---------------------------------------------------------------------------------
+def test_pagerank_equals_igraph_reference_call():
+    import igraph as ig
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    pairs = {(int(s), int(d)) for s, d in zip(rng.integers(0, n, 12000), rng.integers(0, n, 12000)) if s != d}
+    edges = sorted(pairs)
+    ref = ig.Graph(n=n, edges=edges, directed=True).pagerank(damping=0.85)
+    e = np.array(edges)
+    ours = pagerank(igraph_from_adjacency(adjacency(e[:, 0], e[:, 1], n)), 0.85)
+    assert np.allclose(ours, ref, rtol=0, atol=1e-12)
+    ours_d = pagerank(igraph_from_adjacency(adjacency(e[:, 0], e[:, 1], n)), 0.6)
+    assert np.allclose(ours_d, ig.Graph(n=n, edges=edges, directed=True).pagerank(damping=0.6), atol=1e-12)
+
+
+# -- power law --------------------------------------------------------------------------------
+def _pareto(alpha, xmin, n, seed):
+    u = np.random.default_rng(seed).uniform(size=n)
+    return xmin * (1 - u) ** (-1 / (alpha - 1))
+
+
+@pytest.mark.parametrize("alpha", [2.2, 2.5, 2.8])
+def test_powerlaw_fit_recovers_alpha(alpha):
+    # 20,000 draws from a continuous power law with xmin 3: the MLE's standard error is ~0.01.
+    fit, obj = fit_powerlaw(_pareto(alpha, 3.0, 20_000, seed=11), xmin=3.0)
+    assert fit.status == "ok" and obj is not None
+    assert abs(fit.alpha - alpha) < 0.05
+    assert fit.sigma < 0.02 and fit.ks_d < 0.02 and fit.n_tail == 20_000
+    assert fit.compared_to == "lognormal" and 0 <= fit.p_value <= 1
+
+
+def test_powerlaw_xmin_search_finds_the_tail():
+    # lognormal-ish body below 3, power law (alpha 2.5) from 3 on: the KS search must find xmin ~3
+    rng = np.random.default_rng(2)
+    body = rng.uniform(1.0, 3.0, 1500)
+    fit, _ = fit_powerlaw(np.concatenate([body, _pareto(2.5, 3.0, 4000, seed=2)]))
+    assert fit.status == "ok"
+    assert 2.5 <= fit.xmin <= 4.5
+    assert abs(fit.alpha - 2.5) < 0.1
+
+
+def test_weights_are_survival_non_increasing_and_in_unit_interval():
+    sample = np.floor(_pareto(2.5, 4.0, 20_000, seed=5))
+    fit, obj = fit_powerlaw(sample)
+    c = np.arange(0, 5000)
+    w = survival_weights(c, obj)
+    assert ((w >= 0) & (w <= 1)).all()
+    assert (np.diff(w) <= 0).all()
+    assert (w[c < fit.xmin] == 1).all() and w[0] == 1
+    assert w[-1] < 0.01
+    big = c >= fit.xmin  # continuous power-law survival (x/xmin)^(1 - alpha)
+    assert w[big] == pytest.approx((c[big] / fit.xmin) ** (1 - fit.alpha), rel=1e-6)
+    # shuffled input: weights follow the counts, not the order
+    perm = np.random.default_rng(1).permutation(len(c))
+    assert np.array_equal(survival_weights(c[perm], obj), w[perm])
+
+
+def test_too_few_counts_means_no_fit_and_unit_weights():
+    fit, obj = fit_powerlaw(np.array([0, 0, 1, 2, 3, 5]), min_n=50)
+    assert fit.status == "too_few" and obj is None and fit.n_positive == 4
+    assert survival_weights(np.array([0, 10, 1000]), obj).tolist() == [1.0, 1.0, 1.0]

@@ -1,0 +1,283 @@
+"""Publishing snapshots: manifest, verification, crashes at every stage, readers, rollback, corruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from embed_helpers import clone_settings, import_cisi_subset, make_settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def embedded_wh(shared_data, tmp_path_factory):
+    """30 real CISI documents imported and embedded once; each test works on its own copy."""
+    from pipeline.embed import run_embed
+
+    s = make_settings(tmp_path_factory.mktemp("pub"))
+    import_cisi_subset(s, shared_data, 30)
+    run_embed(s)
+    return s
+
+
+@pytest.fixture
+def wh(embedded_wh, tmp_path):
+    return clone_settings(embedded_wh, tmp_path)
+
+
+def _visible(settings):
+    """What a reader can see: complete snapshot folders and the CURRENT id."""
+    from pipeline import snapshots
+
+    return [s["snapshot_id"] for s in snapshots.list_snapshots(settings)], snapshots.current_id(settings)
+
+
+def _search_ids(folder: Path, text: str) -> list[str]:
+    import lancedb
+
+    t = lancedb.connect(str(folder / "lancedb")).open_table("chunks")
+    return [h["chunk_id"] for h in t.search(text, query_type="fts").limit(10).to_list()]
+
+
+def test_publish_builds_a_verified_snapshot(wh):
+    import duckdb
+
+    from pipeline import snapshots
+    from pipeline.publish import run_publish
+
+    r = run_publish(wh)
+    folder = snapshots.resolve(wh)
+    assert folder == Path(r["path"]) and folder.name == r["snapshot_id"]
+    assert sorted(p.name for p in folder.iterdir()) == ["catalog.duckdb", "lancedb", "manifest.json"]
+    m = snapshots.read_manifest(folder)
+    assert m["schema_version"] == snapshots.SCHEMA_VERSION and m["snapshot_id"] == r["snapshot_id"]
+    assert m["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2" and m["model"]["dim"] == 384
+    assert set(m["weights"]) >= {"ck", "doc", "abs", "fig", "pr"}
+    # counts match the warehouse, table by table
+    con = duckdb.connect(str(wh.db_path), read_only=True)
+    try:
+        for table in ("papers", "paper_authors", "works", "citations", "chunks", "figures"):
+            assert m["counts"][table] == con.execute(f"SELECT count(*) FROM {table}").fetchone()[0], table
+        n_passages = con.execute("SELECT count(*) FROM passages").fetchone()[0]
+    finally:
+        con.close()
+    assert m["counts"]["papers"] == 30 and m["counts"]["lancedb.chunks"] == n_passages
+    assert "run_log" not in m["counts"] and "rejects" not in m["counts"]
+    # every file is listed with its sha256, and verification passes
+    assert "catalog.duckdb" in m["files"] and any(f.startswith("lancedb/chunks.lance/") for f in m["files"])
+    assert snapshots.verify(wh) == []
+    # the catalog is a self-contained DuckDB: tables and the passages view answer
+    cat = duckdb.connect(str(folder / "catalog.duckdb"), read_only=True)
+    try:
+        assert cat.execute("SELECT count(*) FROM passages").fetchone()[0] == n_passages
+    finally:
+        cat.close()
+    assert _search_ids(folder, "library")
+
+
+def test_publish_refuses_stale_vectors(wh):
+    """Papers added after the last embed: verification fails, nothing becomes visible."""
+    import duckdb
+
+    from pipeline.errors import UserError
+    from pipeline.publish import run_publish
+
+    first = run_publish(wh)["snapshot_id"]
+    con = duckdb.connect(str(wh.db_path))
+    con.execute("INSERT INTO papers (paper_id, source, external_id, title, abstract) "
+                "VALUES ('cisi:new', 'cisi', 'new', 'A new paper', 'Not embedded yet.')")
+    con.close()
+    with pytest.raises(UserError, match="paperkb embed"):
+        run_publish(wh)
+    assert _visible(wh) == ([first], first)
+    assert not [p for p in wh.snapshots_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("stage", ["built", "verified"])
+def test_crash_before_rename_leaves_previous_serving(wh, stage):
+    from pipeline.publish import run_publish
+
+    first = run_publish(wh)["snapshot_id"]
+
+    def boom(at, path):
+        if at == stage:
+            assert path.name.endswith(".tmp") and (path / "manifest.json").exists()
+            raise RuntimeError(f"crash at {at}")
+
+    with pytest.raises(RuntimeError, match="crash"):
+        run_publish(wh, on_stage=boom)
+    assert _visible(wh) == ([first], first)
+    assert sorted(p.name for p in wh.snapshots_dir.iterdir() if not p.name.startswith(".")) == sorted(["CURRENT", first])
+
+
+def test_crash_between_rename_and_swap(wh):
+    from pipeline import snapshots
+    from pipeline.publish import run_publish
+
+    first = run_publish(wh)["snapshot_id"]
+    seen = {}
+
+    def boom(at, path):
+        if at == "renamed":
+            seen["id"] = path.name
+            raise RuntimeError("crash after rename")
+
+    with pytest.raises(RuntimeError):
+        run_publish(wh, on_stage=boom)
+    ids, cur = _visible(wh)
+    assert cur == first  # readers still get the previous snapshot
+    assert seen["id"] in ids  # the new one is complete and intact, just not CURRENT: a rollback target
+    assert snapshots.verify(wh, seen["id"]) == []
+    third = run_publish(wh)["snapshot_id"]
+    assert _visible(wh)[1] == third
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from pipeline.settings import Settings
+    from pipeline.publish import run_publish
+
+    stage, marker = sys.argv[2], Path(sys.argv[3])
+
+    def hang(at, path):
+        if at == stage:
+            marker.write_text(str(path))
+            time.sleep(600)
+
+    run_publish(Settings(warehouse=Path(sys.argv[1])), on_stage=hang)
+""")
+
+
+@pytest.mark.parametrize("stage", ["built", "renamed"])
+def test_publish_killed_with_sigkill(wh, tmp_path, stage):
+    from pipeline import snapshots
+    from pipeline.publish import run_publish
+
+    first = run_publish(wh)["snapshot_id"]
+    marker = tmp_path / "at-stage"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_")}
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(wh.warehouse), stage, str(marker)],
+                            cwd=REPO, env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 180
+        while not marker.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.time() < deadline, "publish subprocess never reached the stage"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    ids, cur = _visible(wh)
+    assert cur == first and snapshots.resolve(wh).name == first
+    if stage == "built":
+        assert ids == [first]  # the half-built folder is a .tmp that no reader lists or resolves
+        assert Path(marker.read_text()).name.endswith(".tmp") and Path(marker.read_text()).exists()
+    else:
+        assert len(ids) == 2 and snapshots.verify(wh, Path(marker.read_text()).name) == []
+    # the next publish cleans up and takes over (the lock died with the process)
+    nxt = run_publish(wh)["snapshot_id"]
+    assert _visible(wh)[1] == nxt
+    assert not [p for p in wh.snapshots_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_reader_keeps_its_snapshot_while_another_is_published(wh):
+    import duckdb
+    import lancedb
+
+    from pipeline import snapshots
+    from pipeline.embed import run_embed
+    from pipeline.publish import run_publish
+
+    run_publish(wh)
+    a = snapshots.resolve(wh)  # a reader opens A...
+    cat = duckdb.connect(str(a / "catalog.duckdb"), read_only=True)
+    chunks = lancedb.connect(str(a / "lancedb")).open_table("chunks")
+    n_a, hits_a = chunks.count_rows(), _search_ids(a, "library classification")
+
+    # ... while the warehouse loses ten papers and B is embedded and published
+    w = duckdb.connect(str(wh.db_path))
+    gone = [r[0] for r in w.execute("SELECT paper_id FROM papers ORDER BY paper_id LIMIT 10").fetchall()]
+    for table in ("paper_authors", "papers"):
+        w.execute(f"DELETE FROM {table} WHERE paper_id IN (SELECT unnest(?))", [gone])
+    w.close()
+    run_embed(wh)
+    b = Path(run_publish(wh)["path"])
+    assert snapshots.resolve(wh) == b != a
+
+    assert cat.execute("SELECT count(*) FROM papers").fetchone()[0] == 30
+    assert chunks.count_rows() == n_a and _search_ids(a, "library classification") == hits_a
+    cat.close()
+    assert snapshots.read_manifest(b)["counts"]["papers"] == 20
+    assert lancedb.connect(str(b / "lancedb")).open_table("chunks").count_rows() == n_a - 10
+
+
+def test_rollback_and_retention(wh, tmp_path):
+    from pipeline import snapshots
+    from pipeline.errors import UserError
+    from pipeline.publish import run_publish
+
+    s = wh.model_copy(update={"snapshot_keep": 2})
+    ids = [run_publish(s)["snapshot_id"] for _ in range(3)]
+    assert _visible(s) == (ids[1:], ids[2])  # oldest removed, CURRENT kept
+    r = snapshots.rollback(s, ids[1])
+    assert r == {"snapshot_id": ids[1], "previous": ids[2], "path": str(s.snapshots_dir / ids[1])}
+    assert snapshots.resolve(s).name == ids[1]
+    with pytest.raises(UserError, match="not found"):
+        snapshots.rollback(s, ids[0])
+    new = run_publish(s)["snapshot_id"]
+    assert _visible(s) == ([ids[2], new], new)
+
+
+def test_corrupted_file_is_caught(wh):
+    from pipeline import snapshots
+    from pipeline.cli import main
+    from pipeline.errors import UserError
+    from pipeline.publish import run_publish
+
+    old = run_publish(wh)["snapshot_id"]
+    cur = run_publish(wh)["snapshot_id"]
+    folder = wh.snapshots_dir / old
+    victim = sorted(p for p in (folder / "lancedb").rglob("*.lance") if p.is_file())[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    os.chmod(victim, 0o644)
+    victim.write_bytes(bytes(data))
+    problems = snapshots.verify(wh, old)
+    assert problems == [f"checksum mismatch {victim.relative_to(folder).as_posix()}"]
+    with pytest.raises(UserError, match="failed verification"):
+        snapshots.rollback(wh, old)
+    assert snapshots.current_id(wh) == cur
+    assert main(["--warehouse", str(wh.warehouse), "snapshots", "verify", old]) == 2
+    assert main(["--warehouse", str(wh.warehouse), "snapshots", "verify"]) == 0
+    (folder / "extra.txt").write_text("x")
+    assert "unexpected file extra.txt" in snapshots.verify(wh, old)
+
+
+def test_cli_embed_publish_list_rollback(wh, capsys):
+    from pipeline.cli import main
+
+    w = str(wh.warehouse)
+    assert main(["--warehouse", w, "embed"]) == 0
+    assert "0 texts encoded" in capsys.readouterr().out
+    assert main(["--warehouse", w, "publish"]) == 0
+    first = capsys.readouterr().out.split()[2]
+    assert main(["--warehouse", w, "publish"]) == 0
+    assert main(["--warehouse", w, "snapshots", "list", "--json"]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads(out[out.index("["):])
+    assert [r["current"] for r in rows] == [False, True] and rows[0]["snapshot_id"] == first
+    assert main(["--warehouse", w, "snapshots", "rollback", first]) == 0
+    assert f"CURRENT is {first}" in capsys.readouterr().out
+    assert main(["--warehouse", w, "snapshots", "rollback", "20990101T000000Z-dead"]) == 2
+    assert "not found" in capsys.readouterr().err

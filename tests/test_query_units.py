@@ -1,0 +1,193 @@
+"""Pure parts of the query module: fusion, signal math, title boosts, stemmer, filters, expansion parsing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.query import configs, fusion, signals
+from pipeline.query.expand import parse_subqueries, prf_terms, relevance_model
+from pipeline.query.filters import Filters, in_clause, mask, sql_literal
+from pipeline.query.titles import STEM_EXCEPTIONS, light_stem, title_boost
+
+
+# ---- fusion ---------------------------------------------------------------------------------------
+def test_blend_weights_normalised_scores():
+    ids, fused = fusion.blend(["a", "b"], [10.0, 5.0], ["b", "c"], [0.9, 0.5], w_sparse=0.5)
+    # a: bm25 10/10=1 -> 0.5; b: bm25 0.5 -> 0.25 + dense minmax 1 -> 0.5 = 0.75; c: dense minmax 0 -> 0
+    assert fused == pytest.approx({"b": 0.75, "a": 0.5, "c": 0.0})
+    assert ids == ["b", "a", "c"]
+    ids, fused = fusion.blend(["a", "b"], [10.0, 5.0], ["b", "c"], [0.9, 0.5], w_sparse=1.0)
+    assert ids[0] == "a" and fused["c"] == 0.0
+
+
+def test_interleave_is_bm25_first_with_dedup_and_cap():
+    sparse = [f"s{i}" for i in range(50)] + ["x"]
+    dense = ["x", "s0"] + [f"d{i}" for i in range(60)]
+    ids, fused = fusion.interleave(sparse[:50], dense, k_merge=100)
+    assert ids[:4] == ["s0", "x", "s1", "s2"]  # s0 from dense is a duplicate and dropped
+    assert len(ids) == 100 and len(set(ids)) == 100
+    assert fused["s0"] == 1.0 and fused[ids[-1]] == pytest.approx(1 - 99 / 100)
+
+
+def test_rrf_matches_formula():
+    ids, fused = fusion.rrf(["a", "b"], ["b", "c"], k=60)
+    raw = {"a": 1 / 61, "b": 1 / 62 + 1 / 61, "c": 1 / 62}
+    assert ids == ["b", "a", "c"]
+    assert fused["a"] == pytest.approx(raw["a"] / raw["b"])
+
+
+def test_unknown_fusion_is_user_error():
+    with pytest.raises(UserError):
+        fusion.fuse("nope", [], [], [], [])
+
+
+# ---- signals ----------------------------------------------------------------------------------------
+def _unit(v):
+    v = np.asarray(v, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_five_signals_and_seed_score():
+    q = _unit([1, 0, 0])[None, :]
+    chunks = np.stack([_unit([1, 1, 0]), _unit([0, 1, 0])])
+    chunk_paper = np.array([0, 1])
+    doc = np.stack([_unit([1, 0, 1]), _unit([0, 0, 1])])
+    abs_ = np.stack([_unit([1, 0, 0]), _unit([0, 1, 1])])
+    figs = np.stack([_unit([1, 0, 0]), _unit([0, 1, 0]), _unit([-1, 0, 0])])
+    fig_paper = np.array([0, 0, 1])  # paper 1 has only an opposite figure: its fig signal is -1
+    pr = np.array([0.5, 0.0])
+    s = signals.compute_signals(q, chunks, chunk_paper, doc, abs_, pr, figs, fig_paper)
+    r = 1 / math.sqrt(2)
+    assert s["ck"] == pytest.approx([r, 0.0], abs=1e-6)
+    assert s["doc"] == pytest.approx([r, 0.0], abs=1e-6)
+    assert s["abs"] == pytest.approx([1.0, 0.0], abs=1e-6)
+    assert s["fig"] == pytest.approx([1.0, -1.0], abs=1e-6)
+    assert s["pr"] == pytest.approx([math.log(1.5), 0.0])
+    total = signals.score(s, configs.weights_for("seed"))
+    assert total[0] == pytest.approx(0.5 * r + 0.3 * r + 0.1 * 1 + 0.1 * 1 + 0.2 * math.log(1.5), abs=1e-6)
+    assert total[1] == pytest.approx(0.1 * -1.0, abs=1e-6)
+
+
+def test_paper_without_figures_gets_zero_and_doc_vector_is_renormalised():
+    q = _unit([0, 1])[None, :]
+    s = signals.compute_signals(q, np.array([[0, 1.0]]), np.array([0]), np.array([[0, 3.0]]), np.array([[0, 0.0]]),
+                                np.array([0.0]), None, None)
+    assert s["fig"][0] == 0.0 and s["doc"][0] == pytest.approx(1.0) and s["abs"][0] == 0.0
+
+
+def test_each_signal_keeps_its_max_over_subqueries():
+    qs = np.stack([_unit([1, 0]), _unit([0, 1])])
+    chunks = np.stack([_unit([1, 0]), _unit([0, 1]), _unit([1, 1])])
+    doc = np.stack([_unit([0, 1])])
+    s = signals.compute_signals(qs, chunks, np.array([0, 0, 0]), doc, doc, np.array([0.0]),
+                                per_query={"bm25": np.array([[1.0, 0.0, 0.2], [0.0, 0.4, 0.3]])})
+    # chunk 0 is best for query 1, chunk 1 for query 2: each keeps its own max
+    assert s["ck"] == pytest.approx([1.0, 1.0, 1 / math.sqrt(2)], abs=1e-6)
+    assert s["doc"] == pytest.approx([1.0, 1.0, 1.0], abs=1e-6)
+    assert s["bm25"] == pytest.approx([1.0, 0.4, 0.3])
+
+
+def test_papers_rank_by_best_passage():
+    order = signals.best_per_paper(["p1", "p1", "p2", "p3"], np.array([0.1, 0.9, 0.5, 0.7]))
+    assert order == [1, 3, 2]
+
+
+def test_weights_override_and_unknown_signal():
+    w = configs.weights_for("default", {"ck": 0.0})
+    assert w["ck"] == 0.0 and w["doc"] == 0.3
+    assert configs.weights_for("seed") == {"ck": 0.5, "doc": 0.3, "abs": 0.1, "fig": 0.1, "pr": 0.2}
+    with pytest.raises(UserError, match="unknown signal"):
+        configs.weights_for("default", {"nope": 1.0})
+    with pytest.raises(UserError, match="unknown config"):
+        configs.weights_for("best")
+
+
+# ---- title boosts and stemmer -------------------------------------------------------------------------
+@pytest.mark.parametrize("word", sorted(STEM_EXCEPTIONS))
+def test_stemmer_exceptions_are_kept(word):
+    assert light_stem(word) == word
+    assert light_stem(word.upper()) == word
+
+
+@pytest.mark.parametrize("word,stem", [("queries", "query"), ("indexes", "index"), ("papers", "paper"),
+                                       ("classes", "class"), ("analysis", "analysis"), ("status", "status"),
+                                       ("glass", "glass"), ("retrieval", "retrieval")])
+def test_light_stemmer(word, stem):
+    assert light_stem(word) == stem
+
+
+def test_title_boost_points():
+    b = title_boost("Information retrieval", "Information Retrieval")
+    assert (b.exact, b.stemmed, b.starts, b.words) == (20, 0, 10, 10)
+    b = title_boost("information retrievals", "Information Retrieval")
+    assert (b.exact, b.stemmed) == (0, 15)
+    b = title_boost("the retrieval of books", "Books in libraries")
+    assert b.starts == 10 and b.words == 5  # 'books' starts the title; only 'book' is shared
+    b = title_boost("cat", "Cat videos")
+    assert b.starts == 0  # query words shorter than 4 letters do not count for the start bonus
+    b = title_boost("citation index", "A study", excerpt="citation citation index other")
+    assert b.excerpt == pytest.approx(10 * 3 / 4)
+    assert title_boost("citation", "x", excerpt="citation").excerpt == 10.0  # capped at +10
+    assert title_boost("indexing", "Index of periodicals").list_page == -7  # -10 + 3
+    assert title_boost("what is indexing", "Index of periodicals").list_page == -2  # -10 + 8
+    assert title_boost("indexing", "Periodicals", primary=True).primary == 2
+    b = title_boost("this less", "This less")
+    assert b.total == b.exact + b.stemmed + b.starts + b.words + b.excerpt + b.list_page + b.primary
+
+
+# ---- filters --------------------------------------------------------------------------------------------
+def test_sql_literal_escapes_and_in_clause():
+    assert sql_literal("o'reilly") == "'o''reilly'"
+    assert sql_literal(2020) == "2020"
+    assert in_clause("paper_id", ["a", "b'); DROP TABLE x; --"]) == "paper_id IN ('a', 'b''); DROP TABLE x; --')"
+    assert in_clause("paper_id", []) == "false"
+    with pytest.raises(UserError):
+        sql_literal("a\x00b")
+    with pytest.raises(ValueError):
+        in_clause("paper_id) OR (1=1", ["a"])
+
+
+def test_filter_validation():
+    with pytest.raises(UserError):
+        Filters(year_from="20x0").validated()
+    with pytest.raises(UserError):
+        Filters(year_from=2021, year_to=2020).validated()
+    with pytest.raises(UserError):
+        Filters(authors=["x" * 500]).validated()
+    assert Filters(categories=[" cs.IR ", ""]).validated().categories == ["cs.IR"]
+
+
+def test_filter_mask_on_metadata():
+    meta = pa.table({
+        "paper_id": ["a", "b", "c"], "year": pa.array([2019, 2021, None], pa.int32()),
+        "categories": [["cs.IR", "cs.CL"], ["cs.CV"], []], "primary_category": ["cs.IR", "cs.CV", None],
+        "authors": [["Gerard Salton"], ["O'Reilly, T."], []],
+    })
+    ids = lambda f: [p for p, m in zip(meta["paper_id"].to_pylist(), mask(meta, f).to_pylist()) if m]
+    assert ids(Filters(year_from=2020)) == ["b"]
+    assert ids(Filters(year_to=2020)) == ["a"]
+    assert ids(Filters(categories=["CS.cl"])) == ["a"]
+    assert ids(Filters(authors=["salton"])) == ["a"]
+    assert ids(Filters(authors=["o'reilly"])) == ["b"]
+    assert ids(Filters(authors=["%"])) == []  # no pattern syntax: '%' is a literal character
+    assert ids(Filters(categories=["' OR 1=1 --"])) == []
+
+
+# ---- expansion ------------------------------------------------------------------------------------------
+def test_parse_subqueries_strips_numbering_and_duplicates():
+    content = "1. citation indexing\n2) \"co-citation analysis\"\n- citation indexing\nHere are queries:\nbibliometrics\nextra"
+    assert parse_subqueries(content, "citations", 3) == ["citation indexing", "co-citation analysis", "bibliometrics"]
+
+
+def test_prf_terms_come_from_feedback_not_query():
+    passages = [("citation indexes of science journals and citation counts", 1.0),
+                ("journals citation impact factor of science", 0.5)]
+    model = relevance_model(passages)
+    assert model.most_common(1)[0][0] == "citation"
+    terms = prf_terms("citations", passages, 3)
+    assert "citation" not in terms and "journals" in terms and "science" in terms

@@ -102,8 +102,7 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int) -> dict:
     return res
 
 
-def bench_publish(n_chunks: int, chunks_per_paper: int = 20) -> dict:
-    import duckdb
+def bench_publish(n_chunks: int, chunks_per_paper: int = 20, **settings_kw) -> dict:
     import pyarrow as pa
 
     from pipeline.embed import VectorCache, input_hash, merge_embeddings, passage_inputs, read_passages, \
@@ -113,7 +112,7 @@ def bench_publish(n_chunks: int, chunks_per_paper: int = 20) -> dict:
     from pipeline.warehouse import Warehouse
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-publish-"))
-    s = fresh_settings(tmp)
+    s = fresh_settings(tmp, **settings_kw)
     rng = np.random.default_rng(0)
     vocab = sorted(set(re.findall(r"[A-Za-z]{3,}", cisi_docs(1460))))
     n_papers = max(1, n_chunks // chunks_per_paper)

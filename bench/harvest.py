@@ -80,6 +80,7 @@ def child(warehouse: str, commit_records: int = 0, workers: int = 1) -> None:
         "cpu_s": c2 - c1,  # CPU time of all threads (DuckDB's too)
         "workers_cpu_s": sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), f) for f in ("ru_utime", "ru_stime")),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "workers_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,  # largest worker
     }))
 
 
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:>7} records, big-replay mode (commit every {args.chunked:,}, {args.big_workers} parse workers): "
                   f"{r['replay_s']:.1f} s wall = {r['records_in'] / r['replay_s']:,.0f} records/s; main process "
                   f"{r['cpu_s']:.1f} s CPU + parse workers {r['workers_cpu_s']:.1f} s CPU = "
-                  f"{r['records_in'] / (r['cpu_s'] + r['workers_cpu_s']):,.0f} records per CPU-second; peak RSS of the main process {r['peak_rss_mb']:.0f} MB "
+                  f"{r['records_in'] / (r['cpu_s'] + r['workers_cpu_s']):,.0f} records per CPU-second; peak RSS main process {r['peak_rss_mb']:.0f} MB, "
+                  f"largest worker {r['workers_peak_rss_mb']:.0f} MB "
                   f"(load average {r['load_avg']:.1f})")
             for f in wh.glob("warehouse.duckdb*"):
                 f.unlink()

@@ -100,17 +100,22 @@ def markdown(results: dict, cmdline: str) -> str:
     lines = ["# Retrieval quality (issue 7)", "",
              f"Machine: {machine()} (shared with other jobs while measuring).",
              f"Command: `{cmdline}` (each collection: `paperkb import-collection`, `graph`, `embed`, `publish`, "
-             "then `paperkb eval --ablations --json`).", ""]
+             "then `paperkb eval --ablations --json`).",
+             "s/query: mean wall time per query of that row after warm-up (query vectors are cached by the "
+             "searcher, so rows after the first skip most encoding).",
+             "Generality: weights were chosen on CISI and confirmed on Cranfield (see the query configs); the odd/even "
+             "columns re-score each row on the two halves of the query ids from the same TREC runs.", ""]
     for name, r in results.items():
         s = r["summary"]
         target = COLLECTIONS[name][3]
         rows = {row["name"]: row for row in s["rows"]}
         best_base = max(rows[b]["measures"]["nDCG@10"] for b in ("bm25 only", "dense only") if b in rows and rows[b]["measures"])
         default = rows["default"]["measures"]["nDCG@10"]
-        ok = default >= max(target, 1.10 * best_base)
+        abs_ok, ratio_ok = default >= target, default >= 1.10 * best_base
         lines += [f"## {name} ({s['queries']} judged queries, snapshot {s['snapshot_id']})", "",
                   f"default nDCG@10 {default:.4f} = **{default / best_base:.3f}x** the better of BM25-only / dense-only "
-                  f"({best_base:.4f}); target >= 1.10x and >= {target} -> {'met' if ok else 'NOT met'}. "
+                  f"measured in the same run ({best_base:.4f}): 1.10x bar ({1.10 * best_base:.4f}) "
+                  f"{'met' if ratio_ok else 'NOT met'}; issue's fixed bar {target} {'met' if abs_ok else 'NOT met'}. "
                   f"README baselines (unstemmed BM25 / dense / RRF): {README_BASELINES[name]['bm25']} / "
                   f"{README_BASELINES[name]['dense']} / {README_BASELINES[name]['rrf']}.", "",
                   "| configuration | nDCG@10 | MAP | R@100 | nDCG@10 odd qids | nDCG@10 even qids | s/query |",

@@ -270,7 +270,7 @@ def search(
     query: Optional[str] = typer.Argument(None, help="The query (omit with --queries)."),
     k: int = typer.Option(10, "--k", "-k", help="Papers to return (per query with --queries)."),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="blend | interleave | rrf (default: setting query_fusion, blend)."),
-    expand: Optional[str] = typer.Option(None, "--expand", help="off | prf | llm (default: llm if configured, else prf)."),
+    expand: Optional[str] = typer.Option(None, "--expand", help="off | prf | llm | auto (default: llm if configured, else off; auto: llm if configured, else prf)."),
     rerank: bool = typer.Option(False, "--rerank/--no-rerank", help="Cross-encoder rerank of the top candidates."),
     title_boost: Optional[bool] = typer.Option(None, "--title-boost/--no-title-boost", help="Title-match boosts."),
     config: Optional[str] = typer.Option(None, "--config", help="Scoring configuration: default | seed | bm25 | dense | fusion."),
@@ -357,7 +357,11 @@ def eval_cmd(
     if fmt is not None and fmt not in ("smart", "trec"):
         raise UserError(f"unknown --format {fmt!r}: use smart or trec")
     settings = get_settings(ctx)
-    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations, snapshot_id=snapshot, run_dir=run_dir)
+    def progress(done: int, total: int, name: str) -> None:
+        print(f"[{done}/{total}] {name}", file=sys.stderr, flush=True)
+
+    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations, snapshot_id=snapshot,
+                       run_dir=run_dir, progress=progress)
     if as_json:
         print(summary_json(summary))
         return
@@ -372,7 +376,7 @@ def eval_cmd(
     for row in summary["rows"]:
         vals = [f"{row['measures'][m]:.4f}" for m in summary["measures"]] if row["measures"] else ["-"] * len(summary["measures"])
         table.add_row(row["name"], *vals, f"{row['seconds'] / max(row['queries'], 1):.3f}" if row["queries"] else "-")
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 120)  # piped: wide enough for one line per row
     console.print(table)
     for note in summary["notes"]:
         console.print(f"note: {note}")

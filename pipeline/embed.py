@@ -33,10 +33,9 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.encoders import Encoder, get_encoder, model_spec
+from pipeline.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import SQL_DIR, Settings
 
@@ -220,7 +219,10 @@ class VectorCache:
         files = self.parts() + (self.staged() if include_staged else [])
         known: set[str] = set()
         for f in files:
-            known.update(pq.read_table(f, columns=["content_hash"]).column("content_hash").to_pylist())
+            try:
+                known.update(pq.read_table(f, columns=["content_hash"]).column("content_hash").to_pylist())
+            except FileNotFoundError:  # compacted by another process meanwhile: its rows are in the new part
+                continue
         return known
 
     def write_staged(self, part: str, hashes: list[str], vectors: np.ndarray, dim: int) -> Path:
@@ -246,7 +248,7 @@ class VectorCache:
         files = self.parts()
         if not files:
             return {}, np.zeros((0, dim), np.float32)
-        t = pa.concat_tables([pq.read_table(f) for f in files])
+        t = pa.concat_tables([pq.read_table(f) for f in files if f.exists()])
         hashes = t.column("content_hash").to_pylist()
         vec = t.column("vector").combine_chunks()
         m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, vec.type.list_size)
@@ -284,8 +286,9 @@ def _model_dim(settings: Settings, encoder: Encoder) -> int:
         return int(json.loads(meta.read_text())["dim"])
     dim = encoder.dim
     meta.parent.mkdir(parents=True, exist_ok=True)
-    d = encoder.describe()
-    meta.write_text(json.dumps(d, indent=1))
+    tmp = meta.with_name(f".model.{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(json.dumps(encoder.describe(), indent=1))
+    os.replace(tmp, meta)  # a cache dir may be shared by concurrent runs
     return dim
 
 
@@ -602,7 +605,9 @@ def ensure_indexes(db, settings: Settings) -> dict:
                         kw["num_partitions"] = settings.embed_vector_index_partitions
                     if settings.embed_vector_index_sub_vectors:
                         kw["num_sub_vectors"] = settings.embed_vector_index_sub_vectors
-                    t.create_index(**kw)
+                    with warnings.catch_warnings():  # metric/num_partitions form: deprecated, still supported
+                        warnings.simplefilter("ignore", DeprecationWarning)
+                        t.create_index(**kw)
                     made.append(f"{settings.embed_vector_index_type.lower()}:{col}")
         with warnings.catch_warnings():  # "removes every version except the latest": intended, single writer
             warnings.simplefilter("ignore", UserWarning)

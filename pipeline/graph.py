@@ -328,49 +328,94 @@ def iter_blocks(est: np.ndarray, max_nnz: int, max_rows: int = 4096) -> Iterator
         yield slice(start, len(est))
 
 
+def _top_candidates(indptr: np.ndarray, data: np.ndarray, k: int,
+                    slack: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Entries that can be in their row's top k, and the rows that need a full recomputation.
+
+    Per row, thr = the (k+1)-th largest value (one of them may be the paper itself; -inf when the
+    row has <= k+1 entries). Without ``slack`` an entry qualifies when value >= thr. With a slack
+    (values are lower bounds, true <= value + slack; pairs missing from the row score <= slack) an
+    entry qualifies when value + slack >= thr, and a row with slack > 0 and slack >= thr is returned
+    as needing full recomputation instead. A loop over rows, not pairs."""
+    nrows = len(indptr) - 1
+    full = np.zeros(nrows, dtype=bool)
+    picks = []
+    for i in range(nrows):
+        s0, s1 = indptr[i], indptr[i + 1]
+        sk = 0.0 if slack is None else slack[i]
+        thr = -np.inf
+        if s1 - s0 > k + 1:
+            thr = np.partition(data[s0:s1], s1 - s0 - (k + 1))[s1 - s0 - (k + 1)]
+        if sk > 0 and sk >= thr:
+            full[i] = True
+        elif thr == -np.inf:
+            picks.append(np.arange(s0, s1))
+        else:
+            picks.append(np.flatnonzero(data[s0:s1] >= thr - sk) + s0)
+    return (np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)), full
+
+
 def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50, *,
-                  max_block_nnz: int = 10_000_000, progress=None) -> Related:
-    """Top-k works by weighted CCBC for each of ``rows`` (ties: naive desc, then vertex id).
+                  max_block_nnz: int = 10_000_000, hub_citers: int | None = None, progress=None) -> Related:
+    """Top-k works by weighted CCBC for each of ``rows`` (ties: naive desc, then vertex id). Exact.
 
     Works sharing nothing with a row are not candidates, so a row can get fewer than k.
+
+    ``hub_citers``: references with more citers than this are hubs. A hub shared by two papers adds
+    at most ``2/3 * H(a) / W(a)`` to the pair's weighted score (H = w summed over a's hub references,
+    W = over all its references), and enumerating every pair of a hub's citers dominates the cost.
+    So each block is first scored without hub sharing (a lower bound); pairs whose bound plus that
+    slack reaches the row's (k+1)-th best lower bound get their hub shares added exactly, and rows
+    where a hub-only pair could still make the top k are recomputed in full. The result is the same
+    as without hubs (tested), only cheaper.
     ``progress(n_rows_done)`` is called after each block.
     """
     rows = np.asarray(rows, dtype=np.int64)
-    ccbc = CCBC(a, w)
+    ccbc = CCBC(a, w, hub_citers=hub_citers)
+    light = ccbc.has_hubs
     out: dict[str, list[np.ndarray]] = {f: [] for f in Related.__dataclass_fields__}
-    est = ccbc.estimate(rows) if len(rows) else np.zeros(0)
+    est = ccbc.estimate(rows, light=light) if len(rows) else np.zeros(0)
     for sl in iter_blocks(est, max_block_nnz):
         blk = rows[sl]
-        b = ccbc.block(blk)
-        indptr, cols, data = b["indptr"], b["col"], b["weighted"]
-        # per row: the k+1 best (one may be the paper itself), ties at the cut all kept; a loop
-        # over rows, not pairs
-        picks = []
-        for i in range(len(blk)):
-            s0, s1 = indptr[i], indptr[i + 1]
-            if s1 - s0 > k + 1:
-                seg = data[s0:s1]
-                thr = np.partition(seg, s1 - s0 - (k + 1))[s1 - s0 - (k + 1)]
-                picks.append(np.flatnonzero(seg >= thr) + s0)
-            elif s1 > s0:
-                picks.append(np.arange(s0, s1))
-        cand = np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)
-        cr = np.searchsorted(indptr, cand, side="right") - 1
-        cc_ = cols[cand].astype(np.int64)
-        not_self = cc_ != blk[cr]
-        cand, cr, cc_ = cand[not_self], cr[not_self], cc_[not_self]
-        cw = data[cand]
+        b = ccbc.block(blk, light=light)
+        slack = None
+        if light:
+            hs = ccbc.hsum[blk]
+            slack = np.where(hs > 0, (2.0 / 3.0) * hs / np.maximum(ccbc.wref[blk], 1e-300), 0.0)
+        cand, full = _top_candidates(b["indptr"], b["weighted"], k, slack)
+        cr = np.searchsorted(b["indptr"], cand, side="right") - 1
+        ra, rb = blk[cr], b["col"][cand].astype(np.int64)
+        sw = b["shared_w"][cand]
         comp = CCBC.unpack(b["packed"][cand])
-        del b, data, cols
-        naive = ccbc.naive(blk[cr], cc_, **comp)
-        order = np.lexsort((cc_, -naive, -cw, cr))
-        cr, cc_, cw, naive = cr[order], cc_[order], cw[order], naive[order]
+        del b
+        if light:
+            hw, hn = ccbc.hub_shares(ra, rb)
+            sw = sw + hw
+            comp["shared_refs"] = comp["shared_refs"] + hn
+            redo = blk[full]
+            if len(redo):  # rows where a pair sharing only hubs could still rank: no shortcut
+                bf = ccbc.block(redo)
+                fc, _ = _top_candidates(bf["indptr"], bf["weighted"], k)
+                fr = np.searchsorted(bf["indptr"], fc, side="right") - 1
+                ra = np.concatenate([ra, redo[fr]])
+                rb = np.concatenate([rb, bf["col"][fc].astype(np.int64)])
+                sw = np.concatenate([sw, bf["shared_w"][fc]])
+                fcomp = CCBC.unpack(bf["packed"][fc])
+                comp = {f: np.concatenate([comp[f], fcomp[f]]) for f in comp}
+                del bf
+        not_self = ra != rb
+        ra, rb, sw = ra[not_self], rb[not_self], sw[not_self]
+        comp = {f: v[not_self] for f, v in comp.items()}
+        cw = ccbc.weighted_at(ra, rb, sw, comp["shared_citers"], comp["cites"], comp["cited_by"])
+        naive = ccbc.naive(ra, rb, **comp)
+        order = np.lexsort((rb, -naive, -cw, ra))
+        ra, rb, cw, naive = ra[order], rb[order], cw[order], naive[order]
         comp = {f: v[order] for f, v in comp.items()}
-        rank = np.arange(len(cr)) - np.searchsorted(cr, cr, side="left") + 1
+        rank = np.arange(len(ra)) - np.searchsorted(ra, ra, side="left") + 1
         keep = rank <= k
-        out["row"].append(blk[cr[keep]])
+        out["row"].append(ra[keep])
         out["rank"].append(rank[keep].astype(np.int32))
-        out["col"].append(cc_[keep])
+        out["col"].append(rb[keep])
         out["weighted"].append(cw[keep])
         out["naive"].append(naive[keep])
         out["shared_refs"].append(comp["shared_refs"][keep].astype(np.int32))
@@ -381,7 +426,11 @@ def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50
             progress(len(blk))
     empty = {"row": np.int64, "rank": np.int32, "col": np.int64, "weighted": np.float64, "naive": np.float64,
              "shared_refs": np.int32, "shared_citers": np.int32, "cites": bool, "cited_by": bool}
-    return Related(**{f: (np.concatenate(v) if v else np.zeros(0, dtype=empty[f])) for f, v in out.items()})
+    res = Related(**{f: (np.concatenate(v) if v else np.zeros(0, dtype=empty[f])) for f, v in out.items()})
+    if light:  # rows are sorted within blocks; keep the overall order by row, then rank
+        o = np.lexsort((res.rank, res.row))
+        res = Related(**{f: getattr(res, f)[o] for f in Related.__dataclass_fields__})
+    return res
 
 
 def ccbc_scores(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -495,7 +544,8 @@ def run_graph(settings, meter=None) -> dict:
                 w = survival_weights(c, fit_obj)
             with meter.stage("ccbc"), _progress(len(corpus), "related papers (CCBC)") as advance:
                 rel = related_top_k(data.a, w, corpus, k=settings.graph_top_k,
-                                    max_block_nnz=settings.graph_block_nnz, progress=advance)
+                                    max_block_nnz=settings.graph_block_nnz, hub_citers=settings.graph_hub_citers,
+                                    progress=advance)
             with meter.stage("write"):
                 work_ids = np.asarray(data.work_ids, dtype=object)
                 paper_ids = np.asarray(data.paper_ids, dtype=object)

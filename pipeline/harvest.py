@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-import sys
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -732,7 +731,3 @@ def run_lookup(settings: Settings, ids: Iterable[str]) -> dict[str, Any]:
         run.message = summary_line(summary)
     log.info(summary["run_id"] + ": " + run.message)
     return summary
-
-
-def main_summary(summary: dict[str, Any], out=sys.stdout) -> None:
-    print(summary_line(summary), file=out)

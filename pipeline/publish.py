@@ -29,6 +29,7 @@ from typing import Callable, Iterator
 
 from pipeline import snapshots as snap
 from pipeline.errors import UserError
+from pipeline.query.configs import weights_for
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -174,9 +175,15 @@ def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, 
         problems.append("lancedb.chunks has no full-text index on text")
     if lance_counts["chunks"]:
         row = chunks.search().limit(1).select(["chunk_id", "text", "vector"]).to_list()[0]
-        hit = chunks.search(row["vector"], vector_column_name="vector").metric("cosine").limit(1).to_list()
-        if not hit or hit[0]["_distance"] > 1e-3:
-            problems.append("probe vector query did not find its own chunk")
+        exact = chunks.search(row["vector"], vector_column_name="vector").metric("cosine") \
+            .bypass_vector_index().limit(1).to_list()
+        if not exact or exact[0]["_distance"] > 1e-3:
+            problems.append("probe vector query (exact) did not find its own chunk")
+        # through the ANN index when there is one (approximate: the chunk must be among the top 10)
+        ann = chunks.search(row["vector"], vector_column_name="vector").metric("cosine").refine_factor(5) \
+            .limit(10).to_list()
+        if row["chunk_id"] not in {h["chunk_id"] for h in ann}:
+            problems.append("probe vector query (index) did not find its own chunk")
         word = max((w.strip(".,;:()[]\"'") for w in (row["text"] or "").split()), key=len, default="")
         if word:
             fts = chunks.search(word, query_type="fts").limit(5).to_list()
@@ -241,7 +248,8 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
                 "counts": dict(counts),
                 "model": {k: model.get(k) for k in ("name", "query_model", "dim", "key", "doc_format", "truncate_dim",
                                                     "max_seq_length", "path", "query_path")},
-                "weights": dict(getattr(settings, "score_weights", {}) or {}),
+                "score_config": settings.query_config,
+                "weights": weights_for(settings.query_config, settings.query_weights),
                 "watermarks": watermarks,
                 "layout": {"catalog": "catalog.duckdb", "lancedb": "lancedb",
                            "lancedb_tables": list(LANCE_TABLES)},

@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     graph_powerlaw_min_n: int = Field(default=50, ge=3, description="fewer positive citation counts -> no fit, weights 1")
     graph_powerlaw_xmin: float | None = Field(default=None, description="fixed xmin instead of the KS search")
     graph_block_nnz: int = Field(default=10_000_000, ge=1000, description="CCBC block budget (candidate pairs); bounds memory")
+    graph_hub_citers: int | None = Field(default=300, ge=1, description="references with more citers are 'hubs': their sharing is bounded, then added exactly (same result, much faster); None = enumerate all")
 
     # --- embed / publish (issue 6) ------------------------------------------------------------
     embed_model: str | None = Field(
@@ -110,13 +111,10 @@ class Settings(BaseSettings):
         default=None, description="vector cache by (model, content hash); None = <warehouse>/vector_cache. Safe to share")
     embed_device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1, mps")
     embed_vector_index_min_rows: int = Field(default=100_000, description="build an ANN index on a vector column past this many rows")
-    embed_vector_index_type: str = Field(default="IVF_HNSW_SQ", description="LanceDB index type: IVF_PQ, IVF_HNSW_SQ, IVF_FLAT...")
+    embed_vector_index_type: str = Field(default="IVF_PQ", description="LanceDB index type: IVF_PQ (cheapest to build), IVF_HNSW_SQ (better recall), IVF_FLAT...")
     embed_vector_index_partitions: int | None = Field(default=None, description="IVF partitions (None = LanceDB default, ~sqrt(rows))")
     embed_vector_index_sub_vectors: int | None = Field(default=None, description="PQ sub-vectors for IVF_PQ (None = LanceDB default)")
     snapshot_keep: int = Field(default=5, ge=1, description="published snapshots to keep (CURRENT is always kept)")
-    score_weights: dict[str, float] = Field(
-        default_factory=lambda: {"ck": 0.5, "doc": 0.3, "abs": 0.1, "fig": 0.1, "pr": 0.2},
-        description="scoring weights recorded in each snapshot manifest (query reads its own setting when it has one)")
 
     # --- query (issue 7) ----------------------------------------------------------------------
     query_config: str = Field(default="default", description="named scoring configuration: 'default' or 'seed' (the design's five-signal formula)")
@@ -129,8 +127,10 @@ class Settings(BaseSettings):
     query_k_merge: int = Field(default=100, ge=1, description="fused candidates kept per (sub-)query (K_MERGE)")
     query_rrf_k: int = Field(default=60, ge=1, description="reciprocal rank fusion constant")
     query_max_chars: int = Field(default=1000, ge=1, description="longest accepted query")
+    query_torch_threads: int | None = Field(
+        default=1, ge=1, description="torch intra-op threads while encoding a query (process-wide; 1 is 10x+ faster on a busy CPU; None = leave torch alone)")
     query_expand: str | None = Field(
-        default=None, description="default expansion: off | prf | llm (None = llm when an LLM is configured, else prf)")
+        default=None, description="default expansion: off | prf | llm | auto (None = llm when an LLM is configured, else off; auto = llm, else prf)")
     query_prf_docs: int = Field(default=10, ge=1, description="feedback passages for PRF expansion")
     query_prf_terms: int = Field(default=10, ge=1, description="terms PRF adds to the query")
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")

@@ -138,10 +138,11 @@ class Warehouse:
                     f"CREATE OR REPLACE TEMP TABLE _win AS SELECT __ord FROM {name} "
                     f"QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY __ord DESC) = 1"
                 ).fetchall()
+                total = self.con.execute("SELECT count(*) FROM _win").fetchall()[0][0]
                 new = self.con.execute(
                     f"SELECT count(*) FROM {win} i WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {key_join})"
                 ).fetchall()[0][0]
-                if value_cols:
+                if value_cols and new < total:  # (all new: nothing to compare)
                     differs = " OR ".join(f"t.{_q(c)} IS DISTINCT FROM i.{_q(c)}" for c in value_cols)
                     self.con.execute(
                         f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT i.__ord FROM {win} i JOIN {t} t ON {key_join} WHERE {differs}"
@@ -160,7 +161,6 @@ class Warehouse:
                         f"INSERT INTO {t} ({col_list}) SELECT {col_list} FROM {win} i "
                         f"WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {key_join})"
                     ).fetchall()  # consume the result: DuckDB 2 refuses unregister() while one is pending
-                total = self.con.execute("SELECT count(*) FROM _win").fetchall()[0][0]
         finally:
             self.con.unregister(name)
             self.con.execute("DROP TABLE IF EXISTS _win")

@@ -66,7 +66,7 @@ def test_measures_agree_with_ir_measures_on_trec_files(tmp_path):
     run_path = write_trec_run(run, tmp_path / "run.trec", tag="hand made")
     qrels_path = write_trec_qrels(QRELS, tmp_path / "qrels.trec")
     lines = run_path.read_text().splitlines()
-    assert lines[0].split() == ["1", "Q0", "a", "1", "9.000000", "hand_made"]
+    assert lines[0].split() == ["1", "Q0", "a", "1", "9.0", "hand_made"]
     assert [ln.split()[3] for ln in lines] == ["1", "2", "3", "4", "1", "2"]
     assert read_qrels(qrels_path, "trec") == QRELS
     back = read_trec_run(run_path)
@@ -176,3 +176,11 @@ def test_bad_inputs_are_one_line_user_errors(tmp_path):
     r.write_text("9 0 d1 1\n")
     with pytest.raises(UserError, match="not found in the query file"):
         align_query_ids(read_queries(q), read_qrels(r))
+
+
+def test_long_queries_are_clipped_at_a_word_boundary():
+    from pipeline.evaluate import clip_queries
+
+    out, cut = clip_queries({"1": "short query", "2": "word " * 300}, 1000)
+    assert cut == ["2"] and out["1"] == "short query"
+    assert len(out["2"]) <= 1000 and out["2"].endswith("word") and out["2"] == " ".join(["word"] * (len(out["2"]) // 5 + 1))

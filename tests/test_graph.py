@@ -177,3 +177,24 @@ def test_too_few_counts_means_no_fit_and_unit_weights():
     fit, obj = fit_powerlaw(np.array([0, 0, 1, 2, 3, 5]), min_n=50)
     assert fit.status == "too_few" and obj is None and fit.n_positive == 4
     assert survival_weights(np.array([0, 10, 1000]), obj).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("hub_citers", [3, 20, 60])
+def test_hub_shortcut_gives_the_exact_result(hub_citers):
+    # power-law popularity: a few references are cited by hundreds of papers (hubs)
+    rng = np.random.default_rng(4)
+    n = 1500
+    pop = rng.pareto(1.3, n) + 1
+    dst = np.searchsorted(np.cumsum(pop), rng.uniform(0, pop.sum(), 15000))
+    a = adjacency(rng.integers(0, n, 15000), np.minimum(dst, n - 1), n)
+    indeg = np.asarray(a.sum(axis=0)).ravel()
+    fit, obj = fit_powerlaw(indeg, min_n=20)
+    w = survival_weights(indeg, obj)
+    rows = np.arange(0, n, 2)
+    exact = related_top_k(a, w, rows, k=10)
+    fast = related_top_k(a, w, rows, k=10, hub_citers=hub_citers, max_block_nnz=20_000)
+    assert (indeg > hub_citers).sum() > 0
+    for f in ("row", "rank", "col", "shared_refs", "shared_citers", "cites", "cited_by"):
+        assert np.array_equal(getattr(exact, f), getattr(fast, f)), f
+    assert np.allclose(exact.weighted, fast.weighted, rtol=1e-12, atol=1e-15)
+    assert np.allclose(exact.naive, fast.naive, rtol=1e-12, atol=1e-15)

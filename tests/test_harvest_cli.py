@@ -59,9 +59,6 @@ def test_cli_harvest_lookup_replay_end_to_end(replay, env, tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == ["paperkb: error: arXiv API refused the request: incorrect id format for abc"]
 
-    r = paperkb(env, wh, "harvest", "--from", "last week")
-    assert r.returncode == 2 and "YYYY-MM-DD" in r.stderr
-
     r = paperkb({**env, "PAPERKB_ARXIV_OAI_URL": "http://127.0.0.1:9/oai"}, wh, "harvest", "--replay", "--categories", "cs,nucl-th")
     assert r.returncode == 0 and r.stdout.startswith("harvest (replay):") and "0 papers written" in r.stdout, r.stderr
 

@@ -281,3 +281,20 @@ def test_cli_embed_publish_list_rollback(wh, capsys):
     assert f"CURRENT is {first}" in capsys.readouterr().out
     assert main(["--warehouse", w, "snapshots", "rollback", "20990101T000000Z-dead"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_vector_index_past_threshold_is_built_and_probed(wh):
+    """Past embed_vector_index_min_rows an ANN index is built; publish probes through it."""
+    import lancedb
+
+    from pipeline.embed import run_embed
+    from pipeline.publish import run_publish
+
+    s = wh.model_copy(update={"embed_vector_index_min_rows": 20, "embed_vector_index_type": "IVF_FLAT",
+                              "embed_vector_index_partitions": 2})
+    r = run_embed(s)
+    assert r["encoded"] == 0 and "ivf_flat:vector" in r["indexes_built"]["chunks"]
+    assert {"ivf_flat:abs_vector", "ivf_flat:doc_vector"} <= set(r["indexes_built"]["papers"])
+    folder = run_publish(s)["path"]
+    t = lancedb.connect(f"{folder}/lancedb").open_table("chunks")
+    assert "IvfFlat" in {ix.index_type for ix in t.list_indices()}

@@ -90,7 +90,7 @@ def small(tmp_path_factory):
     model = load_model(default_model_path())
     encode = lambda texts: model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     root = tmp_path_factory.mktemp("qsnap") / "warehouse"
-    _build_snapshot(root, encode, model.get_sentence_embedding_dimension())
+    _build_snapshot(root, encode, (getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)())
     with pytest.MonkeyPatch.context() as mp:
         import os
 
@@ -216,8 +216,9 @@ def test_prf_expansion_adds_a_subquery_from_the_snapshot(searcher):
     assert resp.results[0].paper_id == "2101.00004"
 
 
-def test_default_expansion_is_prf_without_llm(searcher):
-    assert searcher.search("relevance feedback", k=1).expand == "prf"
+def test_default_expansion_without_llm_is_off_and_auto_means_prf(searcher):
+    assert searcher.search("relevance feedback", k=1).expand == "off"
+    assert searcher.search("relevance feedback", k=1, expand="auto").expand == "prf"
 
 
 def _llm_settings(small, url, **kw):
@@ -238,7 +239,7 @@ def test_llm_expansion_success(small, httpserver):
 
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(handler)
     s = Searcher(open_snapshot(small), _llm_settings(small, httpserver.url_for("/v1"), llm_api_key="sk-test"))
-    resp = s.search("hmm speech", k=3)
+    resp = s.search("hmm speech", k=3)  # default expansion = the configured LLM
     assert resp.expand == "llm"
     assert resp.queries == ["hmm speech", "speech recognition acoustic models", "spoken word recognition", "Viterbi decoding"]
     assert seen["model"] == "test-model" and seen["auth"] == "Bearer sk-test"
@@ -248,8 +249,12 @@ def test_llm_expansion_success(small, httpserver):
 
 
 def test_llm_slow_falls_back_to_prf_within_timeout(small, httpserver):
+    import threading
+
+    release = threading.Event()
+
     def slow(request):
-        time.sleep(10)
+        release.wait(10)  # answers after 10 s, or as soon as the test is done (the test server is single-threaded)
         from werkzeug import Response
 
         return Response("{}", content_type="application/json")
@@ -257,8 +262,12 @@ def test_llm_slow_falls_back_to_prf_within_timeout(small, httpserver):
     httpserver.expect_request("/v1/chat/completions").respond_with_handler(slow)
     s = Searcher(open_snapshot(small), _llm_settings(small, httpserver.url_for("/v1"), llm_timeout_s=0.5))
     t0 = time.perf_counter()
-    resp = s.search("relevance feedback", k=3)
-    assert time.perf_counter() - t0 < 8  # did not wait for the 10 s answer (generous: the CPU is shared)
+    try:
+        resp = s.search("relevance feedback", k=3)
+        elapsed = time.perf_counter() - t0
+    finally:
+        release.set()
+    assert elapsed < 8  # did not wait for the 10 s answer (generous: the CPU is shared)
     assert resp.expand == "prf" and len(resp.queries) == 2
     assert any("LLM expansion failed (timed out" in n and "PRF" in n for n in resp.notes)
     assert resp.results

@@ -44,13 +44,16 @@ def print_related(searcher, paper_id: str, items, console: Console | None = None
     console = console or Console()
     center = searcher.paper(paper_id)["paper"]
     table = Table(title=f"related to {center['paper_id']}: {_short(center.get('title'), 80)}")
-    for col in ("#", "paper", "year", "cites", "ccbc_w", "ccbc", "semantic", "fused", "quality", "components", "score"):
-        table.add_column(col, justify="left" if col in ("paper", "components") else "right")
+    for col in ("#", "paper", "year", "cites", "ccbc_w", "ccbc", "sem", "fused", "quality", "components", "score"):
+        table.add_column(col, justify="left" if col in ("paper", "components") else "right", overflow="fold")
     for r in items:
-        comp = " ".join(f"{k}={v:.2f}" for k, v in r.components.items())
-        table.add_row(str(r.rank), f"{_short(r.title, 70)}\n{r.paper_id or r.work_id}", str(r.year or ""),
+        comp = "\n".join(f"{k[:3]} {v:.2f}" for k, v in r.components.items())
+        table.add_row(str(r.rank), f"{_short(r.title, 60)}\n[dim]{r.paper_id or r.work_id}[/dim]", str(r.year or ""),
                       str(r.citation_count if r.citation_count is not None else ""), f"{r.ccbc_weighted:.3f}",
-                      f"{r.ccbc_naive:g}", f"{r.semantic:.3f}", f"{r.fused:.3f}", f"{r.quality:.3f}", comp, f"{r.score:.3f}")
+                      f"{r.ccbc_naive:.3g}", f"{r.semantic:.3f}", f"{r.fused:.3f}", f"{r.quality:.3f}", comp, f"{r.score:.3f}")
     console.print(table)
+    b, a = searcher.settings.query_related_quality_weight, searcher.settings.query_related_semantic_weight
+    console.print(f"score = {1 - b:g} x fused + {b:g} x quality; fused = {1 - a:g} x CCBC (weighted, over the best) + {a:g} x cosine; "
+                  "quality = mean of cit(ations), vel(ocity), aut(hors' record), rec(ency)")
     if not items:
         console.print("no related papers (no citation links and no vectors)")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -134,12 +133,6 @@ class PoliteSession:
             before_sleep=lambda s: log.info("retrying arXiv request (attempt %d): %s", s.attempt_number + 1,
                                             s.outcome.exception() if s.outcome else ""),
         )
-
-
-@dataclass
-class Fetched:
-    entry: RawEntry
-    status: int
 
 
 class ArxivClient:

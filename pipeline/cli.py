@@ -441,8 +441,11 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
     port: int = typer.Option(8000, min=1, max=65535, help="Port."),
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Pin a snapshot id instead of following CURRENT."),
+    workers: int = typer.Option(1, min=1, max=64, help="Server processes (each loads the model; 2 on a 2-core machine doubles throughput)."),
 ) -> None:
     """Serve the HTTP API and the search page over the published snapshot (read-only)."""
+    import os
+
     import uvicorn
 
     from pipeline import snapshots
@@ -451,7 +454,14 @@ def serve(
     settings = get_settings(ctx)
     snapshots.resolve(settings.snapshots_dir, snapshot)  # fail early, one line, when there is nothing to serve
     typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs)")
-    uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
+    if workers == 1:
+        uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
+        return
+    # Worker processes rebuild the app from the environment, so hand them the resolved settings.
+    os.environ["PAPERKB_WAREHOUSE"] = str(settings.warehouse.resolve())
+    os.environ["PAPERKB_SERVE_SNAPSHOT"] = snapshot or ""
+    uvicorn.run("pipeline.serve.app:create_app_from_env", factory=True, host=host, port=port, workers=workers,
+                log_level="warning")
 
 
 def main(argv: list[str] | None = None) -> int:

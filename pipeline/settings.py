@@ -146,6 +146,9 @@ class Settings(BaseSettings):
     query_related_quality_weight: float = Field(default=0.2, ge=0.0, le=1.0, description="share of confidence quality in the related ranking")
 
     # --- serve (issue 9) ----------------------------------------------------------------------
+    serve_concurrency: int = Field(
+        default=0, ge=0,
+        description="searches computed at once by `paperkb serve` (0 = one per CPU core); more requests wait in line")
 
     # --- refresh / airflow (issue 8) ---------------------------------------------------------
     embed_shards: int = Field(default=4, ge=1, description="mapped embed tasks per refresh (Airflow fans them out)")

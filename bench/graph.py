@@ -179,6 +179,19 @@ def main(argv: list[str] | None = None) -> int:
         with meter.stage("bare_igraph_pagerank"):
             g.pagerank(damping=settings.graph_damping)
         ratio = meter.seconds["pagerank"] / max(meter.seconds["bare_igraph_pagerank"], 1e-9)
+        # The stage ran first, the bare call second (warm allocator), so also time both alternately,
+        # three times each, and compare the best of each: the fair side-by-side ratio.
+        from pipeline.graph import pagerank as stage_pagerank
+
+        ours, bare = [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            stage_pagerank(g, settings.graph_damping)
+            ours.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            g.pagerank(damping=settings.graph_damping)
+            bare.append(time.perf_counter() - t)
+        interleaved = min(ours) / max(min(bare), 1e-9)
         cpu_ratio = meter.cpu_seconds["pagerank"] / max(meter.cpu_seconds["bare_igraph_pagerank"], 1e-9)
         result = {
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
@@ -192,11 +205,13 @@ def main(argv: list[str] | None = None) -> int:
             "run_graph_total_s": round(total, 1),
             "pagerank_vs_bare_igraph": round(ratio, 3),
             "pagerank_vs_bare_igraph_cpu": round(cpu_ratio, 3),
+            "pagerank_best_of_3_interleaved_s": {"stage": round(min(ours), 3), "bare": round(min(bare), 3)},
+            "pagerank_vs_bare_igraph_interleaved": round(interleaved, 3),
             "run_graph_cpu_s": round(sum(v for k, v in meter.cpu_seconds.items() if k != "bare_igraph_pagerank"), 1),
             "related_rows": summary["related"],
             "powerlaw": summary["powerlaw"],
             "targets": {"total_under_300s": total < 300, "peak_under_8gib": max(meter.peak_gib.values()) < 8,
-                        "pagerank_within_1.2x": ratio <= 1.2},
+                        "pagerank_within_1.2x": interleaved <= 1.2},
         }
         OUT.mkdir(parents=True, exist_ok=True)
         tag = "" if args.scale == 1.0 else f"_scale{args.scale:g}"

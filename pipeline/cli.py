@@ -270,7 +270,7 @@ def search(
     query: Optional[str] = typer.Argument(None, help="The query (omit with --queries)."),
     k: int = typer.Option(10, "--k", "-k", help="Papers to return (per query with --queries)."),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="blend | interleave | rrf (default: setting query_fusion, blend)."),
-    expand: Optional[str] = typer.Option(None, "--expand", help="off | prf | llm | auto (default: llm if configured, else off; auto: llm if configured, else prf)."),
+    expand: Optional[str] = typer.Option(None, "--expand", help="off | prf | rm3 | llm | auto (default: llm if configured, else rm3; auto: llm if configured, else prf)."),
     rerank: bool = typer.Option(False, "--rerank/--no-rerank", help="Cross-encoder rerank of the top candidates."),
     title_boost: Optional[bool] = typer.Option(None, "--title-boost/--no-title-boost", help="Title-match boosts."),
     config: Optional[str] = typer.Option(None, "--config", help="Scoring configuration: default | seed | bm25 | dense | fusion."),

@@ -64,7 +64,8 @@ def ablations(signal_names: Iterable[str], full: bool = True) -> list[Ablation]:
     rows += [Ablation(f"- {s}", {"weights": {s: 0.0}}, f"default with signal {s} weighted 0") for s in signal_names]
     rows += [
         Ablation("expansion off", {"expand": "off"}, "no query expansion"),
-        Ablation("expansion prf", {"expand": "prf"}, "offline pseudo-relevance-feedback expansion"),
+        Ablation("expansion prf", {"expand": "prf"}, "offline pseudo-relevance-feedback expansion (a sub-query)"),
+        Ablation("expansion rm3", {"expand": "rm3"}, "offline RM3 feedback on the lexical side (the rm3 signal)"),
         Ablation("title boosts on", {"title_boost": True}, "design's title-match boosts added"),
         Ablation("title boosts off", {"title_boost": False}, "no title boosts"),
     ]

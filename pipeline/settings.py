@@ -130,9 +130,11 @@ class Settings(BaseSettings):
     query_torch_threads: int | None = Field(
         default=1, ge=1, description="torch intra-op threads while encoding a query (process-wide; 1 is 10x+ faster on a busy CPU; None = leave torch alone)")
     query_expand: str | None = Field(
-        default=None, description="default expansion: off | prf | llm | auto (None = llm when an LLM is configured, else off; auto = llm, else prf)")
+        default=None, description="default expansion: off | prf | rm3 | llm | auto (None = llm when an LLM is configured, else rm3; auto = llm, else prf)")
     query_prf_docs: int = Field(default=10, ge=1, description="feedback passages for PRF expansion")
     query_prf_terms: int = Field(default=10, ge=1, description="terms PRF adds to the query")
+    query_rm3_docs: int = Field(default=3, ge=1, description="first-pass (hybrid) passages RM3 feedback learns its terms from")
+    query_rm3_terms: int = Field(default=30, ge=1, description="feedback terms RM3 scores with BM25 as the rm3 signal")
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
     llm_model: str | None = Field(default=None, description="chat model used for query expansion")
     llm_api_key: str | None = Field(default=None, validation_alias=AliasChoices("PAPERKB_LLM_API_KEY", "OPENAI_API_KEY"))

@@ -99,7 +99,8 @@ def test_no_relevant_judgement_is_a_user_error():
 def test_ablation_rows_cover_the_issue():
     names = [a.name for a in ablations(["ck", "doc", "abs", "fig", "pr", "bm25"])]
     assert names[:3] == ["default", "bm25 only", "dense only"]
-    for n in ("fusion only", "seed formula", "- ck", "- bm25", "expansion off", "expansion prf", "title boosts on", "title boosts off"):
+    for n in ("fusion only", "seed formula", "- ck", "- bm25", "expansion off", "expansion prf", "expansion rm3", "title boosts on",
+              "title boosts off"):
         assert n in names
     assert [a.name for a in ablations(["ck"], full=False)] == ["default", "bm25 only", "dense only"]
     summary = {"rows": [{"name": "default", "measures": {"nDCG@10": 0.5}}, {"name": "bm25 only", "measures": {"nDCG@10": 0.4}},

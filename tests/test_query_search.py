@@ -216,9 +216,36 @@ def test_prf_expansion_adds_a_subquery_from_the_snapshot(searcher):
     assert resp.results[0].paper_id == "2101.00004"
 
 
-def test_default_expansion_without_llm_is_off_and_auto_means_prf(searcher):
-    assert searcher.search("relevance feedback", k=1).expand == "off"
+def test_default_expansion_without_llm_is_rm3_and_auto_means_prf(searcher):
+    assert searcher.search("relevance feedback", k=1).expand == "rm3"
     assert searcher.search("relevance feedback", k=1, expand="auto").expand == "prf"
+
+
+def test_rm3_feedback_adds_a_lexical_signal_without_subqueries(searcher):
+    resp = searcher.search("relevance feedback", k=5, expand="rm3")
+    assert resp.expand == "rm3" and resp.queries == ["relevance feedback"]
+    assert resp.weights["rm3"] > 0 and all(0.0 <= r.signals["rm3"] <= 1.0 for r in resp.results)
+    assert any(n.startswith("RM3 feedback terms") for n in resp.notes), resp.notes
+    assert resp.results[0].paper_id == "2101.00004"
+    # scored from the feedback terms, so it differs from the original query's bm25 somewhere
+    assert any(r.signals["rm3"] != r.signals["bm25"] for r in resp.results)
+    # without feedback the RM3 query is the original query: rm3 == bm25 (default = seed + 0.5 bm25)
+    off = searcher.search("relevance feedback", k=5, expand="off")
+    assert off.expand == "off" and all(r.signals["rm3"] == r.signals["bm25"] for r in off.results)
+
+
+def test_candidate_lexical_scores_are_the_index_bm25_of_every_candidate(searcher):
+    from lancedb.query import MatchQuery
+
+    q = "citation journals library"
+    ids, _, listed, rows = searcher._candidates(q, searcher.encode([q])[0], None, "blend", 2, 50)
+    cands = [rows[c] for c in ids]
+    raw = searcher._lexical(q, [c.rowid for c in cands], cands)
+    full = searcher.chunks.search(MatchQuery(q, "text"), query_type="fts").select(["chunk_id", "_score"]).limit(100).to_arrow()
+    want = dict(zip(full["chunk_id"].to_pylist(), full["_score"].to_pylist()))
+    assert raw == pytest.approx([want.get(c.chunk_id, 0.0) for c in cands])
+    # passages found by vector search only (beyond the 2 BM25 candidates) get their real BM25, not 0
+    assert any(c.chunk_id not in listed and s > 0 for c, s in zip(cands, raw))
 
 
 def _llm_settings(small, url, **kw):

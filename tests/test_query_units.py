@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.query import configs, fusion, signals
-from pipeline.query.expand import parse_subqueries, prf_terms, relevance_model
+from pipeline.query.expand import feedback_terms, parse_subqueries, prf_terms, relevance_model
 from pipeline.query.filters import Filters, in_clause, mask, sql_literal
 from pipeline.query.titles import STEM_EXCEPTIONS, light_stem, title_boost
 
@@ -191,3 +191,13 @@ def test_prf_terms_come_from_feedback_not_query():
     assert model.most_common(1)[0][0] == "citation"
     terms = prf_terms("citations", passages, 3)
     assert "citation" not in terms and "journals" in terms and "science" in terms
+
+
+def test_feedback_terms_are_weighted_new_and_one_per_stem():
+    passages = [("journals journal citation indexes of science journals", 1.0), ("journal impact of science", 1.0)]
+    terms = feedback_terms("citations", passages, 5)
+    words, probs = [t for t, _ in terms], [p for _, p in terms]
+    assert "citation" not in words  # the query's own stem
+    assert sum(w.startswith("journal") for w in words) == 1  # one surface form per stem
+    assert words[0] == "journal" and probs == sorted(probs, reverse=True) and all(p > 0 for p in probs)
+    assert prf_terms("citations", passages, 5) == words

@@ -4,6 +4,12 @@
   pseudo-relevance feedback. The top passages of the first-pass search (in this snapshot)
   form a relevance model P(w|R) = sum_d weight(d) * tf(w, d) / |d|; its best terms that are
   not already in the query are appended to the query as one sub-query.
+- ``rm3`` (the default when no LLM is configured; handled by the searcher, see
+  :func:`feedback_terms`): RM3 on the lexical side only. The top passages of the first-pass
+  *hybrid* ranking give P(w|R); its best terms not in the query are scored with BM25 over the
+  candidates (the ``rm3`` signal) and interpolated with the original query's BM25 through the
+  weights, as RM3 interpolates the expanded query with the original. No sub-query, no
+  re-encoding: the dense signals stay those of the original query.
 - :class:`LLMExpander`: any OpenAI-compatible ``/chat/completions`` endpoint (base URL, model
   and key are settings) writes ``n`` sub-queries. A slow or failing endpoint falls back to the
   offline expander within the timeout, and the response notes say so: a query never fails
@@ -82,21 +88,43 @@ def _stem(words: list[str]) -> list[str]:
     return Stemmer.Stemmer("english").stemWords(words)
 
 
-def prf_terms(query: str, passages: Sequence[tuple[str, float]], n_terms: int) -> list[str]:
-    """The ``n_terms`` best feedback terms whose stems are not already in the query."""
+def feedback_terms(query: str, passages: Sequence[tuple[str, float]], n_terms: int) -> list[tuple[str, float]]:
+    """The ``n_terms`` best feedback terms with their P(w|R), one per stem, none whose stem is in the query."""
     model = relevance_model(passages)
     if not model:
         return []
     q_stems = set(_stem(tokens(query)))
-    cands = [t for t, _ in model.most_common(n_terms * 4)]
-    out = []
-    for t, s in zip(cands, _stem(cands)):
-        if s in q_stems or any(s == _stem([o])[0] for o in out):
+    cands = model.most_common(n_terms * 4)
+    out: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for (t, p), s in zip(cands, _stem([t for t, _ in cands])):
+        if s in q_stems or s in seen:
             continue
-        out.append(t)
+        seen.add(s)
+        out.append((t, p))
         if len(out) == n_terms:
             break
     return out
+
+
+def prf_terms(query: str, passages: Sequence[tuple[str, float]], n_terms: int) -> list[str]:
+    """The ``n_terms`` best feedback terms whose stems are not already in the query."""
+    return [t for t, _ in feedback_terms(query, passages, n_terms)]
+
+
+class RM3Feedback:
+    """Lexical RM3 feedback: no sub-queries; the searcher scores :meth:`terms` as the ``rm3`` signal."""
+
+    name = "rm3"
+
+    def __init__(self, fb_docs: int = 3, fb_terms: int = 30):
+        self.fb_docs, self.fb_terms = fb_docs, fb_terms
+
+    def expand(self, query: str, feedback: FeedbackSource) -> Expansion:
+        return Expansion([], [], "rm3")
+
+    def terms(self, query: str, passages: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+        return feedback_terms(query, passages, self.fb_terms)
 
 
 class NoExpander:

@@ -23,14 +23,14 @@ import pyarrow as pa
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
-from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander
+from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
 from pipeline.query.results import Result, SearchResponse
 from pipeline.query.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
-EXPANSIONS = ("off", "prf", "llm", "auto")
+EXPANSIONS = ("off", "prf", "rm3", "llm", "auto")
 _META_COLS = ("paper_id", "external_id", "source", "title", "authors", "year", "categories", "primary_category",
               "citation_count", "pagerank")
 _CHUNK_COLS = ["chunk_id", "paper_id", "text", "section", "page_start", "vector"]
@@ -46,6 +46,7 @@ class _Cand:
     section: str | None
     page: int | None
     vector: np.ndarray
+    rowid: int | None = None
 
 
 def validate_query(query: str, max_chars: int = 1000) -> str:
@@ -167,7 +168,7 @@ class Searcher:
             q = self.chunks.search(MatchQuery(text, "text"), query_type="fts")
             if where:
                 q = q.where(where, prefilter=True)
-            return q.select([*_CHUNK_COLS, "_score"]).limit(k).to_arrow()
+            return q.select([*_CHUNK_COLS, "_score"]).with_row_id(True).limit(k).to_arrow()
         except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
             log.debug("full-text search found nothing for %r: %s", text, exc)
             return pa.table({})
@@ -176,7 +177,7 @@ class Searcher:
         q = self.chunks.search(vec, vector_column_name="vector")
         if where:
             q = q.where(where, prefilter=True)
-        return q.select([*_CHUNK_COLS, "_distance"]).limit(k).to_arrow()
+        return q.select([*_CHUNK_COLS, "_distance"]).with_row_id(True).limit(k).to_arrow()
 
     def _candidates(self, text: str, vec: np.ndarray, where: str | None, fusion: str, k_sparse: int, k_dense: int):
         """Fused candidates for one query: (ids, fused score, bm25 normalised, rows by id)."""
@@ -191,9 +192,10 @@ class Searcher:
             vecs = np.asarray(t["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(t.num_rows, -1)
             pages = t["page_start"].to_pylist() if "page_start" in t.column_names else [None] * t.num_rows
             sections = t["section"].to_pylist() if "section" in t.column_names else [None] * t.num_rows
+            rids = t["_rowid"].to_pylist() if "_rowid" in t.column_names else [None] * t.num_rows
             for i, (cid, pid, txt) in enumerate(zip(t["chunk_id"].to_pylist(), t["paper_id"].to_pylist(), t["text"].to_pylist())):
                 if cid not in rows:
-                    rows[cid] = _Cand(cid, pid, txt or "", sections[i], pages[i], vecs[i])
+                    rows[cid] = _Cand(cid, pid, txt or "", sections[i], pages[i], vecs[i], rids[i])
         sp_ids = sparse["chunk_id"].to_pylist() if sparse.num_rows else []
         sp_scores = sparse["_score"].to_numpy() if sparse.num_rows else np.zeros(0)
         de_ids = dense["chunk_id"].to_pylist() if dense.num_rows else []
@@ -216,10 +218,11 @@ class Searcher:
     def _expander(self, expand: str | None):
         s = self.settings
         llm_ok = bool(s.llm_base_url and s.llm_model)
-        # Default: the LLM when one is configured, else no expansion -- the offline PRF expander measured
-        # lower nDCG@10 than no expansion on CISI and Cranfield (BENCHMARKS.md), so it runs when asked for
-        # ("prf", or "auto" without an LLM) and as the LLM's fallback.
-        mode = expand or s.query_expand or ("llm" if llm_ok else "off")
+        # Default: the LLM when one is configured, else the offline lexical RM3 feedback ("rm3"), which
+        # beat no expansion on both CISI and Cranfield (BENCHMARKS.md). The sub-query PRF expander measured
+        # lower nDCG@10 than no expansion on both, so it runs when asked for ("prf", or "auto" without an
+        # LLM) and as the LLM's fallback.
+        mode = expand or s.query_expand or ("llm" if llm_ok else "rm3")
         if mode == "auto":
             mode = "llm" if llm_ok else "prf"
         if mode not in EXPANSIONS:
@@ -229,6 +232,8 @@ class Searcher:
             return NoExpander(), []
         if mode == "prf":
             return prf, []
+        if mode == "rm3":
+            return RM3Feedback(getattr(s, "query_rm3_docs", 3), getattr(s, "query_rm3_terms", 30)), []
         if not (s.llm_base_url and s.llm_model):
             return prf, ["LLM expansion is not configured (set PAPERKB_LLM_BASE_URL and PAPERKB_LLM_MODEL); used the offline PRF expansion"]
         return LLMExpander(s.llm_base_url, s.llm_model, s.llm_api_key, n=s.llm_subqueries, timeout_s=s.llm_timeout_s, fallback=prf), []
@@ -313,6 +318,9 @@ class Searcher:
         }
         S = sig.compute_signals(QV, np.vstack([c.vector for c in cands]), np.array([local[c.paper_id] for c in cands]),
                                 doc_v, abs_v, pr, fig_v, fig_p, per_query=extra)
+        if isinstance(expander, RM3Feedback) and w.get("rm3"):
+            self._rm3(q, expander, cands, S, w, resp)
+        S.setdefault("rm3", S["bm25"].copy())  # no feedback ran: the RM3 query is the original query
         sims = QV @ sig.l2_normalise(np.vstack([c.vector for c in cands])).T
         total = sig.score(S, w)
         order = sig.best_per_paper([c.paper_id for c in cands], total)
@@ -334,6 +342,59 @@ class Searcher:
                 chunk_id=c.chunk_id, rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
         resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return resp
+
+    def _lexical(self, query, rowids: list[int], cands: list[_Cand]) -> np.ndarray:
+        """Raw BM25 of ``query`` (text or a LanceDB FTS query) for exactly the candidate passages.
+
+        The FTS index's own scoring (same analyzer and collection statistics as the candidate
+        search), restricted by a ``_rowid`` prefilter, so a passage found only by vector search
+        gets its real BM25 instead of 0. 0 where the passage does not match.
+        """
+        from lancedb.query import MatchQuery
+
+        if isinstance(query, str):
+            query = MatchQuery(query, "text")
+        try:
+            t = (self.chunks.search(query, query_type="fts").where(f"_rowid IN ({', '.join(map(str, rowids))})", prefilter=True)
+                 .select(["chunk_id", "_score"]).limit(len(rowids)).to_arrow())
+        except Exception as exc:  # e.g. only stopwords: nothing matches
+            log.debug("full-text scoring of the candidates failed for %r: %s", query, exc)
+            return np.zeros(len(cands))
+        got = dict(zip(t["chunk_id"].to_pylist(), t["_score"].to_pylist())) if t.num_rows else {}
+        return np.array([float(got.get(c.chunk_id, 0.0)) for c in cands])
+
+    def _rm3(self, q: str, fb: RM3Feedback, cands: list[_Cand], S: dict[str, np.ndarray], w: dict[str, float],
+             resp: SearchResponse) -> None:
+        """Lexical RM3 feedback: sets the exact ``bm25`` of every candidate and the ``rm3`` signal.
+
+        1. the first-pass ranking (``rm3 = bm25``); its top ``fb.fb_docs`` papers' best passages, weighted
+           by exp(score), give the relevance model P(w|R) (:func:`pipeline.query.expand.feedback_terms`);
+        2. ``rm3``: BM25 of the ``fb.fb_terms`` best new terms (each boosted by P(w|R) over the best) for
+           every candidate, over its best; the weights interpolate it with ``bm25`` as RM3 does;
+        3. meanwhile ``bm25`` becomes the original query's BM25 for every candidate (vector-only ones
+           included, instead of 0), over its best.
+        """
+        from lancedb.query import BooleanQuery, MatchQuery, Occur
+
+        rowids = [c.rowid for c in cands]
+        if any(r is None for r in rowids):
+            return
+        exact = self._pool.submit(self._lexical, q, rowids, cands)
+        first = sig.score({**S, "rm3": S["bm25"]}, w)
+        top = sig.best_per_paper([c.paper_id for c in cands], first)[: fb.fb_docs]
+        terms = fb.terms(q, [(cands[i].text, math.exp(first[i])) for i in top])
+        if terms:
+            best = max(p for _, p in terms) or 1.0
+            e = self._lexical(BooleanQuery([(Occur.SHOULD, MatchQuery(t, "text", boost=p / best)) for t, p in terms]), rowids, cands)
+        ex = exact.result()
+        if ex.max() > 0:
+            S["bm25"] = ex / ex.max()
+        if not terms:
+            resp.notes.append("RM3 feedback found no new terms")
+            return
+        S["rm3"] = e / e.max() if e.max() > 0 else e
+        resp.notes.append(f"RM3 feedback terms (top {len(top)} passages): {', '.join(t for t, _ in terms[:10])}"
+                          + (", ..." if len(terms) > 10 else ""))
 
     def _paper_vectors(self, paper_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         t = self.papers.take_row_ids([self._rowids[self.paper_row[p]] for p in paper_ids]).select(["paper_id", "doc_vector", "abs_vector"]).to_arrow()

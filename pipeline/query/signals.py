@@ -10,6 +10,8 @@ passages ``N``:
 - ``pr``  log(1 + PageRank)
 - lexical extras, per query: ``bm25`` (BM25 over the best BM25 score of that query's list, 0 when
   the passage was not a BM25 candidate) and ``fused`` (the fusion score of the candidate lists)
+- ``rm3`` (set by the searcher after the first pass): BM25 of the RM3 feedback terms over the
+  candidates, over its best; equal to ``bm25`` when no feedback ran
 
 Across the queries every signal keeps its maximum per passage; then
 ``score = sum(weight[s] * signal[s])``.

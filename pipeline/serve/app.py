@@ -77,7 +77,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         q: str = Query(..., description="the query", min_length=1, max_length=MAX_QUERY_CHARS),
         k: int = Query(10, ge=1, le=MAX_K, description="number of papers"),
         fusion: Literal["blend", "interleave", "rrf"] = Query("blend"),
-        expand: Literal["off", "prf", "llm"] = Query("off", description="query expansion"),
+        expand: Literal["off", "rm3", "prf", "llm", "auto"] | None = Query(
+            None, description="query expansion (default: the server's setting: the LLM when configured, else rm3)"),
         rerank: bool = Query(False, description="cross-encoder rerank of the top candidates"),
         title_boost: bool = Query(False, description="title-match boosts"),
         year_from: int | None = Query(None, ge=0, le=3000),

@@ -6,7 +6,7 @@ const SIGNALS = ["ck", "doc", "abs", "fig", "pr"];
 function params() {
   const p = new URLSearchParams({ q: $("q").value, k: "20", fusion: $("fusion").value });
   for (const id of ["year_from", "year_to", "category", "author"]) if ($(id).value.trim()) p.set(id, $(id).value.trim());
-  p.set("expand", $("expand").checked ? "prf" : "off");
+  if ($("expand").value) p.set("expand", $("expand").value);
   if ($("title_boost").checked) p.set("title_boost", "true");
   if ($("rerank").checked) p.set("rerank", "true");
   return p;

@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     snapshot_keep: int = Field(default=5, ge=1, description="published snapshots to keep (CURRENT is always kept)")
 
     # --- query (issue 7) ----------------------------------------------------------------------
-    query_config: str = Field(default="default", description="named scoring configuration: 'default' or 'seed' (the design's five-signal formula)")
+    query_config: str = Field(default="default", description="named scoring configuration: 'default', 'seed' (the design's five-signal formula), or the single-signal ablations 'bm25', 'dense', 'fusion'")
     query_weights: dict[str, float] | None = Field(
         default=None, description="override the chosen configuration's signal weights, e.g. {\"ck\": 0.5, \"bm25\": 0.4}")
     query_fusion: str = Field(default="blend", description="candidate fusion: blend | interleave | rrf")

@@ -417,18 +417,9 @@ def replay_server(
     port: int = typer.Option(8765, "--port", help="Port on 127.0.0.1 (0 = any free port)."),
 ) -> None:
     """Serve the recorded arXiv/S2 data locally; prints the PAPERKB_* variables that point paperkb at it."""
-    import time
+    from pipeline.replay_server import serve_until_interrupted
 
-    from pipeline.replay_server import ReplayServer, service_env
-
-    srv = ReplayServer(data, port=port).start()
-    for key, value in service_env(srv.url).items():
-        print(f"export {key}={value}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
+    serve_until_interrupted(data, port=port)
 
 
 

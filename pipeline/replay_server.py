@@ -272,16 +272,12 @@ class ReplayServer:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def serve_until_interrupted(data, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Start the replay server, print the ``export PAPERKB_...`` lines that point paperkb at it,
+    and serve until Ctrl-C (used by ``paperkb replay-server`` and ``python -m pipeline.replay_server``)."""
     import time
 
-    ap = argparse.ArgumentParser(prog="python -m pipeline.replay_server", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="../shared/data", help="the recorded data folder")
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8765)
-    args = ap.parse_args(argv)
-    srv = ReplayServer(args.data, args.host, args.port).start()
+    srv = ReplayServer(data, host, port).start()
     for k, v in service_env(srv.url).items():
         print(f"export {k}={v}", flush=True)
     try:
@@ -289,6 +285,17 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(3600)
     except KeyboardInterrupt:
         srv.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m pipeline.replay_server", description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="../shared/data", help="the recorded data folder")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8765)
+    args = ap.parse_args(argv)
+    serve_until_interrupted(args.data, args.host, args.port)
     return 0
 
 

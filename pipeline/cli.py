@@ -273,7 +273,7 @@ def search(
     expand: Optional[str] = typer.Option(None, "--expand", help="off | prf | rm3 | llm | auto (default: llm if configured, else rm3; auto: llm if configured, else prf)."),
     rerank: bool = typer.Option(False, "--rerank/--no-rerank", help="Cross-encoder rerank of the top candidates."),
     title_boost: Optional[bool] = typer.Option(None, "--title-boost/--no-title-boost", help="Title-match boosts."),
-    config: Optional[str] = typer.Option(None, "--config", help="Scoring configuration: default | seed | bm25 | dense | fusion."),
+    config: Optional[str] = typer.Option(None, "--config", help="Scoring configuration: default | hybrid | seed | bm25 | dense | fusion."),
     year_from: Optional[int] = typer.Option(None, "--year-from", help="Only papers from this year on."),
     year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),
     category: Optional[list[str]] = typer.Option(None, "--category", help="Only these categories (repeat or comma-separate)."),

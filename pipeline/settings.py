@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     snapshot_keep: int = Field(default=5, ge=1, description="published snapshots to keep (CURRENT is always kept)")
 
     # --- query (issue 7) ----------------------------------------------------------------------
-    query_config: str = Field(default="default", description="named scoring configuration: 'default', 'seed' (the design's five-signal formula), or the single-signal ablations 'bm25', 'dense', 'fusion'")
+    query_config: str = Field(default="default", description="named scoring configuration: 'default', 'hybrid' (the default without the nbr score regularisation), 'seed' (the design's five-signal formula), or the single-signal ablations 'bm25', 'dense', 'fusion'")
     query_weights: dict[str, float] | None = Field(
         default=None, description="override the chosen configuration's signal weights, e.g. {\"ck\": 0.5, \"bm25\": 0.4}")
     query_fusion: str = Field(default="blend", description="candidate fusion: blend | interleave | rrf")
@@ -129,12 +129,16 @@ class Settings(BaseSettings):
     query_max_chars: int = Field(default=1000, ge=1, description="longest accepted query")
     query_torch_threads: int | None = Field(
         default=1, ge=1, description="torch intra-op threads while encoding a query (process-wide; 1 is 10x+ faster on a busy CPU; None = leave torch alone)")
+    query_blas_threads: int | None = Field(
+        default=1, ge=1, description="BLAS (numpy) threads in a searching process (process-wide; per-query matrix products are small, "
+                                     "and idle BLAS threads spinning next to LanceDB's cost 3-10x on this 2-core machine; None = leave numpy alone)")
     query_expand: str | None = Field(
         default=None, description="default expansion: off | prf | rm3 | llm | auto (None = llm when an LLM is configured, else rm3; auto = llm, else prf)")
     query_prf_docs: int = Field(default=10, ge=1, description="feedback passages for PRF expansion")
     query_prf_terms: int = Field(default=10, ge=1, description="terms PRF adds to the query")
     query_rm3_docs: int = Field(default=3, ge=1, description="first-pass (hybrid) passages RM3 feedback learns its terms from")
     query_rm3_terms: int = Field(default=30, ge=1, description="feedback terms RM3 scores with BM25 as the rm3 signal")
+    query_nbr_k: int = Field(default=20, ge=1, description="candidate passages (of other papers) whose mean score is the nbr signal (score regularisation)")
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
     llm_model: str | None = Field(default=None, description="chat model used for query expansion")
     llm_api_key: str | None = Field(default=None, validation_alias=AliasChoices("PAPERKB_LLM_API_KEY", "OPENAI_API_KEY"))
@@ -142,6 +146,10 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(default=8.0, gt=0, description="after this the LLM is abandoned for the offline expander")
     query_rerank_model: str | None = Field(default=None, description="sentence-transformers CrossEncoder name or path for --rerank")
     query_rerank_top: int = Field(default=50, ge=1, description="papers the cross-encoder re-scores")
+    query_resident_mb: float = Field(
+        default=1024, ge=0,
+        description="memory a searcher may use to hold the snapshot's paper, figure and (on tables without an ANN index) "
+                    "chunk vectors, instead of reading them from LanceDB per query; 0 reads everything per query")
     query_title_boost: bool = Field(default=False, description="apply title-match boosts by default")
     query_title_boost_scale: float = Field(default=0.01, ge=0.0, description="score added per title-boost point (+20 points = +0.2)")
     query_related_semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="semantic share of related-paper fusion (CCBC gets the rest)")

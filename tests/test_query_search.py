@@ -234,6 +234,21 @@ def test_rm3_feedback_adds_a_lexical_signal_without_subqueries(searcher):
     assert off.expand == "off" and all(r.signals["rm3"] == r.signals["bm25"] for r in off.results)
 
 
+def test_default_regularises_scores_and_hybrid_is_the_default_without_it(searcher):
+    resp = searcher.search("relevance feedback", k=5)
+    w = resp.weights
+    assert w["nbr"] > 0 and resp.results[0].paper_id == "2101.00004"
+    for r in resp.results:  # nbr is shown and weighed like every other signal
+        assert r.score == pytest.approx(sum(w[n] * r.signals[n] for n in w), abs=1e-6)
+    hybrid = searcher.search("relevance feedback", k=1000, config="hybrid")
+    minus = searcher.search("relevance feedback", k=1000, weights={"nbr": 0.0})
+    assert "nbr" not in hybrid.weights
+    assert [(r.chunk_id, r.score) for r in minus.results] == [(r.chunk_id, pytest.approx(r.score)) for r in hybrid.results]
+    # nbr is a mean of other candidates' scores without it: positive, at most the best of them
+    best = max(r.score for r in hybrid.results)
+    assert all(0.0 < r.signals["nbr"] <= best + 1e-9 for r in resp.results)
+
+
 def test_candidate_lexical_scores_are_the_index_bm25_of_every_candidate(searcher):
     from lancedb.query import MatchQuery
 

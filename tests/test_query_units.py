@@ -92,6 +92,21 @@ def test_each_signal_keeps_its_max_over_subqueries():
     assert s["bm25"] == pytest.approx([1.0, 0.4, 0.3])
 
 
+def test_neighbour_mean_is_the_mean_score_of_the_k_nearest_other_papers():
+    vecs = np.stack([_unit([1, 0, 0]), _unit([1, 0.1, 0]), _unit([1, 0.3, 0]), _unit([0, 0, 1]), _unit([1, 0.05, 0])])
+    scores = np.array([1.0, 0.5, 0.2, 0.9, 0.7])
+    paper = np.array([0, 1, 2, 3, 0])  # passages 0 and 4 belong to the same paper
+    nbr = signals.neighbour_mean(vecs, scores, paper, k=2)
+    # passage 0: nearest others are 1 and 2 (passage 4, closer, is the same paper): (0.5 + 0.2) / 2
+    assert nbr[0] == pytest.approx(0.35)
+    assert nbr[1] == pytest.approx((1.0 + 0.7) / 2)  # passages 0 and 4 (other paper for passage 1)
+    assert nbr[3] == pytest.approx(np.mean(scores[np.argsort(-(vecs @ vecs[3]))[1:3]]))
+    # fewer other-paper passages than k: the mean of those there are; none at all: 0
+    assert signals.neighbour_mean(vecs[[0, 4, 1]], scores[[0, 4, 1]], np.array([0, 0, 1]), k=5) == pytest.approx([0.5, 0.5, 0.85])
+    assert signals.neighbour_mean(vecs[:2], scores[:2], np.array([7, 7]), k=3) == pytest.approx([0.0, 0.0])
+    assert signals.neighbour_mean(vecs[:1], scores[:1], np.array([0]), k=3) == pytest.approx([0.0])
+
+
 def test_papers_rank_by_best_passage():
     order = signals.best_per_paper(["p1", "p1", "p2", "p3"], np.array([0.1, 0.9, 0.5, 0.7]))
     assert order == [1, 3, 2]
@@ -101,6 +116,9 @@ def test_weights_override_and_unknown_signal():
     w = configs.weights_for("default", {"ck": 0.0})
     assert w["ck"] == 0.0 and w["doc"] == 0.3
     assert configs.weights_for("seed") == {"ck": 0.5, "doc": 0.3, "abs": 0.1, "fig": 0.1, "pr": 0.2}
+    # the previous default stays available: the default without score regularisation
+    assert configs.weights_for("hybrid") == {k: v for k, v in configs.weights_for("default").items() if k != "nbr"}
+    assert configs.weights_for("default")["nbr"] > 0
     with pytest.raises(UserError, match="unknown signal"):
         configs.weights_for("default", {"nope": 1.0})
     with pytest.raises(UserError, match="unknown config"):

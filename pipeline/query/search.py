@@ -25,6 +25,7 @@ from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
+from pipeline.query.resident import Budget, FigureVectors, FlatChunks, PaperVectors, vector_matrix
 from pipeline.query.results import Result, SearchResponse
 from pipeline.query.snapshot import Snapshot
 
@@ -36,6 +37,11 @@ _META_COLS = ("paper_id", "external_id", "source", "title", "authors", "year", "
 _CHUNK_COLS = ["chunk_id", "paper_id", "text", "section", "page_start", "vector"]
 _QUERY_CACHE = 4096  # query vectors remembered (oldest dropped first)
 _PREFILTER_MAX_IDS = 2000  # larger allowed sets are filtered after retrieval (an IN list that long costs more than it saves)
+# Up to this many chunks held in memory, one full-text call scores every matching chunk and serves both
+# the BM25 candidates and the exact BM25 of the vector-only ones (CISI, 1.5k chunks: 4 ms, against 5 ms
+# for a top-50 call plus 6 ms for a row-id-prefiltered one). Returning every match grows with the table,
+# so larger tables keep the top-k call and the prefiltered one.
+_SCORE_ALL_MAX_ROWS = 20_000
 
 
 @dataclass
@@ -47,6 +53,16 @@ class _Cand:
     page: int | None
     vector: np.ndarray
     rowid: int | None = None
+
+
+@dataclass
+class _Done:
+    """An already computed value behind the ``Future.result()`` interface."""
+
+    value: np.ndarray
+
+    def result(self) -> np.ndarray:
+        return self.value
 
 
 def validate_query(query: str, max_chars: int = 1000) -> str:
@@ -75,6 +91,13 @@ class Searcher:
         self.settings = settings
         self._qcache: dict[str, np.ndarray] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="paperkb-search")
+        blas = getattr(settings, "query_blas_threads", None)
+        if blas:
+            from threadpoolctl import threadpool_limits
+
+            # process-wide, like query_torch_threads: the per-query products here are a few hundred
+            # rows; BLAS threads spin-waiting beside LanceDB's made them 3-10x slower (measured)
+            threadpool_limits(limits=blas, user_api="blas")
 
     # ---- snapshot data, loaded once --------------------------------------------------------
     @cached_property
@@ -124,6 +147,38 @@ class Searcher:
     def dim(self) -> int:
         return int(self.chunks.schema.field("vector").type.list_size)
 
+    @cached_property
+    def _resident(self) -> tuple[PaperVectors | None, FigureVectors | None, FlatChunks | None]:
+        """Vectors held in memory within ``query_resident_mb`` (:mod:`pipeline.query.resident`)."""
+        t0 = time.perf_counter()
+        budget = Budget(getattr(self.settings, "query_resident_mb", 0))
+        papers = PaperVectors.load(self.papers, self.paper_row, self.dim, budget)
+        figures = FigureVectors.load(self.snap.table("figures"), self.dim, budget) if self.snap.has_table("figures") else None
+        flat = FlatChunks.load(self.chunks, _CHUNK_COLS, self.dim, budget)
+        log.info("snapshot %s: in memory: papers' vectors %s, figure vectors %s, chunk vectors %s (%.1f s)",
+                 self.snap.snapshot_id, papers is not None, figures is not None, flat is not None, time.perf_counter() - t0)
+        return papers, figures, flat
+
+    @cached_property
+    def _score_all(self) -> bool:
+        flat = self._resident[2]
+        return flat is not None and len(flat.rowids) <= _SCORE_ALL_MAX_ROWS
+
+    def _all_scores(self, query, where: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first."""
+        from lancedb.query import MatchQuery
+
+        q = self.chunks.search(MatchQuery(query, "text") if isinstance(query, str) else query, query_type="fts")
+        if where:
+            q = q.where(where, prefilter=True)
+        t = q.select(["_score"]).with_row_id(True).limit(len(self._resident[2].rowids)).to_arrow()
+        return t["_rowid"].to_numpy(), t["_score"].to_numpy().astype(np.float64)
+
+    def warm(self) -> Searcher:
+        """Load what every search needs now (metadata, resident vectors), not on the first query."""
+        _ = self.paper_row, self._resident, self._pagerank
+        return self
+
     # ---- encoder ------------------------------------------------------------------------------
     @cached_property
     def _encode(self):
@@ -161,35 +216,62 @@ class Searcher:
         return np.vstack([self._qcache[q] for q in queries])
 
     # ---- candidates ---------------------------------------------------------------------------
-    def _sparse(self, text: str, k: int, where: str | None) -> pa.Table:
+    def _sparse(self, text: str, k: int, where: str | None, memo: dict | None = None) -> tuple[pa.Table, np.ndarray]:
+        """BM25 candidates; ``memo`` (one search's) keeps all-chunk scores for :meth:`_lexical`."""
         from lancedb.query import MatchQuery
 
+        flat = self._resident[2]
         try:
             q = self.chunks.search(MatchQuery(text, "text"), query_type="fts")
             if where:
                 q = q.where(where, prefilter=True)
-            return q.select([*_CHUNK_COLS, "_score"]).with_row_id(True).limit(k).to_arrow()
+            if self._score_all:  # every match scored once (kept in memo for the exact BM25); rows from memory
+                rids, scores = self._all_scores(text, where)
+                if memo is not None and where is None:
+                    memo[text] = rids, scores
+                top = np.lexsort((rids, -scores))[:k]  # best first; ties by row id, as LanceDB's top-k
+                rows, vecs = flat.rows_at(rids[top])
+                return rows.append_column("_score", pa.array(scores[top])), vecs
+            if flat is not None:  # scores from the index, rows and vectors from memory
+                t = q.select(["_score"]).with_row_id(True).limit(k).to_arrow()
+                rows, vecs = flat.rows_at(t["_rowid"].to_numpy())
+                return rows.append_column("_score", t["_score"]), vecs
+            t = q.select([*_CHUNK_COLS, "_score"]).with_row_id(True).limit(k).to_arrow()
+            return t, self._vectors_of(t)
         except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
             log.debug("full-text search found nothing for %r: %s", text, exc)
-            return pa.table({})
+            return pa.table({}), np.zeros((0, self.dim), dtype=np.float32)
 
-    def _dense(self, vec: np.ndarray, k: int, where: str | None) -> pa.Table:
+    def _dense(self, vec: np.ndarray, k: int, where: str | None, allowed: set[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+        flat = self._resident[2]
+        if flat is not None:  # no ANN index: the same exact scan LanceDB would do, without its per-call cost
+            return flat.search(vec, k, allowed)
         q = self.chunks.search(vec, vector_column_name="vector")
         if where:
             q = q.where(where, prefilter=True)
-        return q.select([*_CHUNK_COLS, "_distance"]).with_row_id(True).limit(k).to_arrow()
+        t = q.select([*_CHUNK_COLS, "_distance"]).with_row_id(True).limit(k).to_arrow()
+        return t, self._vectors_of(t)
 
-    def _candidates(self, text: str, vec: np.ndarray, where: str | None, fusion: str, k_sparse: int, k_dense: int):
+    def _vectors_of(self, t: pa.Table) -> np.ndarray:
+        if t.num_rows == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return vector_matrix(t["vector"], self.dim)
+
+    def _candidates(self, text: str, vec: np.ndarray, where: str | None, fusion: str, k_sparse: int, k_dense: int,
+                    allowed: set[str] | None = None, memo: dict | None = None):
         """Fused candidates for one query: (ids, fused score, bm25 normalised, rows by id)."""
         s = self.settings
-        fs = self._pool.submit(self._sparse, text, k_sparse, where)
-        dense = self._dense(vec, k_dense, where)
-        sparse = fs.result()
+        if self._resident[2] is not None:  # the vector side is a sub-millisecond numpy scan: a thread costs more
+            sparse, sp_vecs = self._sparse(text, k_sparse, where, memo)
+            dense, de_vecs = self._dense(vec, k_dense, where, allowed)
+        else:  # both sides are LanceDB searches: run them side by side
+            fs = self._pool.submit(self._sparse, text, k_sparse, where)
+            dense, de_vecs = self._dense(vec, k_dense, where, allowed)
+            sparse, sp_vecs = fs.result()
         rows: dict[str, _Cand] = {}
-        for t in (sparse, dense):
+        for t, vecs in ((sparse, sp_vecs), (dense, de_vecs)):
             if t.num_rows == 0:
                 continue
-            vecs = np.asarray(t["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(t.num_rows, -1)
             pages = t["page_start"].to_pylist() if "page_start" in t.column_names else [None] * t.num_rows
             sections = t["section"].to_pylist() if "section" in t.column_names else [None] * t.num_rows
             rids = t["_rowid"].to_pylist() if "_rowid" in t.column_names else [None] * t.num_rows
@@ -270,7 +352,8 @@ class Searcher:
 
         # first pass (the original query), then the expansion, then the sub-queries
         qv0 = self.encode([q])[0]
-        per_query = [self._candidates(q, qv0, where, fusion, k_sparse, k_dense)]
+        memo: dict = {}  # this search's all-chunk BM25 scores by query text (small tables, see _SCORE_ALL_MAX_ROWS)
+        per_query = [self._candidates(q, qv0, where, fusion, k_sparse, k_dense, allowed, memo)]
         vecs = [qv0]
 
         def feedback(_text: str, n: int):
@@ -284,7 +367,7 @@ class Searcher:
         if subs:
             sub_vecs = self.encode(subs)
             for text, v in zip(subs, sub_vecs):
-                per_query.append(self._candidates(text, v, where, fusion, k_sparse, k_dense))
+                per_query.append(self._candidates(text, v, where, fusion, k_sparse, k_dense, allowed))
                 vecs.append(v)
         resp.queries = [q, *subs]
 
@@ -319,8 +402,11 @@ class Searcher:
         S = sig.compute_signals(QV, np.vstack([c.vector for c in cands]), np.array([local[c.paper_id] for c in cands]),
                                 doc_v, abs_v, pr, fig_v, fig_p, per_query=extra)
         if isinstance(expander, RM3Feedback) and w.get("rm3"):
-            self._rm3(q, expander, cands, S, w, resp)
+            self._rm3(q, expander, cands, S, w, resp, memo)
         S.setdefault("rm3", S["bm25"].copy())  # no feedback ran: the RM3 query is the original query
+        # score regularisation (signals.neighbour_mean): neighbours' scores with every other signal weighed
+        S["nbr"] = sig.neighbour_mean(np.vstack([c.vector for c in cands]), sig.score(S, {**w, "nbr": 0.0}),
+                                      np.array([local[c.paper_id] for c in cands]), getattr(s, "query_nbr_k", 20))
         sims = QV @ sig.l2_normalise(np.vstack([c.vector for c in cands])).T
         total = sig.score(S, w)
         order = sig.best_per_paper([c.paper_id for c in cands], total)
@@ -343,7 +429,7 @@ class Searcher:
         resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return resp
 
-    def _lexical(self, query, rowids: list[int], cands: list[_Cand]) -> np.ndarray:
+    def _lexical(self, query, rowids: list[int], cands: list[_Cand], memo: dict | None = None) -> np.ndarray:
         """Raw BM25 of ``query`` (text or a LanceDB FTS query) for exactly the candidate passages.
 
         The FTS index's own scoring (same analyzer and collection statistics as the candidate
@@ -352,6 +438,15 @@ class Searcher:
         """
         from lancedb.query import MatchQuery
 
+        if self._score_all:
+            try:
+                hit = (memo or {}).get(query) if isinstance(query, str) else None
+                rids, scores = hit if hit is not None else self._all_scores(query)
+            except Exception as exc:  # e.g. only stopwords: nothing matches
+                log.debug("full-text scoring failed for %r: %s", query, exc)
+                return np.zeros(len(cands))
+            got = dict(zip(rids.tolist(), scores.tolist()))
+            return np.array([got.get(c.rowid, 0.0) for c in cands])
         if isinstance(query, str):
             query = MatchQuery(query, "text")
         try:
@@ -364,7 +459,7 @@ class Searcher:
         return np.array([float(got.get(c.chunk_id, 0.0)) for c in cands])
 
     def _rm3(self, q: str, fb: RM3Feedback, cands: list[_Cand], S: dict[str, np.ndarray], w: dict[str, float],
-             resp: SearchResponse) -> None:
+             resp: SearchResponse, memo: dict | None = None) -> None:
         """Lexical RM3 feedback: sets the exact ``bm25`` of every candidate and the ``rm3`` signal.
 
         1. the first-pass ranking (``rm3 = bm25``); its top ``fb.fb_docs`` papers' best passages, weighted
@@ -379,7 +474,10 @@ class Searcher:
         rowids = [c.rowid for c in cands]
         if any(r is None for r in rowids):
             return
-        exact = self._pool.submit(self._lexical, q, rowids, cands)
+        if self._score_all:  # the first pass already scored every chunk: a look-up, no thread needed
+            exact = _Done(self._lexical(q, rowids, cands, memo))
+        else:  # a second LanceDB query: run it beside the feedback query below
+            exact = self._pool.submit(self._lexical, q, rowids, cands, memo)
         first = sig.score({**S, "rm3": S["bm25"]}, w)
         top = sig.best_per_paper([c.paper_id for c in cands], first)[: fb.fb_docs]
         terms = fb.terms(q, [(cands[i].text, math.exp(first[i])) for i in top])
@@ -397,21 +495,18 @@ class Searcher:
                           + (", ..." if len(terms) > 10 else ""))
 
     def _paper_vectors(self, paper_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        resident = self._resident[0]
+        if resident is not None:
+            return resident.get([self.paper_row[p] for p in paper_ids])
         t = self.papers.take_row_ids([self._rowids[self.paper_row[p]] for p in paper_ids]).select(["paper_id", "doc_vector", "abs_vector"]).to_arrow()
         pos = {pid: i for i, pid in enumerate(t["paper_id"].to_pylist())}
         idx = [pos[p] for p in paper_ids]
-
-        def mat(col: str) -> np.ndarray:
-            arr = t[col].combine_chunks()
-            out = np.zeros((t.num_rows, self.dim), dtype=np.float32)
-            valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            if valid.any():
-                out[valid] = np.asarray(arr.filter(arr.is_valid()).flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, self.dim)
-            return out[idx]
-
-        return mat("doc_vector"), mat("abs_vector")
+        return vector_matrix(t["doc_vector"], self.dim)[idx], vector_matrix(t["abs_vector"], self.dim)[idx]
 
     def _figure_vectors(self, paper_ids: list[str], local: dict[str, int]):
+        resident = self._resident[1]
+        if resident is not None:
+            return resident.get(paper_ids, local)
         offsets = [o for p in paper_ids for o in self._figure_rows.get(p, [])]
         if not offsets:
             return None, None

@@ -12,9 +12,10 @@ Endpoints (all GET; nothing writes):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,9 +43,11 @@ def _split(values: list[str] | None) -> list[str]:
 def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     holder = SnapshotHolder(settings, pinned=snapshot_id)
     # Searching is CPU-bound (query encoding, LanceDB, numpy). Letting every HTTP thread search at
-    # once only makes them fight for the cores; a few at a time, the rest queued, gives more
-    # requests/s and a shorter tail.
-    searching = threading.BoundedSemaphore(settings.serve_concurrency or os.cpu_count() or 1)
+    # once only makes them fight for the cores; a few at a time gives more requests/s. The rest wait
+    # in the executor's first-in-first-out queue (a semaphore lets late arrivals barge ahead, which
+    # stretched the p95), so a request waits for at most the searches queued before it.
+    searching = ThreadPoolExecutor(max_workers=settings.serve_concurrency or os.cpu_count() or 1,
+                                   thread_name_prefix="paperkb-serve-search")
     app = FastAPI(
         title="paperkb",
         version="1",
@@ -73,7 +76,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         return {"status": "ok", "snapshot_id": cur.snapshot_id}
 
     @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals")
-    def search(
+    async def search(
         q: str = Query(..., description="the query", min_length=1, max_length=MAX_QUERY_CHARS),
         k: int = Query(10, ge=1, le=MAX_K, description="number of papers"),
         fusion: Literal["blend", "interleave", "rrf"] = Query("blend"),
@@ -92,11 +95,14 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             raise HTTPException(status_code=400, detail=f"year_from {year_from} is after year_to {year_to}")
         from pipeline.query import Filters
 
-        cur = opened()
         filters = Filters(year_from=year_from, year_to=year_to, categories=_split(category), authors=_split(author))
-        with searching:
-            resp = cur.searcher.search(q, k=k, filters=filters, fusion=fusion, expand=expand, rerank=rerank,
-                                       title_boost=title_boost)
+
+        def run():
+            cur = opened()
+            return cur, cur.searcher.search(q, k=k, filters=filters, fusion=fusion, expand=expand, rerank=rerank,
+                                            title_boost=title_boost)
+
+        cur, resp = await asyncio.get_running_loop().run_in_executor(searching, run)
         return {
             "snapshot_id": cur.snapshot_id,
             "query": q,

@@ -60,7 +60,7 @@ class SnapshotHolder:
             snapshot_id = path.name
             if self._current is None or self._current.snapshot_id != snapshot_id:
                 snap = open_snapshot(self.settings, snapshot_id)
-                self._current = Opened(snapshot_id, path, Searcher(snap, self.settings))
+                self._current = Opened(snapshot_id, path, Searcher(snap, self.settings).warm())
                 log.info("serving snapshot %s", snapshot_id)
             self._pointer_state = state
             return self._current

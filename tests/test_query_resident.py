@@ -1,0 +1,101 @@
+"""Vectors held in memory (pipeline.query.resident) give the same answers as reading LanceDB per query.
+
+On the real CISI snapshot (no ANN index: LanceDB scans every vector, as the in-memory path does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.query import Searcher, open_snapshot
+from pipeline.query.filters import Filters
+from pipeline.qrels import read_queries
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def searchers(cisi_snapshot):
+    in_memory = Searcher(open_snapshot(cisi_snapshot), cisi_snapshot).warm()
+    per_query = Searcher(open_snapshot(cisi_snapshot), cisi_snapshot.model_copy(update={"query_resident_mb": 0})).warm()
+    return in_memory, per_query
+
+
+@pytest.fixture(scope="module")
+def cisi_queries(shared_data):
+    qs = read_queries(shared_data / "collections" / "cisi" / "CISI.QRY")
+    texts = list(qs.values()) if isinstance(qs, dict) else [t for _, t in qs]
+    return [" ".join(t.split())[:600] for t in texts[:25]]
+
+
+def test_budget_decides_what_is_held(searchers):
+    in_memory, per_query = searchers
+    papers, figures, flat = in_memory._resident
+    assert papers is not None and flat is not None
+    assert papers.doc.shape == (in_memory.meta.num_rows, in_memory.dim)
+    assert flat.vectors.shape == (in_memory.chunks.count_rows(), in_memory.dim)
+    assert per_query._resident == (None, None, None)
+
+
+def test_flat_search_matches_lancedb_scan(searchers, cisi_queries):
+    in_memory, per_query = searchers
+    for q in cisi_queries:
+        v = in_memory.encode([q])[0]
+        ours, ours_vecs = in_memory._dense(v, 50, None)
+        theirs, theirs_vecs = per_query._dense(v, 50, None)
+        assert ours["chunk_id"].to_pylist() == theirs["chunk_id"].to_pylist()
+        np.testing.assert_allclose(ours["_distance"].to_numpy(), theirs["_distance"].to_numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(ours_vecs, theirs_vecs)
+
+
+def test_sparse_rows_come_from_memory_unchanged(searchers, cisi_queries):
+    in_memory, per_query = searchers
+    for q in cisi_queries[:10]:
+        ours, ours_vecs = in_memory._sparse(q, 50, None)
+        theirs, theirs_vecs = per_query._sparse(q, 50, None)
+        assert ours["_score"].to_pylist() == pytest.approx(theirs["_score"].to_pylist(), rel=1e-6)
+        # the same rows in the same order, up to the order of exactly tied scores
+        key = lambda t, i: (-round(t["_score"][i].as_py(), 4), t["chunk_id"][i].as_py())  # noqa: E731
+        a = sorted(range(ours.num_rows), key=lambda i: key(ours, i))
+        b = sorted(range(theirs.num_rows), key=lambda i: key(theirs, i))
+        last = round(ours["_score"][ours.num_rows - 1].as_py(), 4)  # a tie at the cut may keep different rows
+        for i, j in zip(a, b):
+            if round(ours["_score"][i].as_py(), 4) == last:
+                continue
+            for col in ("chunk_id", "paper_id", "text", "section", "page_start"):
+                assert ours[col][i].as_py() == theirs[col][j].as_py(), col
+            np.testing.assert_array_equal(ours_vecs[i], theirs_vecs[j])
+
+
+@pytest.mark.parametrize("expand", ["off", "rm3"])
+def test_search_results_identical_either_way(searchers, cisi_queries, expand):
+    in_memory, per_query = searchers
+    for q in cisi_queries[:12]:
+        a = in_memory.search(q, k=10, expand=expand)
+        b = per_query.search(q, k=10, expand=expand)
+        assert [r.paper_id for r in a.results] == [r.paper_id for r in b.results]
+        for ra, rb in zip(a.results, b.results):
+            assert ra.score == pytest.approx(rb.score, abs=1e-5)
+            assert ra.signals == pytest.approx(rb.signals, abs=1e-5)
+
+
+def test_filters_apply_in_the_flat_scan(searchers, cisi_queries):
+    in_memory, _ = searchers
+    allowed = set(in_memory.meta["paper_id"].to_pylist()[:200])
+    v = in_memory.encode([cisi_queries[0]])[0]
+    rows, vecs = in_memory._dense(v, 50, None, allowed)
+    assert rows.num_rows == len(vecs) == 50
+    assert set(rows["paper_id"].to_pylist()) <= allowed
+    # the same nearest neighbours as scanning only the allowed papers' chunks by hand
+    flat = in_memory._resident[2]
+    keep = np.isin(flat.rows["paper_id"].to_numpy(zero_copy_only=False), list(allowed))
+    d = ((flat.vectors[keep] - v) ** 2).sum(axis=1)
+    expect = flat.rows.filter(keep)["chunk_id"].to_numpy(zero_copy_only=False)[np.argsort(d, kind="stable")[:50]]
+    assert set(rows["chunk_id"].to_pylist()) == set(expect.tolist())
+    # a filtered search through the public API only returns allowed papers
+    years = [y for y in in_memory.meta["year"].to_pylist() if y]
+    if years:
+        y = sorted(years)[len(years) // 2]
+        resp = in_memory.search(cisi_queries[0], k=10, filters=Filters(year_from=y, year_to=y), expand="off")
+        assert all(r.year == y for r in resp.results)

@@ -54,7 +54,8 @@ def vector_matrix(col: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     return out
 
 
-def _scan(table, columns: list[str]) -> pa.Table:
+def scan(table, columns: list[str]) -> pa.Table:
+    """All rows of a few columns plus ``_rowid`` (for ``take_row_ids`` later)."""
     return table.search().select(columns).with_row_id(True).limit(max(table.count_rows(), 1)).to_arrow()
 
 
@@ -69,7 +70,7 @@ class PaperVectors:
         n = len(paper_row)
         if not budget.take(2 * n * dim * 4, "the papers' vectors"):
             return None
-        t = _scan(papers, ["paper_id", "doc_vector", "abs_vector"])
+        t = scan(papers, ["paper_id", "doc_vector", "abs_vector"])
         rows = np.array([paper_row[p] for p in t["paper_id"].to_pylist()], dtype=np.int64)
         doc = np.zeros((n, dim), dtype=np.float32)
         abs_ = np.zeros((n, dim), dtype=np.float32)
@@ -91,7 +92,7 @@ class FigureVectors:
     def load(cls, figures, dim: int, budget: Budget) -> FigureVectors | None:
         if not budget.take(figures.count_rows() * dim * 4, "the figure legends' vectors"):
             return None
-        t = _scan(figures, ["paper_id", "vector"])
+        t = scan(figures, ["paper_id", "vector"])
         by_paper: dict[str, list[int]] = {}
         for i, pid in enumerate(t["paper_id"].to_pylist()):
             by_paper.setdefault(pid, []).append(i)
@@ -133,7 +134,7 @@ class FlatChunks:
         n = chunks.count_rows()
         if not budget.take(n * (dim * 4 + 600), "the chunks' vectors and text"):  # ~600 B of text/ids per chunk
             return None
-        t = _scan(chunks, columns)
+        t = scan(chunks, columns)
         vectors = vector_matrix(t["vector"], dim)
         return cls(t.drop_columns(["vector"]), vectors)
 

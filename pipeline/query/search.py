@@ -25,7 +25,7 @@ from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
-from pipeline.query.resident import Budget, FigureVectors, FlatChunks, PaperVectors, vector_matrix
+from pipeline.query.resident import Budget, FigureVectors, FlatChunks, PaperVectors, scan, vector_matrix
 from pipeline.query.results import Result, SearchResponse
 from pipeline.query.snapshot import Snapshot
 
@@ -74,11 +74,6 @@ def validate_query(query: str, max_chars: int = 1000) -> str:
     return q
 
 
-def _scan(table, columns: list[str]) -> pa.Table:
-    """All rows of a few columns plus ``_rowid`` (for ``take_row_ids`` later)."""
-    return table.search().select(columns).with_row_id(True).limit(max(table.count_rows(), 1)).to_arrow()
-
-
 class Searcher:
     """Search one opened snapshot. Models load lazily on the first search."""
 
@@ -112,7 +107,7 @@ class Searcher:
     def meta(self) -> pa.Table:
         """Paper metadata without vectors, in table order (row i = offset i)."""
         names = set(self.papers.schema.names)
-        t = _scan(self.papers, [c for c in _META_COLS if c in names])
+        t = scan(self.papers, [c for c in _META_COLS if c in names])
         for c, typ in (("external_id", pa.string()), ("title", pa.string()), ("authors", pa.list_(pa.string())),
                        ("year", pa.int32()), ("categories", pa.list_(pa.string())), ("primary_category", pa.string()),
                        ("citation_count", pa.int64()), ("pagerank", pa.float64())):
@@ -137,7 +132,7 @@ class Searcher:
         """paper_id -> row ids in the figures table (empty when there is no table)."""
         if not self.snap.has_table("figures"):
             return {}
-        t = _scan(self.snap.table("figures"), ["paper_id"])
+        t = scan(self.snap.table("figures"), ["paper_id"])
         out: dict[str, list[int]] = {}
         for pid, rid in zip(t["paper_id"].to_pylist(), t["_rowid"].to_pylist()):
             out.setdefault(pid, []).append(rid)

@@ -107,6 +107,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--python", action="store_true", help="use the Python load generator even when wrk is installed")
     ap.add_argument("--workers", type=int, default=None, help="server processes (paperkb serve --workers; default: its own default)")
+    ap.add_argument("--cold", action="store_true", help="warm up with 20 queries only: the run's first request of each other query encodes it")
     ap.add_argument("--expand", default=None, help="query expansion the server uses (PAPERKB_QUERY_EXPAND; default: the product default)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -134,7 +135,11 @@ def main() -> int:
                     break
             except requests.ConnectionError:  # not listening yet
                 time.sleep(0.2)
-        for q in queries[:20]:  # warm-up: model loaded, caches filled (each worker process gets some)
+        # Warm-up: the model loaded and, unless --cold, every query seen once, as in steady traffic where
+        # the searcher's query-vector cache (4,096 queries) answers repeated queries without the encoder.
+        # With --cold only 20 are, so most first requests of the run also pay one encoder call each.
+        warm = queries[:20] if args.cold else queries * max(1, args.workers or 1)
+        for q in warm:
             requests.get(base + "/api/search", params={"q": q[:300], "k": 10}, timeout=60)
         cpu0 = server_cpu_s(server.pid)
         if shutil.which("wrk") and not args.python:
@@ -150,6 +155,7 @@ def main() -> int:
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
     print(f"command: python -m bench.serve --clients {args.clients} --seconds {args.seconds:g}"
           + (f" --workers {args.workers}" if args.workers is not None else "") + (f" --expand {args.expand}" if args.expand else "")
+          + (" --cold" if args.cold else "")
           + f"  (load: {load})")
     print(f"requests: {n}  errors: {errors}  wall: {dur:.1f}s")
     print(f"throughput: {n / dur:.1f} req/s   p50: {p50:.0f} ms   p95: {p95:.0f} ms   server CPU: {cpu / max(n, 1) * 1000:.1f} ms/request")

@@ -99,3 +99,22 @@ def test_filters_apply_in_the_flat_scan(searchers, cisi_queries):
         y = sorted(years)[len(years) // 2]
         resp = in_memory.search(cisi_queries[0], k=10, filters=Filters(year_from=y, year_to=y), expand="off")
         assert all(r.year == y for r in resp.results)
+
+
+def test_full_text_inside_a_running_event_loop_gives_the_same_results(searchers, cisi_queries):
+    """A notebook or async app calls the searcher with a loop running: the synchronous LanceDB path is used."""
+    import asyncio
+
+    in_memory, per_query = searchers
+    q = cisi_queries[3]
+    plain = [(r.paper_id, round(r.score, 6)) for r in per_query.search(q, k=10).results]
+
+    async def inside():
+        return [(r.paper_id, round(r.score, 6)) for r in per_query.search(q, k=10).results]
+
+    assert asyncio.run(inside()) == plain
+    # and the per-thread loops agree with LanceDB's synchronous API on raw scores
+    t_async = per_query.fts.query(q, ["chunk_id", "_score"], 20)
+    t_sync = per_query.chunks.search(q, query_type="fts").select(["chunk_id", "_score"]).limit(20).to_arrow()
+    assert t_async["chunk_id"].to_pylist() == t_sync["chunk_id"].to_pylist()
+    assert t_async["_score"].to_pylist() == pytest.approx(t_sync["_score"].to_pylist())

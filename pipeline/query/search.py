@@ -25,6 +25,7 @@ from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
+from pipeline.query.fts import FullText
 from pipeline.query.resident import Budget, FigureVectors, FlatChunks, PaperVectors, scan, vector_matrix
 from pipeline.query.results import Result, SearchResponse
 from pipeline.query.snapshot import Snapshot
@@ -100,6 +101,11 @@ class Searcher:
         return self.snap.table("chunks")
 
     @cached_property
+    def fts(self) -> FullText:
+        """BM25 queries on ``chunks`` (:mod:`pipeline.query.fts`)."""
+        return FullText(str(self.snap.path / "lancedb"), "chunks", self.chunks)
+
+    @cached_property
     def papers(self):
         return self.snap.table("papers")
 
@@ -163,10 +169,8 @@ class Searcher:
         """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first."""
         from lancedb.query import MatchQuery
 
-        q = self.chunks.search(MatchQuery(query, "text") if isinstance(query, str) else query, query_type="fts")
-        if where:
-            q = q.where(where, prefilter=True)
-        t = q.select(["_score"]).with_row_id(True).limit(len(self._resident[2].rowids)).to_arrow()
+        t = self.fts.query(MatchQuery(query, "text") if isinstance(query, str) else query, ["_score"],
+                           len(self._resident[2].rowids), where)
         return t["_rowid"].to_numpy(), t["_score"].to_numpy().astype(np.float64)
 
     def warm(self) -> Searcher:
@@ -217,9 +221,6 @@ class Searcher:
 
         flat = self._resident[2]
         try:
-            q = self.chunks.search(MatchQuery(text, "text"), query_type="fts")
-            if where:
-                q = q.where(where, prefilter=True)
             if self._score_all:  # every match scored once (kept in memo for the exact BM25); rows from memory
                 rids, scores = self._all_scores(text, where)
                 if memo is not None and where is None:
@@ -228,10 +229,10 @@ class Searcher:
                 rows, vecs = flat.rows_at(rids[top])
                 return rows.append_column("_score", pa.array(scores[top])), vecs
             if flat is not None:  # scores from the index, rows and vectors from memory
-                t = q.select(["_score"]).with_row_id(True).limit(k).to_arrow()
+                t = self.fts.query(MatchQuery(text, "text"), ["_score"], k, where)
                 rows, vecs = flat.rows_at(t["_rowid"].to_numpy())
                 return rows.append_column("_score", t["_score"]), vecs
-            t = q.select([*_CHUNK_COLS, "_score"]).with_row_id(True).limit(k).to_arrow()
+            t = self.fts.query(MatchQuery(text, "text"), [*_CHUNK_COLS, "_score"], k, where)
             return t, self._vectors_of(t)
         except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
             log.debug("full-text search found nothing for %r: %s", text, exc)
@@ -445,8 +446,7 @@ class Searcher:
         if isinstance(query, str):
             query = MatchQuery(query, "text")
         try:
-            t = (self.chunks.search(query, query_type="fts").where(f"_rowid IN ({', '.join(map(str, rowids))})", prefilter=True)
-                 .select(["chunk_id", "_score"]).limit(len(rowids)).to_arrow())
+            t = self.fts.query(query, ["chunk_id", "_score"], len(rowids), f"_rowid IN ({', '.join(map(str, rowids))})")
         except Exception as exc:  # e.g. only stopwords: nothing matches
             log.debug("full-text scoring of the candidates failed for %r: %s", query, exc)
             return np.zeros(len(cands))

@@ -47,10 +47,15 @@ class Settings(BaseSettings):
     harvest_batch_records: int = Field(
         default=5_000, ge=1, description="records per staging Parquet part (bounds memory of parse and merge)")
     harvest_commit_records: int = Field(
-        default=0, ge=0,
-        description="0: merge a whole run in one transaction (default). N: commit after about every N records, for "
-        "very large replays/backfills: DuckDB keeps uncommitted rows in memory. Watermark and checkpoint still move "
-        "only in the last commit; a killed run leaves whole earlier batches, which a rerun skips as unchanged.")
+        default=10_000, ge=0,
+        description="commit (and checkpoint) the merge after about every N records, so memory stays flat however many "
+        "records a run brings (DuckDB keeps uncommitted rows in memory). The records of one paper (paper, versions, "
+        "authors) always land in the same commit; the watermark and the list checkpoint move only in the last one, so "
+        "a killed run leaves whole earlier batches, which the rerun skips as unchanged. 0: the whole run in one "
+        "transaction (a killed run leaves the tables as they were; memory grows with the run)")
+    harvest_memory_limit: str = Field(
+        default="1GB", description="DuckDB memory_limit of the harvest's connection (its buffer pool and query memory; "
+        "bigger work spills to DuckDB's temp directory beside the database file); '' = DuckDB's default, 80% of RAM")
     harvest_parse_workers: int = Field(
         default=1, ge=1, description="processes that parse OAI pages into staging Parquet (big replays/backfills); "
         "the DuckDB merge stays in one process")

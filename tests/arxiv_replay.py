@@ -9,6 +9,7 @@ with the recorded file for that id list. Every request is logged with its argume
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,3 +87,34 @@ class ArxivReplay:
     def list_starts(self) -> int:
         """How many requests started a list (no resumptionToken)."""
         return sum(1 for s in self.oai_log if "resumptionToken" not in s.args)
+
+
+def renumbered_pages(data: Path, n_records: int, page_size: int, token_prefix: str = "batch") -> list[bytes]:
+    """A longer list built from real records: the 6 arXivRaw records of ``LIST_PAGE``, re-numbered
+    2501.00000, 2501.00001, ... and cut into ListRecords pages of ``page_size`` records, each page
+    but the last ending with the resumptionToken ``<token_prefix>|<cursor of the next page>``
+    (as bench/harvest.py builds its raw zone). Serve with ``pages_script``."""
+    text = (data / "oai" / LIST_PAGE).read_text(encoding="utf-8")
+    head = text[: text.index("<record>")]
+    records = re.findall(r"<record>.*?</record>\n", text, flags=re.S)
+    ids = [re.search(r"<id>(.*?)</id>", r).group(1) for r in records]
+    pages = []
+    for start in range(0, n_records, page_size):
+        parts = [head]
+        for k in range(start, min(start + page_size, n_records)):
+            rec, old = records[k % len(records)], ids[k % len(ids)]
+            new = f"2501.{k:05d}"
+            parts.append(rec.replace(f"oai:arXiv.org:{old}<", f"oai:arXiv.org:{new}<")
+                         .replace(f"<id>{old}</id>", f"<id>{new}</id>"))
+        nxt = start + page_size
+        token = f"{token_prefix}|{nxt}" if nxt < n_records else ""
+        parts.append(f'<resumptionToken cursor="{start}" completeListSize="{n_records}">{token}</resumptionToken>\n'
+                     "</ListRecords>\n</OAI-PMH>\n")
+        pages.append("".join(parts).encode("utf-8"))
+    return pages
+
+
+def pages_script(pages: list[bytes], token_prefix: str = "batch") -> tuple[bytes, dict[str, list[bytes]]]:
+    """``(first, pages)`` for ``ArxivReplay`` serving ``renumbered_pages`` in order."""
+    page_size = len(re.findall(rb"<record>", pages[0])) if pages else 0
+    return pages[0], {f"{token_prefix}|{i * page_size}": [body] for i, body in enumerate(pages[1:], start=1)}

@@ -10,7 +10,8 @@ centroids plus noise, so both BM25 and the ANN index see clustered data rather t
 Then, after a warm-up, it times queries in one run, interleaved so that CPU contention hits both sides
 alike: (a) ``Searcher.search(q, expand="off", rerank=False)`` end to end (candidates, signals, fusion, papers)
 and (b) a bare LanceDB hybrid query (``table.search(query_type="hybrid").vector(v).text(q)``, RRF,
-same candidate depth, limit 50). The query vector (same model call for both) is timed separately and
+same candidate depth, limit 50), alternating which goes first. Afterwards, untimed against the
+target, the default search (rm3 feedback expansion) over the same queries. The query vector (same model call for both) is timed separately and
 taken from the searcher's query cache during (a) and (b). It prints and writes p50/p95 for both, and
 for encoding alone, to bench/out/query.json.
 """
@@ -162,10 +163,20 @@ def run(folder: Path, n_queries: int, warmup: int) -> dict:
         s.search(q, k=10, expand="off", rerank=False)
         bare(q)
     ours, base = [], []
+    for i, q in enumerate(todo[warmup:]):
+        # Alternate who goes first: the second call of a query finds the index partitions and rows the
+        # first one read already in the OS page cache, which favoured whichever side always ran second.
+        sides = [("ours", lambda: s.search(q, k=10, expand="off", rerank=False)), ("bare", lambda: bare(q))]
+        for name, call in sides if i % 2 == 0 else sides[::-1]:
+            t = time.perf_counter(); call(); dt = (time.perf_counter() - t) * 1000
+            (ours if name == "ours" else base).append(dt)
+    # Not part of the target (which is without expansion): the product's default, with rm3 feedback
+    # (two more full-text queries), over the same queries after the timed run.
+    rm3 = []
     for q in todo[warmup:]:
-        t = time.perf_counter(); s.search(q, k=10, expand="off", rerank=False); ours.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter(); bare(q); base.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter(); s.search(q, k=10, rerank=False); rm3.append((time.perf_counter() - t) * 1000)
     res = {
+        "search_default_rm3_p50_ms": _pct(rm3, 50), "search_default_rm3_p95_ms": _pct(rm3, 95),
         "search_p50_ms": _pct(ours, 50), "search_p95_ms": _pct(ours, 95),
         "bare_hybrid_p50_ms": _pct(base, 50), "bare_hybrid_p95_ms": _pct(base, 95),
         "encode_p50_ms": _pct(enc, 50), "encode_p95_ms": _pct(enc, 95),
@@ -198,9 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(exist_ok=True)
     (out / "query.json").write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
-    ok = res["search_p50_ms"] <= 50 and res["search_p95_ms"] <= 150 and res["ratio_p50"] <= 2
+    ok = res["search_p50_ms"] <= 50 and res["search_p95_ms"] <= 150 and res["ratio_p50"] <= 2 and res["ratio_p95"] <= 2
     print(f"search p50 {res['search_p50_ms']:.1f} ms, p95 {res['search_p95_ms']:.1f} ms; bare hybrid p50 {res['bare_hybrid_p50_ms']:.1f} ms, "
-          f"p95 {res['bare_hybrid_p95_ms']:.1f} ms; ratio p50 {res['ratio_p50']:.2f}x -> {'meets' if ok else 'misses'} the target")
+          f"p95 {res['bare_hybrid_p95_ms']:.1f} ms; ratio p50 {res['ratio_p50']:.2f}x, p95 {res['ratio_p95']:.2f}x "
+          f"-> {'meets' if ok else 'misses'} the target; default search with rm3: p50 {res['search_default_rm3_p50_ms']:.1f} ms, "
+          f"p95 {res['search_default_rm3_p95_ms']:.1f} ms")
     return 0
 
 

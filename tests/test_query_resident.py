@@ -118,3 +118,22 @@ def test_full_text_inside_a_running_event_loop_gives_the_same_results(searchers,
     t_sync = per_query.chunks.search(q, query_type="fts").select(["chunk_id", "_score"]).limit(20).to_arrow()
     assert t_async["chunk_id"].to_pylist() == t_sync["chunk_id"].to_pylist()
     assert t_async["_score"].to_pylist() == pytest.approx(t_sync["_score"].to_pylist())
+
+
+def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot, cisi_queries):
+    """``query_bf16``: the same query vectors as float32 up to rounding, so the same rankings."""
+    from pipeline.query.search import bf16_wanted
+
+    assert bf16_wanted(True) and not bf16_wanted(False)
+    snap = open_snapshot(cisi_snapshot)
+    f32 = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": False}))
+    b16 = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": True}))
+    qs = cisi_queries[:8]
+    a, b = f32.encode(qs), b16.encode(qs)
+    assert a.dtype == b.dtype == np.float32
+    assert not np.array_equal(a, b)  # bfloat16 really ran
+    assert (a * b).sum(axis=1).min() > 0.9995
+    for q in qs[:4]:
+        ra = [r.paper_id for r in f32.search(q, k=10).results]
+        rb = [r.paper_id for r in b16.search(q, k=10).results]
+        assert len(set(ra) & set(rb)) >= 9

@@ -11,12 +11,14 @@ One search, per query (the original and each expansion sub-query):
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -64,6 +66,21 @@ class _Done:
 
     def result(self) -> np.ndarray:
         return self.value
+
+
+@functools.cache
+def _cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere autocast is slower."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: leave float32
+        return False
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+
+
+def bf16_wanted(setting: bool | None) -> bool:
+    """``query_bf16``: True / False as set; None (default) = when the CPU has native bfloat16."""
+    return _cpu_has_native_bf16() if setting is None else bool(setting)
 
 
 def validate_query(query: str, max_chars: int = 1000) -> str:
@@ -207,12 +224,23 @@ class Searcher:
                     # one short query gains nothing from intra-op parallelism, and on a shared CPU the
                     # extra threads cost 10x+ (measured): see the query_torch_threads setting
                     torch.set_num_threads(threads)
-            vecs = np.atleast_2d(np.asarray(self._encode(missing), dtype=np.float32))
+            with self._encoder_precision():
+                vecs = np.atleast_2d(np.asarray(self._encode(missing), dtype=np.float32))
             for q, v in zip(missing, vecs):
                 self._qcache[q] = v
             while len(self._qcache) > _QUERY_CACHE:
                 self._qcache.pop(next(iter(self._qcache)))
         return np.vstack([self._qcache[q] for q in queries])
+
+    def _encoder_precision(self):
+        """bfloat16 autocast for query encoding when ``query_bf16`` says so (a context manager)."""
+        import contextlib
+
+        if not bf16_wanted(getattr(self.settings, "query_bf16", None)):
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast("cpu", dtype=torch.bfloat16)
 
     # ---- candidates ---------------------------------------------------------------------------
     def _sparse(self, text: str, k: int, where: str | None, memo: dict | None = None) -> tuple[pa.Table, np.ndarray]:

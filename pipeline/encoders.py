@@ -12,11 +12,13 @@ re-embed, never a mix of spaces.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -189,3 +191,18 @@ def get_encoder(settings: Settings) -> Encoder:
 def get_query_encoder(settings: Settings):
     """``encode(list[str]) -> float32[n, dim]`` for queries; cached, loads the model on first call."""
     return get_encoder(settings).encode_queries
+
+
+@functools.cache
+def _cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere autocast is slower."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: leave float32
+        return False
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+
+
+def bf16_wanted(setting: bool | None) -> bool:
+    """``query_bf16``: True / False as set; None (default) = when the CPU has native bfloat16."""
+    return _cpu_has_native_bf16() if setting is None else bool(setting)

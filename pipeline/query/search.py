@@ -11,14 +11,12 @@ One search, per query (the original and each expansion sub-query):
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -66,21 +64,6 @@ class _Done:
 
     def result(self) -> np.ndarray:
         return self.value
-
-
-@functools.cache
-def _cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere autocast is slower."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:  # not Linux: leave float32
-        return False
-    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
-
-
-def bf16_wanted(setting: bool | None) -> bool:
-    """``query_bf16``: True / False as set; None (default) = when the CPU has native bfloat16."""
-    return _cpu_has_native_bf16() if setting is None else bool(setting)
 
 
 def validate_query(query: str, max_chars: int = 1000) -> str:
@@ -235,6 +218,8 @@ class Searcher:
     def _encoder_precision(self):
         """bfloat16 autocast for query encoding when ``query_bf16`` says so (a context manager)."""
         import contextlib
+
+        from pipeline.encoders import bf16_wanted
 
         if not bf16_wanted(getattr(self.settings, "query_bf16", None)):
             return contextlib.nullcontext()

@@ -113,8 +113,10 @@ def related_papers(searcher, paper_id: str, k: int = 20) -> list[Related]:
     if np.linalg.norm(qv) > 0:
         vec_col = "doc_vector" if np.linalg.norm(doc_v[0]) > 0 else "abs_vector"
         hits = searcher.papers.search(qv, vector_column_name=vec_col).select(["paper_id", vec_col, "_distance"]).limit(3 * k + 1).to_arrow()
-        vecs = np.asarray(hits[vec_col].combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(hits.num_rows, -1)
+        from pipeline.query.resident import vector_matrix
         from pipeline.query.signals import l2_normalise
+
+        vecs = vector_matrix(hits[vec_col], searcher.dim)
 
         cos = l2_normalise(vecs) @ l2_normalise(qv)[0]
         for pid, c in zip(hits["paper_id"].to_pylist(), cos):

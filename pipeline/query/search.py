@@ -56,16 +56,6 @@ class _Cand:
     rowid: int | None = None
 
 
-@dataclass
-class _Done:
-    """An already computed value behind the ``Future.result()`` interface."""
-
-    value: np.ndarray
-
-    def result(self) -> np.ndarray:
-        return self.value
-
-
 def validate_query(query: str, max_chars: int = 1000) -> str:
     if not isinstance(query, str) or not query.strip():
         raise UserError("the query is empty")
@@ -408,15 +398,16 @@ class Searcher:
             "bm25": np.array([[bm.get(cid, 0.0) for cid in cid_list] for _, _, bm, _ in per_query]),
             "fused": np.array([[fu.get(cid, 0.0) for cid in cid_list] for _, fu, _, _ in per_query]),
         }
-        S = sig.compute_signals(QV, np.vstack([c.vector for c in cands]), np.array([local[c.paper_id] for c in cands]),
+        cand_vecs = np.vstack([c.vector for c in cands])
+        cand_paper = np.array([local[c.paper_id] for c in cands])
+        S = sig.compute_signals(QV, cand_vecs, cand_paper,
                                 doc_v, abs_v, pr, fig_v, fig_p, per_query=extra)
         if isinstance(expander, RM3Feedback) and w.get("rm3"):
             self._rm3(q, expander, cands, S, w, resp, memo)
         S.setdefault("rm3", S["bm25"].copy())  # no feedback ran: the RM3 query is the original query
         # score regularisation (signals.neighbour_mean): neighbours' scores with every other signal weighed
-        S["nbr"] = sig.neighbour_mean(np.vstack([c.vector for c in cands]), sig.score(S, {**w, "nbr": 0.0}),
-                                      np.array([local[c.paper_id] for c in cands]), getattr(s, "query_nbr_k", 20))
-        sims = QV @ sig.l2_normalise(np.vstack([c.vector for c in cands])).T
+        S["nbr"] = sig.neighbour_mean(cand_vecs, sig.score(S, {**w, "nbr": 0.0}), cand_paper, getattr(s, "query_nbr_k", 20))
+        sims = QV @ sig.l2_normalise(cand_vecs).T
         total = sig.score(S, w)
         order = sig.best_per_paper([c.paper_id for c in cands], total)
 
@@ -482,17 +473,16 @@ class Searcher:
         rowids = [c.rowid for c in cands]
         if any(r is None for r in rowids):
             return
-        if self._score_all:  # the first pass already scored every chunk: a look-up, no thread needed
-            exact = _Done(self._lexical(q, rowids, cands, memo))
-        else:  # a second LanceDB query: run it beside the feedback query below
-            exact = self._pool.submit(self._lexical, q, rowids, cands, memo)
+        # a second LanceDB query runs beside the feedback query below; on small tables the first pass
+        # already scored every chunk, so it is a look-up at the end instead (no thread needed)
+        exact = None if self._score_all else self._pool.submit(self._lexical, q, rowids, cands, memo)
         first = sig.score({**S, "rm3": S["bm25"]}, w)
         top = sig.best_per_paper([c.paper_id for c in cands], first)[: fb.fb_docs]
         terms = fb.terms(q, [(cands[i].text, math.exp(first[i])) for i in top])
         if terms:
             best = max(p for _, p in terms) or 1.0
             e = self._lexical(BooleanQuery([(Occur.SHOULD, MatchQuery(t, "text", boost=p / best)) for t, p in terms]), rowids, cands)
-        ex = exact.result()
+        ex = self._lexical(q, rowids, cands, memo) if exact is None else exact.result()
         if ex.max() > 0:
             S["bm25"] = ex / ex.max()
         if not terms:
@@ -519,8 +509,7 @@ class Searcher:
         if not offsets:
             return None, None
         t = self.snap.table("figures").take_row_ids(offsets).select(["paper_id", "vector"]).to_arrow()
-        v = np.asarray(t["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(t.num_rows, -1)
-        return v, np.array([local[p] for p in t["paper_id"].to_pylist()])
+        return vector_matrix(t["vector"], self.dim), np.array([local[p] for p in t["paper_id"].to_pylist()])
 
     def _title_boost(self, q: str, best, cands, f: Filters):
         from pipeline.query.titles import title_boost

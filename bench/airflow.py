@@ -33,7 +33,9 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline.airflow_local import airflow_bin, airflow_env, api_server, free_port, prepare
-from pipeline.settings import REPO_ROOT, Settings
+from pipeline.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 OUT = REPO_ROOT / "bench" / "out" / "airflow.json"
 DAG_ID = "paperkb_bench_embed"

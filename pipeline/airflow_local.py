@@ -30,9 +30,8 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.settings import REPO_ROOT, Settings
+from pipeline.settings import DAGS_DIR, Settings
 
-DAGS_DIR = REPO_ROOT / "dags"
 POOLS_FILE = DAGS_DIR / "pools.json"
 DAG_ID = "paperkb_nightly"
 

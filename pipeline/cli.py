@@ -411,6 +411,14 @@ def refresh(
     print(f"refresh: done in {total:.1f}s; published snapshot {result.get('snapshot_id')}")
 
 
+@app.command("dags-folder")
+def dags_folder() -> None:
+    """Print the folder of the installed DAG files and pools.json (for AIRFLOW__CORE__DAGS_FOLDER)."""
+    from pipeline.settings import DAGS_DIR
+
+    print(DAGS_DIR)
+
+
 @app.command("replay-server")
 def replay_server(
     data: Path = typer.Option(Path("../shared/data"), "--data", help="Folder with the recorded arXiv/S2 responses."),
@@ -455,12 +463,33 @@ def serve(
                 log_level="warning")
 
 
+# Top-level modules that only the optional install profiles bring (pyproject.toml): a base install
+# (search and serve a snapshot) that runs a pipeline step is told which profile to add.
+_PROFILE_OF_MODULE = {
+    **dict.fromkeys(("requests", "tenacity", "lxml", "feedparser", "pylatexenc", "pymupdf", "fitz", "msgspec",
+                     "igraph", "powerlaw", "scipy", "yaml"), "pipeline"),
+    "airflow": "airflow",
+}
+
+
+def install_profile_of(module: str) -> str | None:
+    """The install profile (extra) that provides ``module`` (``pymupdf.utils`` -> ``pipeline``), if any."""
+    return _PROFILE_OF_MODULE.get(module.split(".")[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; usage errors (click) and ``UserError`` exit 2 with one line, no traceback."""
     try:
         app(args=argv, prog_name="paperkb")  # standalone: click prints usage errors and exits 2
     except UserError as exc:
         print(f"paperkb: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        profile = install_profile_of(exc.name or "")
+        if profile is None:
+            raise
+        print(f"paperkb: error: this command needs {exc.name!r}, which the [{profile}] install profile adds: "
+              f"pip install 'paperkb[{profile}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("paperkb: interrupted", file=sys.stderr)

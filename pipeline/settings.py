@@ -11,8 +11,12 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SQL_DIR = REPO_ROOT / "sql"
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The top-level sql/ and dags/ folders ship inside the package (pipeline/sql and pipeline/dags are links
+# to them in the checkout; the wheel holds real copies), so an installed paperkb never reads a checkout.
+SQL_DIR = PACKAGE_DIR / "sql"
+DAGS_DIR = PACKAGE_DIR / "dags"
+STATIC_DIR = PACKAGE_DIR / "serve" / "static"
 
 
 class Settings(BaseSettings):

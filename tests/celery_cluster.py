@@ -166,6 +166,12 @@ def fresh_venv(root: Path, wheel: Path, profile: str | None) -> Path:
     return root
 
 
+def reinstall(venv: Path, wheel: Path) -> None:
+    """Put this checkout's wheel into an existing environment (its dependencies stay)."""
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps",
+                    str(wheel)], check=True, capture_output=True, text=True)
+
+
 # ---- Airflow -----------------------------------------------------------------------------------------------
 @dataclass
 class Cluster:
@@ -319,8 +325,10 @@ def airflow_env(*, home: Path, dags_folder: str, db_url: str, broker_url: str, a
 @contextmanager
 def deployment(root: Path, wheel: Path, extra_env: dict[str, str] | None = None,
                venv: Path | None = None) -> Iterator[Cluster]:
-    """Postgres + Redis + a fresh ``paperkb[airflow]`` venv + a migrated metadata DB (no processes yet)."""
-    root.mkdir(parents=True, exist_ok=True)
+    """Postgres + Redis + a fresh ``paperkb[airflow]`` venv + a migrated metadata DB (no processes yet);
+    ``root`` (warehouse, Airflow home, logs) starts empty."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
     pg = Postgres(Path(tempfile.mkdtemp(prefix="paperkb-pg-"))).start()
     redis = Redis(root / "redis").start()
     try:

@@ -92,7 +92,7 @@ DAY = r"^(\d{4}-\d{2}-\d{2})?$"
     schedule=CronDataIntervalTimetable(_cfg.airflow_schedule, timezone="UTC"),
     start_date=datetime.fromisoformat(_cfg.airflow_start_date),
     catchup=False,
-    max_active_runs=1,  # DuckDB has a single writer: runs (and backfill days) go one at a time
+    max_active_runs=1,  # DuckDB has a single writer: one run at a time (backfills: --max-active-runs 1, their own limit)
     default_args={
         "owner": "paperkb",
         "retries": _cfg.airflow_retries,
@@ -168,7 +168,7 @@ def paperkb_nightly():
 
         return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))
 
-    @step(pool=ARXIV_POOL, map_index_template="{{ batch['part'] }}")
+    @step(pool=ARXIV_POOL, map_index_template="{{ task.op_kwargs['batch']['part'] }}")
     def fetch_batch(batch: dict, params=None) -> dict:
         """
         ### fetch_batch (mapped)
@@ -180,7 +180,7 @@ def paperkb_nightly():
 
         return refresh.fetch_batch_task(_settings(), batch, replay=bool(params["replay"]))
 
-    @step(map_index_template="{{ fetched['part'] }}")
+    @step(map_index_template="{{ task.op_kwargs['fetched']['part'] }}")
     def extract_batch(fetched: dict, params=None) -> dict:
         """
         ### extract_batch (mapped)
@@ -195,7 +195,7 @@ def paperkb_nightly():
     @task_group(group_id="fulltext", prefix_group_id=False)
     def fulltext(batch: dict):
         """One full-text batch: download (arxiv_pool), then extract (no pool)."""
-        return extract_batch(fetch_batch(batch))
+        return extract_batch(fetched=fetch_batch(batch=batch))  # by keyword: the map index templates read op_kwargs
 
     @step(trigger_rule="none_failed", outlets=[CHUNKS, FIGURES, FULLTEXT_DOCS])
     def merge_fulltext() -> dict:

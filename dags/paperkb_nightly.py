@@ -6,15 +6,20 @@ extracts full text from the PDFs, computes citation-graph metrics, embeds everyt
 publishes an immutable snapshot that downstream DAGs and apps read.
 
 ```
-harvest -> enrich -> plan_fulltext -> fulltext_batch[*] -> merge_fulltext -> graph
-        -> plan_embed -> embed_shard[*] -> merge_embeddings -> publish
+coalesce -> harvest -> enrich -> plan_fulltext -> [fetch_batch -> extract_batch][*] -> merge_fulltext
+         -> graph -> plan_embed -> embed_shard[*] -> merge_embeddings -> publish
 ```
 
-* **Backfills** re-harvest exactly their days: `airflow backfill create --dag-id paperkb_nightly
-  --from-date 2026-11-01 --to-date 2026-11-07`. Every step upserts on natural keys, so rerunning a day
-  changes nothing.
-* **Fan-out**: `fulltext_batch` and `embed_shard` are mapped tasks; add workers to finish sooner.
-  Their outputs go to staging Parquet, and a single merge task writes DuckDB / LanceDB.
+* **Backfills** cost what their days cost: `airflow backfill create --dag-id paperkb_nightly
+  --from-date 2026-11-01 --to-date 2026-11-07 --max-active-runs 1`. A run whose neighbouring run
+  (the next logical date, or the previous one for `--run-backwards`) is already queued only records its
+  harvest window in the warehouse table `deferred_windows` (`coalesce`) and skips everything else; the
+  last run harvests its own day plus every deferred day in one OAI-PMH list, then enriches, extracts,
+  embeds and publishes once. Every step upserts on natural keys, so rerunning a day changes nothing.
+* **Fan-out**: per full-text batch, `fetch_batch` downloads the PDFs into the raw zone (pool
+  `arxiv_pool`) and `extract_batch` extracts them (no pool: batches extract in parallel while the next
+  batch downloads); `embed_shard` is mapped too. Outputs go to staging Parquet, and a single merge task
+  writes DuckDB / LanceDB.
 * **Politeness**: tasks that talk to arXiv run in the pool `arxiv_pool`, tasks that talk to Semantic
   Scholar in `s2_pool` (one slot each; created by `make run` and by the compose `airflow-init` job
   from `dags/pools.json`). Raise `arxiv_pool` only for a mirror that allows parallel downloads.
@@ -22,7 +27,9 @@ harvest -> enrich -> plan_fulltext -> fulltext_batch[*] -> merge_fulltext -> gra
   `PAPERKB_AIRFLOW_RETRY_DELAY_S`); a failed task reruns alone.
 * **Assets**: each step declares the warehouse tables it writes; `publish` emits `paperkb_snapshot`
   with the snapshot id in the event's extra (see `paperkb_consumer_example`).
-* **Params**: `replay=true` re-parses arXiv/S2 from the raw zone instead of the network.
+* **Params**: `replay=true` re-parses arXiv/S2 from the raw zone instead of the network;
+  `from`/`until` (YYYY-MM-DD, empty by default) replace the data interval's harvest window, e.g. one run
+  over a whole week.
 
 Settings come from the environment (`PAPERKB_WAREHOUSE`, `PAPERKB_ARXIV_OAI_URL`, `S2_API_KEY`, ...).
 The DAG only wires `pipeline.refresh`; all logic lives in the `pipeline` package.
@@ -33,7 +40,7 @@ from __future__ import annotations
 import inspect
 from datetime import datetime, timedelta
 
-from airflow.sdk import Asset, CronDataIntervalTimetable, Param, chain, dag, task
+from airflow.sdk import Asset, CronDataIntervalTimetable, Param, chain, dag, task, task_group
 
 from pipeline.settings import Settings
 
@@ -68,12 +75,24 @@ def step(**task_kwargs):
     return wrap
 
 
+def gate(**task_kwargs):
+    """``@task.short_circuit`` documented like ``step``: returning False skips every later task of the run."""
+
+    def wrap(fn):
+        return task.short_circuit(doc_md=inspect.cleandoc(fn.__doc__ or ""), **task_kwargs)(fn)
+
+    return wrap
+
+
+DAY = r"^(\d{4}-\d{2}-\d{2})?$"
+
+
 @dag(
     dag_id="paperkb_nightly",
     schedule=CronDataIntervalTimetable(_cfg.airflow_schedule, timezone="UTC"),
     start_date=datetime.fromisoformat(_cfg.airflow_start_date),
     catchup=False,
-    max_active_runs=1,  # DuckDB has a single writer: runs (and backfill days) go one at a time
+    max_active_runs=1,  # DuckDB has a single writer: one run at a time (backfills: --max-active-runs 1, their own limit)
     default_args={
         "owner": "paperkb",
         "retries": _cfg.airflow_retries,
@@ -81,23 +100,49 @@ def step(**task_kwargs):
         "retry_exponential_backoff": 2.0,
         "max_retry_delay": timedelta(seconds=_cfg.airflow_max_retry_delay_s),
     },
-    params={"replay": Param(False, type="boolean", description="re-parse arXiv/S2 from the raw zone, no network")},
+    params={
+        "replay": Param(False, type="boolean", description="re-parse arXiv/S2 from the raw zone, no network"),
+        "from": Param("", type="string", pattern=DAY,
+                      description="harvest from this day (YYYY-MM-DD) instead of the data interval's first; empty: the interval's"),
+        "until": Param("", type="string", pattern=DAY,
+                       description="harvest until this day (inclusive) instead of the data interval's last; empty: the interval's"),
+    },
     tags=["paperkb"],
     doc_md=__doc__,
 )
 def paperkb_nightly():
+    @gate()
+    def coalesce(params=None, logical_date=None, data_interval_start=None, data_interval_end=None, run_id=None,
+                 ti=None) -> bool:
+        """
+        ### coalesce
+        Asks Airflow (Task SDK `get_dr_count`) whether the neighbouring run of this DAG (next logical
+        date; previous one for backwards backfills) is already queued. If so, this run records its
+        harvest window in `deferred_windows` and skips all its other tasks: the queued run harvests it.
+        Otherwise (nightly runs, the last day of a backfill, replays, or when Airflow cannot be asked)
+        the run goes on. The decision is in this task's log and in its XCom `decision`.
+        """
+        from pipeline import refresh
+
+        decision = refresh.coalesce_task(
+            _settings(), logical_date=logical_date, interval_start=data_interval_start, interval_end=data_interval_end,
+            params=params, dag_run_id=run_id, count_queued=refresh.airflow_queued_counter(ti))
+        ti.xcom_push(key="decision", value=decision)
+        return not decision["defer"]
+
     @step(pool=ARXIV_POOL, outlets=[PAPERS, AUTHORS, PAPER_AUTHORS, VERSIONS])
     def harvest(params=None, data_interval_start=None, data_interval_end=None) -> dict:
         """
         ### harvest
-        Lists the arXiv OAI-PMH records whose datestamp falls in this run's data interval
-        (`from` = interval start, `until` = the last day before the interval end), lands every
-        response in `raw/arxiv/` and upserts `papers`, `authors`, `paper_authors`, `versions`.
-        Pool `arxiv_pool`: one client talks to arXiv at a time.
+        Lists the arXiv OAI-PMH records whose datestamp falls in this run's window (the data
+        interval's days, or the `from`/`until` params) plus every window earlier runs deferred to it
+        (one list per contiguous range), lands every response in `raw/arxiv/` and upserts `papers`,
+        `authors`, `paper_authors`, `versions`. Pool `arxiv_pool`: one client talks to arXiv at a time.
         """
         from pipeline import refresh
 
-        return refresh.harvest_task(_settings(), data_interval_start, data_interval_end, replay=bool(params["replay"]))
+        return refresh.harvest_task(_settings(), data_interval_start, data_interval_end, replay=bool(params["replay"]),
+                                    from_param=params.get("from"), until_param=params.get("until"))
 
     @step(pool=S2_POOL, outlets=[WORKS, CITATIONS, PAPERS])
     def enrich(params=None) -> dict:
@@ -116,23 +161,41 @@ def paperkb_nightly():
         """
         ### plan_fulltext
         Lists papers that need full text, in batches (`PAPERKB_FULLTEXT_BATCH_SIZE`); each batch is
-        one `fulltext_batch` task. No batches: the mapped task is skipped and the merge still runs.
+        one `fetch_batch` and one `extract_batch` task. No batches: the mapped tasks are skipped and
+        the merge still runs.
         """
         from pipeline import refresh
 
         return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))
 
-    @step(pool=ARXIV_POOL, map_index_template="{{ batch['part'] }}")
-    def fulltext_batch(batch: dict, params=None) -> dict:
+    @step(pool=ARXIV_POOL, map_index_template="{{ task.op_kwargs['batch']['part'] }}")
+    def fetch_batch(batch: dict, params=None) -> dict:
         """
-        ### fulltext_batch (mapped)
-        Downloads the batch's PDFs into `raw/pdf/`, extracts sections, chunks and figure legends, and
-        writes one staging Parquet part named after the batch's content (a retry overwrites it).
-        No DuckDB writes, so batches run in parallel (bounded by `arxiv_pool` for the downloads).
+        ### fetch_batch (mapped)
+        Downloads the batch's PDFs into `raw/pdf/` (papers already there are skipped) and returns
+        which ones failed and why. Network only: no extraction, no DuckDB or staging writes. Pool
+        `arxiv_pool`: one download client at a time across all batches and runs.
         """
         from pipeline import refresh
 
-        return refresh.fulltext_batch_task(_settings(), batch, replay=bool(params["replay"]))
+        return refresh.fetch_batch_task(_settings(), batch, replay=bool(params["replay"]))
+
+    @step(map_index_template="{{ task.op_kwargs['fetched']['part'] }}")
+    def extract_batch(fetched: dict, params=None) -> dict:
+        """
+        ### extract_batch (mapped)
+        Extracts sections, chunks and figure legends of the batch's PDFs from the raw zone and writes
+        one staging Parquet part named after the batch's content (a retry overwrites it). No pool and
+        no network: batches extract in parallel, each as soon as its own download is done.
+        """
+        from pipeline import refresh
+
+        return refresh.extract_batch_task(_settings(), fetched, replay=bool(params["replay"]))
+
+    @task_group(group_id="fulltext", prefix_group_id=False)
+    def fulltext(batch: dict):
+        """One full-text batch: download (arxiv_pool), then extract (no pool)."""
+        return extract_batch(fetched=fetch_batch(batch=batch))  # by keyword: the map index templates read op_kwargs
 
     @step(trigger_rule="none_failed", outlets=[CHUNKS, FIGURES, FULLTEXT_DOCS])
     def merge_fulltext() -> dict:
@@ -203,7 +266,7 @@ def paperkb_nightly():
 
     batches = plan_fulltext()
     shards = plan_embed()
-    chain(harvest(), enrich(), batches, fulltext_batch.expand(batch=batches), merge_fulltext(), graph(),
+    chain(coalesce(), harvest(), enrich(), batches, fulltext.expand(batch=batches), merge_fulltext(), graph(),
           shards, embed_shard.expand(shard=shards), merge_embeddings(), publish())
 
 

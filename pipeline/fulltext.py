@@ -5,9 +5,10 @@
 ``pdftext.assign_kinds`` marks headings/abstract/front matter, the remaining blocks become the
 body text (paragraphs joined by a blank line) and ``chunking`` cuts it into token windows.
 
-Fan-out (contracts.md): ``plan_batches`` -> ``fetch_extract_batch`` per batch (raw zone + staging
-Parquet only, no DuckDB writes, safe to run in parallel) -> ``merge_fulltext`` (the single writer).
-``run_fulltext`` does the three in one process.
+Fan-out (contracts.md): ``plan_batches`` -> per batch ``fetch_batch`` (PDFs into the raw zone: the only
+network part) then ``extract_batch`` (raw zone -> staging Parquet; CPU only) -> ``merge_fulltext`` (the
+single writer). Neither batch half writes DuckDB, so batches run in parallel; ``fetch_extract_batch``
+runs both halves of one batch, and ``run_fulltext`` does the whole step in one process.
 
 Staging layout: ``staging/fulltext/{chunks,figures,rejects,docs}/<part>.parquet``; the docs file is
 written last, so a part is complete when it exists. Merge replaces each paper's chunks and figures
@@ -233,92 +234,133 @@ def plan_batches(settings: Settings, batch_size: int | None = None, *, replay: b
     return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
-def fetch_extract_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
-                        targets: dict[str, str] | None = None) -> dict:
-    """Download (unless in the raw zone already, or ``replay``), extract, write staging Parquet.
+def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
+                targets: dict[str, str] | None = None) -> dict:
+    """Land the batch's PDFs in the raw zone (the network half of a batch; papers already there are skipped).
 
-    No DuckDB writes: URLs come from ``targets`` or a read-only look-up in ``papers``.
+    No DuckDB writes and no staging: URLs come from ``targets`` or a read-only look-up in ``papers``.
+    Returns ``{"part", "paper_ids", "failures", counts}``; ``failures`` (paper_id, reason, detail,
+    permanent) is what :func:`extract_batch` needs to record the papers it cannot extract. ``replay``
+    downloads nothing.
     """
     from pipeline.raw import RawZone
     from pipeline.sources.pdf import PdfFetcher, raw_relpath
+
+    t0 = time.perf_counter()
+    raw = RawZone(settings.raw_dir)
+    out = {"part": part, "paper_ids": list(paper_ids), "failures": [], "papers": len(paper_ids), "downloaded": 0,
+           "from_raw": 0, "failed": 0}
+    missing = [pid for pid in paper_ids if not raw.has("pdf", raw_relpath(pid))]
+    out["from_raw"] = len(paper_ids) - len(missing)
+    if replay or not missing:
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+        return out
+    if targets is None:
+        from pipeline.warehouse import Warehouse
+
+        with Warehouse(settings, read_only=True) as wh:
+            targets = _targets(wh.con, missing, settings)
+    fetcher: PdfFetcher | None = None
+    try:
+        for pid in missing:
+            url = targets.get(pid)
+            if not url:
+                out["failures"].append({"paper_id": pid, "reason": "no_pdf_url", "detail": "", "permanent": True})
+                continue
+            fetcher = fetcher or PdfFetcher(settings, raw)
+            res = fetcher.fetch(pid, url)
+            if res.reason:
+                out["failures"].append({"paper_id": pid, "reason": res.reason, "detail": res.detail,
+                                        "permanent": bool(res.permanent)})
+                continue
+            out["downloaded"] += 1
+    finally:
+        if fetcher is not None:
+            fetcher.close()
+    out["failed"] = len(out["failures"])
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failures: list[dict] | None = None,
+                  replay: bool = False) -> dict:
+    """Extract the batch's PDFs from the raw zone into one staging Parquet part (the CPU half of a batch).
+
+    Reads only the raw zone (no network, no DuckDB). ``failures`` come from :func:`fetch_batch`: a
+    permanent one is recorded as rejected, any other as to retry next run; a paper whose PDF is not in
+    the raw zone (and did not fail) is retried next run too.
+    """
+    from pipeline.raw import RawZone
+    from pipeline.sources.pdf import raw_relpath
     from pipeline.warehouse import write_staging
 
     t0 = time.perf_counter()
     raw = RawZone(settings.raw_dir)
-    if targets is None and not replay:
-        from pipeline.warehouse import Warehouse
-
-        with Warehouse(settings, read_only=True) as wh:
-            targets = _targets(wh.con, paper_ids, settings)
-    targets = targets or {}
-    fetcher: PdfFetcher | None = None
+    failed = {f["paper_id"]: f for f in failures or []}
     chunks: list[dict] = []
     figures: list[dict] = []
     docs: list[dict] = []
     rejects: list[dict] = []
-    stats = {"part": part, "papers": len(paper_ids), "downloaded": 0, "from_raw": 0, "extracted": 0,
-             "rejected": 0, "retry_later": 0, "pages": 0, "chunks": 0, "figures": 0}
-    try:
-        for pid in paper_ids:
-            rel = raw_relpath(pid)
-            raw_path = f"pdf/{rel}"
-            if raw.has("pdf", rel):
-                stats["from_raw"] += 1
-            elif replay:
-                rejects.append({"paper_id": pid, "raw_path": None, "reason": "not_in_raw_zone", "detail": "replay"})
+    stats = {"part": part, "papers": len(paper_ids), "extracted": 0, "rejected": 0, "retry_later": 0, "pages": 0,
+             "chunks": 0, "figures": 0}
+    for pid in paper_ids:
+        rel = raw_relpath(pid)
+        raw_path = f"pdf/{rel}"
+        if not raw.has("pdf", rel):
+            f = failed.get(pid)
+            if f is None:
+                rejects.append({"paper_id": pid, "raw_path": None, "reason": "not_in_raw_zone",
+                                "detail": "replay" if replay else "not downloaded"})
                 stats["retry_later"] += 1
-                continue
-            else:
-                url = targets.get(pid)
-                if not url:
-                    rejects.append({"paper_id": pid, "raw_path": None, "reason": "no_pdf_url", "detail": ""})
-                    docs.append(_doc_row(pid, "rejected", "no_pdf_url"))
-                    stats["rejected"] += 1
-                    continue
-                fetcher = fetcher or PdfFetcher(settings, raw)
-                res = fetcher.fetch(pid, url)
-                if res.reason:
-                    rejects.append({"paper_id": pid, "raw_path": None, "reason": res.reason, "detail": res.detail})
-                    if res.permanent:
-                        docs.append(_doc_row(pid, "rejected", res.reason))
-                        stats["rejected"] += 1
-                    else:
-                        stats["retry_later"] += 1
-                    continue
-                stats["downloaded"] += 1
-            data = raw.read(raw_path)  # parse only from the raw zone
-            sha = hashlib.sha256(data).hexdigest()
-            try:
-                ex = extract_pdf(data, pid, settings)
-            except PdfRejected as rej:
-                rejects.append({"paper_id": pid, "raw_path": raw_path, "reason": rej.reason, "detail": rej.detail})
-                docs.append(_doc_row(pid, "rejected", rej.reason, raw_path=raw_path, raw_sha256=sha))
+            elif f.get("permanent"):
+                rejects.append({"paper_id": pid, "raw_path": None, "reason": f["reason"], "detail": f.get("detail") or ""})
+                docs.append(_doc_row(pid, "rejected", f["reason"]))
                 stats["rejected"] += 1
-                continue
-            except Exception as exc:  # noqa: BLE001 - one odd PDF must not stop the batch; kept for a rerun
-                log.exception("fulltext: extracting %s failed", pid)
-                rejects.append({"paper_id": pid, "raw_path": raw_path, "reason": "extract_error",
-                                "detail": f"{type(exc).__name__}: {exc}"})
+            else:
+                rejects.append({"paper_id": pid, "raw_path": None, "reason": f["reason"], "detail": f.get("detail") or ""})
                 stats["retry_later"] += 1
-                continue
-            chunks.extend(ex.chunks)
-            fig_rows = ex.figure_rows()
-            figures.extend(fig_rows)
-            docs.append(_doc_row(pid, "ok", None, raw_path=raw_path, raw_sha256=sha, n_pages=ex.n_pages,
-                                 n_chars=len(ex.body), n_chunks=len(ex.chunks), n_figures=len(fig_rows),
-                                 abstract_text=ex.abstract))
-            stats["extracted"] += 1
-            stats["pages"] += ex.n_pages
-            stats["chunks"] += len(ex.chunks)
-            stats["figures"] += len(fig_rows)
-    finally:
-        if fetcher is not None:
-            fetcher.close()
+            continue
+        data = raw.read(raw_path)  # parse only from the raw zone
+        sha = hashlib.sha256(data).hexdigest()
+        try:
+            ex = extract_pdf(data, pid, settings)
+        except PdfRejected as rej:
+            rejects.append({"paper_id": pid, "raw_path": raw_path, "reason": rej.reason, "detail": rej.detail})
+            docs.append(_doc_row(pid, "rejected", rej.reason, raw_path=raw_path, raw_sha256=sha))
+            stats["rejected"] += 1
+            continue
+        except Exception as exc:  # noqa: BLE001 - one odd PDF must not stop the batch; kept for a rerun
+            log.exception("fulltext: extracting %s failed", pid)
+            rejects.append({"paper_id": pid, "raw_path": raw_path, "reason": "extract_error",
+                            "detail": f"{type(exc).__name__}: {exc}"})
+            stats["retry_later"] += 1
+            continue
+        chunks.extend(ex.chunks)
+        fig_rows = ex.figure_rows()
+        figures.extend(fig_rows)
+        docs.append(_doc_row(pid, "ok", None, raw_path=raw_path, raw_sha256=sha, n_pages=ex.n_pages,
+                             n_chars=len(ex.body), n_chunks=len(ex.chunks), n_figures=len(fig_rows),
+                             abstract_text=ex.abstract))
+        stats["extracted"] += 1
+        stats["pages"] += ex.n_pages
+        stats["chunks"] += len(ex.chunks)
+        stats["figures"] += len(fig_rows)
     write_staging(settings, "fulltext/chunks", pa.Table.from_pylist(chunks, schema=CHUNK_SCHEMA), part)
     write_staging(settings, "fulltext/figures", pa.Table.from_pylist(figures, schema=FIGURE_SCHEMA), part)
     write_staging(settings, "fulltext/rejects", pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA), part)
     write_staging(settings, "fulltext/docs", pa.Table.from_pylist(docs, schema=DOC_SCHEMA), part)  # last: part complete
     stats["seconds"] = round(time.perf_counter() - t0, 3)
+    return stats
+
+
+def fetch_extract_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
+                        targets: dict[str, str] | None = None) -> dict:
+    """:func:`fetch_batch` then :func:`extract_batch`: download (unless in the raw zone already, or
+    ``replay``), extract, write staging Parquet. No DuckDB writes."""
+    fetched = fetch_batch(settings, paper_ids, part, replay=replay, targets=targets)
+    stats = extract_batch(settings, paper_ids, part, failures=fetched["failures"], replay=replay)
+    stats.update(downloaded=fetched["downloaded"], from_raw=fetched["from_raw"],
+                 seconds=round(fetched["seconds"] + stats["seconds"], 3))
     return stats
 
 

@@ -7,7 +7,7 @@ Stages (a crash at any point leaves the previous snapshot serving)::
               every file matches its sha256 in the manifest
     rename    <id>.tmp -> <id>          complete but not yet CURRENT (rollback target)
     swap      CURRENT := <id>           os.replace of a one-line file: atomic
-    retain    keep the newest ``snapshot_keep`` snapshots (and always CURRENT)
+    retain    keep the newest ``snapshot_keep`` snapshots, CURRENT, and any younger than ``snapshot_min_age_h``
 
 Only one publish runs at a time (an exclusive lock file); an abandoned ``*.tmp`` folder from a
 killed publish is removed by the next one.
@@ -35,7 +35,7 @@ from pipeline.settings import Settings
 log = logging.getLogger(__name__)
 
 # tables that describe runs of the pipeline rather than papers: not copied into a snapshot
-OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints"}
+OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows"}
 LANCE_TABLES = ("chunks", "papers", "figures")
 
 StageHook = Callable[[str, Path], None]
@@ -211,17 +211,32 @@ def write_manifest(folder: Path, manifest: dict) -> None:
     os.replace(tmp, folder / snap.MANIFEST)
 
 
-def apply_retention(root: Path, keep: int) -> list[str]:
-    """Delete the oldest snapshots beyond ``keep`` (never CURRENT). Renamed first, so a half-deleted
-    snapshot is never visible under its id."""
+def apply_retention(root: Path, keep: int, min_age_h: float = 0.0, now: datetime | None = None) -> list[str]:
+    """Delete the oldest snapshots beyond ``keep``, but never CURRENT and never one published less than
+    ``min_age_h`` hours before ``now`` (readers get that long to notice a newer one; a snapshot whose
+    age cannot be read is kept). Renamed first, so a half-deleted snapshot is never visible under its id."""
     snaps = snap.list_snapshots(root)
     cur = snap.current_id(root)
-    doomed = [s["snapshot_id"] for s in snaps[:-keep] if s["snapshot_id"] != cur] if len(snaps) > keep else []
+    now = now or datetime.now(timezone.utc)
+    doomed = [s["snapshot_id"] for s in snaps[:-keep]
+              if s["snapshot_id"] != cur and _old_enough(s.get("created_at"), now, min_age_h)] if len(snaps) > keep else []
     for sid in doomed:
         gone = root / f"{sid}{snap.DELETING_SUFFIX}"
         os.replace(root / sid, gone)
         shutil.rmtree(gone, ignore_errors=True)
     return doomed
+
+
+def _old_enough(created_at: str | None, now: datetime, min_age_h: float) -> bool:
+    if min_age_h <= 0:
+        return True
+    try:
+        created = datetime.fromisoformat(created_at or "")
+    except ValueError:
+        return False
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=timezone.utc)
+    return (now - created).total_seconds() >= min_age_h * 3600
 
 
 def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dict:
@@ -271,7 +286,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
         previous = snap.current_id(root)
         snap.write_current(root, sid)
         hook("swapped", final)
-        removed = apply_retention(root, settings.snapshot_keep)
+        removed = apply_retention(root, settings.snapshot_keep, settings.snapshot_min_age_h)
     size = sum((manifest.get("sizes") or {}).values())
     summary = {"snapshot_id": sid, "path": str(final), "previous": previous, "counts": manifest["counts"],
                "bytes": size, "removed": removed, "seconds": round(time.perf_counter() - t0, 2)}

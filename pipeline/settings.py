@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     embed_vector_index_partitions: int | None = Field(default=None, description="IVF partitions (None = LanceDB default, ~sqrt(rows))")
     embed_vector_index_sub_vectors: int | None = Field(default=None, description="PQ sub-vectors for IVF_PQ (None = LanceDB default)")
     snapshot_keep: int = Field(default=5, ge=1, description="published snapshots to keep (CURRENT is always kept)")
+    snapshot_min_age_h: float = Field(
+        default=24.0, ge=0, description="never delete a snapshot published less than this many hours ago, even beyond "
+        "snapshot_keep: readers get a day to move to a newer one (0 = snapshot_keep alone decides)")
 
     # --- query (issue 7) ----------------------------------------------------------------------
     query_config: str = Field(default="default", description="named scoring configuration: 'default', 'hybrid' (the default without the nbr score regularisation), 'seed' (the design's five-signal formula), or the single-signal ablations 'bm25', 'dense', 'fusion'")

@@ -140,13 +140,13 @@ def task_states(dr) -> dict[str, list[tuple[int, str, int]]]:
     return out
 
 
-def xcom(dr, task_id: str):
+def xcom(dr, task_id: str, key: str = "return_value"):
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
         row = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dr.dag_id, task_ids=task_id,
-                                                 key="return_value")).first()
+                                                 key=key)).first()
         return XComModel.deserialize_value(row) if row is not None else None
 
 
@@ -171,13 +171,16 @@ def first_run(nightly, warehouse):
 def test_dag_test_runs_the_whole_dag_and_publishes_a_snapshot(first_run, warehouse, shared_data):
     states = task_states(first_run)
     assert str(first_run.state) == "success", states
-    assert set(states) == {t for t in ("harvest", "enrich", "plan_fulltext", "fulltext_batch", "merge_fulltext",
-                                       "graph", "plan_embed", "embed_shard", "merge_embeddings", "publish")}
+    assert set(states) == {t for t in ("coalesce", "harvest", "enrich", "plan_fulltext", "fetch_batch", "extract_batch",
+                                       "merge_fulltext", "graph", "plan_embed", "embed_shard", "merge_embeddings",
+                                       "publish")}
     assert all(s in ("success", "skipped") for tis in states.values() for _, s, _ in tis), states
     assert len(states["embed_shard"]) == 4  # PAPERKB_EMBED_SHARDS default: four mapped tasks
 
     harvest = xcom(first_run, "harvest")
     assert (harvest["from_date"], harvest["until_date"]) == ("2026-11-20", "2026-11-20")  # the data interval
+    assert harvest["lists"] == [["2026-11-20", "2026-11-20"]] and harvest["deferred_windows"] == []
+    assert xcom(first_run, "coalesce", "decision")["defer"] is False  # nothing queued after it: a nightly run
 
     ids = recorded_record_ids(shared_data)
     manifest = current_manifest(warehouse)
@@ -233,6 +236,52 @@ def test_a_failed_task_is_retried_alone(first_run, nightly, warehouse, flaky_s2,
     assert str(dr.state) == "success", states
     assert states["harvest"] == [(-1, "success", 1)]
     assert states["enrich"] == [(-1, "success", 2)]
+
+
+def deferred_rows(warehouse: Path) -> list[tuple]:
+    import duckdb
+
+    con = duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT from_date::VARCHAR, until_date::VARCHAR FROM deferred_windows ORDER BY 1").fetchall()
+    finally:
+        con.close()
+
+
+def test_a_run_with_the_next_run_queued_defers_and_the_next_run_harvests_both(first_run, nightly, warehouse):
+    """Two consecutive runs, the second already queued (as `airflow backfill create` leaves them): the first
+    asks Airflow (Task SDK get_dr_count, for real), records its day in deferred_windows and skips the rest;
+    the second harvests both days in one OAI-PMH list, does the whole-corpus work once and clears the table."""
+    from datetime import timedelta
+
+    from pipeline import snapshots
+
+    before = fingerprint(warehouse / "warehouse.duckdb")
+    snaps_before = [s["snapshot_id"] for s in snapshots.list_snapshots(warehouse / "snapshots")]
+    nxt = LOGICAL + timedelta(days=1)
+    _airflow_env.airflow_cli("dags", "trigger", "paperkb_nightly", "--logical-date", nxt.isoformat())  # queued
+
+    dr = nightly.test(logical_date=LOGICAL)
+    states = task_states(dr)
+    assert str(dr.state) == "success", states
+    assert states.pop("coalesce") == [(-1, "success", 1)]
+    assert {s for tis in states.values() for _, s, _ in tis} == {"skipped"}, states
+    decision = xcom(dr, "coalesce", "decision")
+    assert decision["defer"] is True and decision["queued_neighbours"] == 1, decision
+    assert deferred_rows(warehouse) == [("2026-11-20", "2026-11-20")]
+    assert fingerprint(warehouse / "warehouse.duckdb") == before
+    assert [s["snapshot_id"] for s in snapshots.list_snapshots(warehouse / "snapshots")] == snaps_before
+
+    dr2 = nightly.test(logical_date=nxt)  # the queued run (dag.test replaces it and runs it)
+    assert str(dr2.state) == "success", task_states(dr2)
+    assert xcom(dr2, "coalesce", "decision")["defer"] is False
+    harvest = xcom(dr2, "harvest")
+    assert (harvest["from_date"], harvest["until_date"]) == ("2026-11-21", "2026-11-21")
+    assert harvest["deferred_windows"] == [["2026-11-20", "2026-11-20"]]
+    assert harvest["lists"] == [["2026-11-20", "2026-11-21"]]  # one list for both days
+    assert deferred_rows(warehouse) == []
+    assert xcom(dr2, "publish")["snapshot_id"] not in snaps_before
+    assert fingerprint(warehouse / "warehouse.duckdb") == before  # the recorded data again: nothing new
 
 
 def test_a_task_killed_mid_run_is_retried_and_finishes(first_run, warehouse, replay, tmp_path):

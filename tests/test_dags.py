@@ -18,11 +18,13 @@ HEAVY = ("torch", "sentence_transformers", "lancedb", "duckdb", "igraph", "fitz"
          "pipeline.publish", "pipeline.query")
 
 EXPECTED_UPSTREAM = {
-    "harvest": set(),
+    "coalesce": set(),
+    "harvest": {"coalesce"},
     "enrich": {"harvest"},
     "plan_fulltext": {"enrich"},
-    "fulltext_batch": {"plan_fulltext"},
-    "merge_fulltext": {"fulltext_batch"},
+    "fetch_batch": {"plan_fulltext"},
+    "extract_batch": {"fetch_batch", "plan_fulltext"},  # the mapped group's input comes from plan_fulltext
+    "merge_fulltext": {"extract_batch"},
     "graph": {"merge_fulltext"},
     "plan_embed": {"graph"},
     "embed_shard": {"plan_embed"},
@@ -67,11 +69,27 @@ def test_tasks_and_dependencies_are_as_designed(nightly):
     assert nightly.catchup is False
     assert type(nightly.timetable).__name__ == "CronDataIntervalTimetable"
     assert nightly.params["replay"] is False
+    assert nightly.params["from"] == "" and nightly.params["until"] == ""  # empty: the data interval's window
+
+
+def test_the_coalesce_gate_can_skip_the_whole_run(nightly):
+    """A short-circuit first: when it returns False every other task of the run is skipped, the merges
+    (trigger rule none_failed) included."""
+    gate = nightly.get_task("coalesce")
+    assert type(gate).__name__ == "_ShortCircuitDecoratedOperator"
+    assert gate.ignore_downstream_trigger_rules is True
+    assert gate.get_flat_relative_ids(upstream=False) == {t.task_id for t in nightly.tasks} - {"coalesce"}
+    assert gate.pool == "default_pool"  # it asks Airflow, not arXiv
 
 
 def test_fulltext_and_embed_fan_out_as_mapped_tasks(nightly):
     mapped = {t.task_id for t in nightly.tasks if type(t).__name__ == "DecoratedMappedOperator"}
-    assert mapped == {"fulltext_batch", "embed_shard"}
+    assert mapped == {"embed_shard"}
+    # a full-text batch is a mapped task group: extract_batch[i] waits for fetch_batch[i] only, so one
+    # batch extracts while the next downloads
+    group = nightly.get_task("fetch_batch").task_group
+    assert type(group).__name__ == "MappedTaskGroup" and group is nightly.get_task("extract_batch").task_group
+    assert {t.task_id for t in group} == {"fetch_batch", "extract_batch"}
     # the merges run when a plan had nothing to map (mapped task skipped), never after a failure
     for tid in ("merge_fulltext", "merge_embeddings"):
         assert nightly.get_task(tid).trigger_rule == "none_failed"
@@ -83,8 +101,10 @@ def test_pools_keep_arxiv_and_s2_polite(nightly):
     by_task = {t.task_id: (t.partial_kwargs.get("pool") if hasattr(t, "partial_kwargs") else None) or t.pool
                for t in nightly.tasks}
     assert by_task["harvest"] == "arxiv_pool"
-    assert by_task["fulltext_batch"] == "arxiv_pool"
+    assert by_task["fetch_batch"] == "arxiv_pool"
     assert by_task["enrich"] == "s2_pool"
+    # only network calls sit in pools: extraction and embedding fan out over every free worker slot
+    assert {t for t, p in by_task.items() if p != "default_pool"} == {"harvest", "fetch_batch", "enrich"}
     assert set(by_task.values()) <= set(pools) | {"default_pool"}
 
 

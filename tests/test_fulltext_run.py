@@ -10,7 +10,7 @@ import pytest
 from fulltext_sources import read_pdf_table
 from werkzeug import Response
 
-from pipeline.fulltext import fetch_extract_batch, merge_fulltext, plan_batches, run_fulltext
+from pipeline.fulltext import extract_batch, fetch_batch, fetch_extract_batch, merge_fulltext, plan_batches, run_fulltext
 from pipeline.raw import RawZone
 from pipeline.warehouse import Warehouse
 
@@ -153,6 +153,28 @@ def test_fan_out_batches_write_staging_only(served, shared_data):
     with Warehouse(settings, read_only=True) as wh:
         n, mx = wh.con.execute("SELECT count(*), max(n_tokens) FROM chunks WHERE paper_id = '1505.04597'").fetchone()
         assert n == m3["chunks_written"] and mx <= 128
+
+
+def test_a_batch_splits_into_download_then_extraction(served, httpserver):
+    """fetch_batch only lands PDFs in the raw zone (the Airflow task in arxiv_pool); extract_batch reads
+    the raw zone only and writes the staging part (the task with no pool); neither writes DuckDB."""
+    settings, _ = served
+    ids = ["1505.04597", "2401.00001", "2401.00004"]  # a good PDF, a 404 (permanent), an empty body
+    db_before = settings.db_path.read_bytes()
+    fetched = fetch_batch(settings, ids, part="px")
+    assert (fetched["downloaded"], fetched["from_raw"], fetched["failed"]) == (2, 0, 1)
+    assert [(f["paper_id"], f["permanent"]) for f in fetched["failures"]] == [("2401.00001", True)]
+    assert not (settings.staging_dir / "fulltext").exists()  # nothing staged by the download half
+    n_requests = len(httpserver.log)
+    again = fetch_batch(settings, ids, part="px")  # already in the raw zone: skipped, no request
+    assert (again["downloaded"], again["from_raw"]) == (0, 2) and len(httpserver.log) == n_requests + 1  # the 404 again
+    stats = extract_batch(settings, ids, "px", failures=fetched["failures"])
+    assert len(httpserver.log) == n_requests + 1  # extraction never touches the network
+    assert (stats["extracted"], stats["rejected"], stats["retry_later"]) == (1, 2, 0)
+    assert settings.db_path.read_bytes() == db_before
+    assert merge_fulltext(settings)["docs_inserted"] == 3
+    # a paper neither in the raw zone nor reported failed is retried next run, not rejected for good
+    assert extract_batch(settings, ["1508.04025"], "py")["retry_later"] == 1
 
 
 def test_reject_reasons_for_bad_files(tmp_path, shared_data, settings):

@@ -227,7 +227,7 @@ def test_rollback_and_retention(wh, tmp_path):
     from pipeline.errors import UserError
     from pipeline.publish import run_publish
 
-    s = wh.model_copy(update={"snapshot_keep": 2})
+    s = wh.model_copy(update={"snapshot_keep": 2, "snapshot_min_age_h": 0})
     ids = [run_publish(s)["snapshot_id"] for _ in range(3)]
     assert _visible(s) == (ids[1:], ids[2])  # oldest removed, CURRENT kept
     r = snapshots.rollback(s, ids[1])
@@ -237,6 +237,30 @@ def test_rollback_and_retention(wh, tmp_path):
         snapshots.rollback(s, ids[0])
     new = run_publish(s)["snapshot_id"]
     assert _visible(s) == ([ids[2], new], new)
+
+
+def test_retention_keeps_young_snapshots_and_current(tmp_path):
+    """Beyond snapshot_keep, a snapshot goes only when it is older than snapshot_min_age_h and not CURRENT."""
+    import json
+    from datetime import datetime, timedelta, timezone
+
+    from pipeline import snapshots
+    from pipeline.publish import apply_retention
+
+    now = datetime(2026, 11, 22, 12, tzinfo=timezone.utc)
+    root = tmp_path / "snapshots"
+    ages_h = {"s1": 72, "s2": 48, "s3": 30, "s4": 20, "s5": 2, "s6": 1}  # oldest first
+    for sid, age in ages_h.items():
+        (root / sid).mkdir(parents=True)
+        created = (now - timedelta(hours=age)).isoformat()
+        (root / sid / "manifest.json").write_text(json.dumps({"snapshot_id": sid, "created_at": created}))
+    (root / "CURRENT").write_text("s1\n")  # rolled back to the oldest: never deleted
+    assert apply_retention(root, keep=2, min_age_h=24, now=now) == ["s2", "s3"]  # s4 is younger than a day
+    assert [s["snapshot_id"] for s in snapshots.list_snapshots(root)] == ["s1", "s4", "s5", "s6"]
+    assert apply_retention(root, keep=2, min_age_h=24, now=now + timedelta(hours=5)) == ["s4"]
+    assert [s["snapshot_id"] for s in snapshots.list_snapshots(root)] == ["s1", "s5", "s6"]  # the newest 2 + CURRENT
+    (root / "CURRENT").write_text("s6\n")
+    assert apply_retention(root, keep=1, min_age_h=0, now=now) == ["s1", "s5"]  # 0: snapshot_keep alone decides
 
 
 def test_corrupted_file_is_caught(wh):

@@ -18,8 +18,9 @@ Each ``*.pdf`` file under the folder (sub-folders included, hidden files skipped
 
 Rows go through the same upserts as the harvest: a rerun over the same files writes 0 rows. A paper
 already loaded from arXiv metadata (harvest, lookup) keeps its row: only its PDF is added. When a
-file's bytes differ from the PDF the raw zone holds for that paper, the new bytes are stored and the
-paper's ``fulltext_docs`` row is dropped so the next ``fulltext`` run extracts it again. Files that
+file's bytes are new to the raw zone (or differ from the PDF it holds for that paper), they are stored
+and a ``fulltext_docs`` row of the paper made from other bytes or from a failed download is dropped,
+so the next ``fulltext`` run extracts the imported file. Files that
 cannot be used (not a PDF, empty, encrypted, truncated, corrupt, too large, a second file for the
 same paper) go to ``rejects`` (step ``import-pdfs``) with the reason; the run continues.
 """
@@ -275,9 +276,6 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     Returns a summary: files, papers, arxiv, local, rejected, ignored, upserts per table,
     pdfs_stored (new or changed bytes in the raw zone), refetch (fulltext rows dropped), run_id, seconds.
     """
-    import pyarrow as pa
-
-    from pipeline.collections import _replace_paper_authors, _upsert
     from pipeline.raw import RawZone
     from pipeline.sources.pdf import SOURCE as PDF_SOURCE
     from pipeline.sources.pdf import raw_relpath
@@ -329,10 +327,10 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
                               content_type="application/pdf")
                     summary["pdfs_stored"] += 1
                     # new bytes for a paper the fulltext step already saw: make it extract them again
-                    summary["refetch"] += wh.con.execute(
+                    summary["refetch"] += len(wh.con.execute(
                         "DELETE FROM fulltext_docs WHERE paper_id = ? AND raw_sha256 IS DISTINCT FROM ? RETURNING paper_id",
-                        [pid, sha]).fetchall().__len__()
-                summary["upserts"] = _write_rows(wh, mine, _upsert, _replace_paper_authors, pa)
+                        [pid, sha]).fetchall())
+                summary["upserts"] = _write_rows(wh, mine)
                 if rejects:
                     summary["rejects_recorded"] = _add_rejects(wh, rejects, run.run_id)
             run.count("in", len(files))
@@ -345,8 +343,12 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     return summary
 
 
-def _write_rows(wh, papers: list[PdfPaper], _upsert, _replace_paper_authors, pa) -> dict:
+def _write_rows(wh, papers: list[PdfPaper]) -> dict:
+    """papers, authors (new ids only) and paper_authors rows, through the import-collection writers."""
+    import pyarrow as pa
+
     from pipeline.arxiv_records import author_key
+    from pipeline.collections import _replace_paper_authors, _upsert
 
     if not papers:
         return {}

@@ -7,8 +7,10 @@ Steps: an embedded Airflow under ``warehouse/airflow`` (AIRFLOW_HOME, SQLite met
 DAGs), ``airflow db migrate``, ``airflow pools import dags/pools.json`` (arxiv_pool, s2_pool), then
 ``airflow dags test paperkb_nightly <day>`` -- the real DAG, its real tasks and dependencies, run by
 Airflow in this process (no scheduler or webserver needed). With ``--replay`` a local replay server
-(``pipeline.replay_server``) answers for arXiv and S2 and the ``PAPERKB_*`` URLs point at it. It ends
-by printing the published snapshot and a sample search.
+(``pipeline.replay_server``) answers for arXiv and S2 and the ``PAPERKB_*`` URLs point at it, and the
+real PDFs in ``DATA_DIR/arxiv/pdf`` are imported first (``pipeline.library.import_pdfs``, what
+``paperkb import-pdfs`` does), so the run extracts, embeds and publishes their full text and figure
+legends. It ends by printing the published snapshot and a sample search.
 
 The helpers (``airflow_env``, ``prepare``, ``ApiServer``) are also used by the Airflow tests and by
 ``bench/airflow.py``.
@@ -151,8 +153,13 @@ def main(argv: list[str] | None = None) -> int:
 
     server = None
     if args.replay:
+        from pipeline.library import import_pdfs, summary_line
         from pipeline.replay_server import ReplayServer, service_env
 
+        pdf_dir = Path(args.replay) / "arxiv" / "pdf"
+        if pdf_dir.is_dir():  # the recorded OAI page's papers have no recorded PDFs: bring the 10 real ones
+            imported = import_pdfs(Settings.load(warehouse=warehouse), pdf_dir)
+            print(f"paperkb: imported the PDFs in {pdf_dir}: {summary_line(imported)}", flush=True)
         server = ReplayServer(args.replay).start()
         env.update(service_env(server.url))
         env.setdefault("PAPERKB_CATEGORIES", '["*"]')  # the recordings are not cs papers
@@ -169,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if rc != 0:
         print(f"paperkb: the DAG run failed (exit {rc}); task logs are under {home / 'logs'}", file=sys.stderr)
         return rc
-    query = args.query or ("nuclear symmetry energy" if args.replay else "large language models")
+    query = args.query or ("attention mechanism for neural machine translation" if args.replay else "large language models")
     return _print_result(Settings.load(warehouse=warehouse), query)
 
 

@@ -181,6 +181,22 @@ def import_collection_cmd(
                f"{s['works']} works, {s['citations']} citations, {s['rejected']} rejected")
 
 
+@app.command("import-pdfs")
+def import_pdfs_cmd(
+    ctx: typer.Context,
+    folder: Path = typer.Argument(..., help="Folder of PDFs (sub-folders included; other files are ignored), or one PDF file."),
+) -> None:
+    """Bring your own library: add local PDFs as papers (arXiv id from the side stamp or file name, else local:<sha256>).
+
+    Title, abstract, version and category come from the PDF itself; the bytes go to the raw zone like a
+    download, so `paperkb fulltext` extracts them without the network. Unusable files go to rejects.
+    """
+    from pipeline.library import import_pdfs, summary_line
+
+    settings = get_settings(ctx)
+    typer.echo(summary_line(import_pdfs(settings, folder)))
+
+
 # ==== embed + publish + snapshots (issue 6) ======================================================
 @app.command()
 def embed(

@@ -174,14 +174,15 @@ def _has_column(con, table: str, column: str) -> bool:
 
 
 def _pending_ids(con) -> list[str]:
-    """Papers with a PDF source (arXiv, or an S2 open-access URL) and no fulltext_docs row yet."""
+    """Papers with a PDF source (arXiv, an S2 open-access URL, or a local PDF that ``paperkb import-pdfs``
+    put in the raw zone) and no fulltext_docs row yet."""
     if not _table_exists(con, "papers"):
         return []
     oa = "p.open_access_pdf_url IS NOT NULL" if _has_column(con, "papers", "open_access_pdf_url") else "FALSE"
     done = "LEFT JOIN fulltext_docs d USING (paper_id)" if _table_exists(con, "fulltext_docs") else ""
     where = "d.paper_id IS NULL AND " if done else ""
     rows = con.execute(
-        f"SELECT p.paper_id FROM papers p {done} WHERE {where}(p.source = 'arxiv' OR {oa}) ORDER BY p.paper_id"
+        f"SELECT p.paper_id FROM papers p {done} WHERE {where}(p.source IN ('arxiv', 'local') OR {oa}) ORDER BY p.paper_id"
     ).fetchall()
     return [r[0] for r in rows]
 

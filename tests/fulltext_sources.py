@@ -25,6 +25,7 @@ class PdfFacts:
     regex_lines: int  # PyMuPDF column
     false_positives: list[str]  # quoted in-body lines, e.g. 'Figure 16.'
     style: str
+    title: str = ""  # the title column ('BERT: Pre-training of Deep Bidirectional Transformers…')
 
 
 def read_pdf_table(sources_md: Path) -> list[PdfFacts]:
@@ -33,11 +34,11 @@ def read_pdf_table(sources_md: Path) -> list[PdfFacts]:
         if not line.startswith("| pdf/"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        file, _title, stamp, _size, pages, figures, regex_lines, style = cells[:8]
+        file, title, stamp, _size, pages, figures, regex_lines, style = cells[:8]
         fps = [q.rstrip("…").strip() for q in re.findall(r'"([^"]+)"', style)]
         rows.append(PdfFacts(
             file=file, paper_id=Path(file).stem, stamp=stamp, pages=int(pages), figures=int(figures),
-            regex_lines=int(regex_lines.split("/")[0]), false_positives=fps, style=style,
+            regex_lines=int(regex_lines.split("/")[0]), false_positives=fps, style=style, title=title,
         ))
     return rows
 

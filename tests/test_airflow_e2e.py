@@ -1,6 +1,8 @@
 """The nightly DAG end to end through Airflow (``dag.test()``) against a local replay of the recorded
-arXiv/S2 data: it publishes a snapshot, a second run of the same interval changes nothing, a task that
-fails is retried alone, and a task process killed mid-run is retried by Airflow and finishes correctly.
+arXiv/S2 data, with the 10 real PDFs imported first as ``make run REPLAY=1`` does: it publishes a
+snapshot with their passages and figure legends, a second run of the same interval changes nothing, a
+task that fails is retried alone, and a task process killed mid-run is retried by Airflow and finishes
+correctly.
 """
 
 from __future__ import annotations
@@ -103,6 +105,19 @@ def nightly(warehouse):
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
+def recorded_pdf_ids(shared_data: Path) -> list[str]:
+    """The arXiv ids of the recorded PDFs (their file names)."""
+    return sorted(p.stem for p in (shared_data / "arxiv" / "pdf").glob("*.pdf"))
+
+
+def import_recorded_pdfs(warehouse: Path, shared_data: Path) -> dict:
+    """What ``make run REPLAY=1`` does before the DAG runs: ``paperkb import-pdfs DATA/arxiv/pdf``."""
+    from pipeline.library import import_pdfs
+    from pipeline.settings import Settings
+
+    return import_pdfs(Settings.load(warehouse=warehouse), shared_data / "arxiv" / "pdf")
+
+
 def recorded_record_ids(shared_data: Path) -> list[str]:
     """The arXiv ids in the recorded arXivRaw ListRecords page (what a harvest of it must load)."""
     page = (shared_data / "arxiv/oai/saelim2015_ListRecordsResponse.xml").read_text()
@@ -163,7 +178,8 @@ def current_manifest(warehouse: Path) -> dict:
 
 # ---- the tests ----------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def first_run(nightly, warehouse):
+def first_run(nightly, warehouse, shared_data):
+    assert import_recorded_pdfs(warehouse, shared_data)["papers"] == len(recorded_pdf_ids(shared_data))
     dr = nightly.test(logical_date=LOGICAL)
     return dr
 
@@ -182,7 +198,7 @@ def test_dag_test_runs_the_whole_dag_and_publishes_a_snapshot(first_run, warehou
     assert harvest["lists"] == [["2026-11-20", "2026-11-20"]] and harvest["deferred_windows"] == []
     assert xcom(first_run, "coalesce", "decision")["defer"] is False  # nothing queued after it: a nightly run
 
-    ids = recorded_record_ids(shared_data)
+    ids = recorded_record_ids(shared_data) + recorded_pdf_ids(shared_data)
     manifest = current_manifest(warehouse)
     publish = xcom(first_run, "publish")
     assert manifest["snapshot_id"] == publish["snapshot_id"]
@@ -195,6 +211,40 @@ def test_dag_test_runs_the_whole_dag_and_publishes_a_snapshot(first_run, warehou
         assert sorted(r[0] for r in con.execute("SELECT paper_id FROM papers").fetchall()) == sorted(ids)
     finally:
         con.close()
+
+
+def test_the_snapshot_holds_the_pdfs_passages_and_figure_legends(first_run, warehouse, shared_data):
+    """The imported PDFs went through fulltext -> embed -> publish: passages with pages, every figure
+    legend SOURCES.md counts, and a search whose best passages show their page and the five signals."""
+    import duckdb
+    from fulltext_sources import read_pdf_table
+
+    from pipeline import snapshots
+    from pipeline.query import Searcher, open_snapshot
+    from pipeline.settings import Settings
+
+    facts = {f.paper_id: f.figures for f in read_pdf_table(shared_data / "arxiv" / "SOURCES.md")}
+    counts = current_manifest(warehouse)["counts"]
+    assert counts["figures"] == counts["lancedb.figures"] == sum(facts.values())
+    assert counts["chunks"] > 10 * len(facts)  # ~700 body passages
+    path = snapshots.resolve(warehouse / "snapshots")
+    con = duckdb.connect(str(path / "catalog.duckdb"), read_only=True)
+    try:
+        per_paper = dict(con.execute("SELECT paper_id, count(*) FROM chunks WHERE page_start IS NOT NULL GROUP BY ALL").fetchall())
+        figures = dict(con.execute("SELECT paper_id, count(*) FROM figures GROUP BY ALL").fetchall())
+    finally:
+        con.close()
+    assert set(per_paper) == set(facts) and min(per_paper.values()) > 0
+    assert figures == facts
+
+    settings = Settings.load(warehouse=warehouse)
+    resp = Searcher(open_snapshot(settings), settings).search("attention mechanism for neural machine translation",
+                                                              k=5, expand="off")
+    top = [r.paper_id for r in resp.results]
+    assert {"1409.0473", "1508.04025"} & set(top[:3]), top  # Bahdanau et al. or Luong et al. near the top
+    assert all({"ck", "doc", "abs", "fig", "pr"} <= set(r.signals) for r in resp.results)
+    body = [r for r in resp.results if r.chunk_id and not r.chunk_id.endswith("#abs")]
+    assert body and all(r.page is not None and r.section for r in body), [(r.chunk_id, r.page) for r in resp.results]
 
 
 def test_publish_emits_the_snapshot_asset_and_the_consumer_dag_reads_it(first_run, warehouse):
@@ -341,6 +391,7 @@ def test_paperkb_refresh_runs_the_same_steps_in_one_process(first_run, warehouse
     from pipeline.cli import main
 
     other = tmp_path / "warehouse"
+    import_recorded_pdfs(other, shared_data)
     assert main(["--warehouse", str(other), "refresh", "--from", "2026-11-20", "--until", "2026-11-20"]) == 0
     out = capsys.readouterr().out
     assert [line.split()[1] for line in out.splitlines() if line.startswith("[")] == \

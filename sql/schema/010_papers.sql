@@ -1,8 +1,10 @@
 -- papers: one row per paper (grain: paper_id). Owned by harvest (arXiv metadata); the S2 columns
--- at the end are filled by `paperkb enrich`; collections (`import-collection`) add their own rows.
+-- at the end are filled by `paperkb enrich`; collections (`import-collection`) add their own rows, and
+-- `import-pdfs` adds local PDFs (metadata read from the PDF itself).
 --   paper_id            normalised id: arXiv id without version ('2104.12255', 'astro-ph/0601001'),
---                       or '<collection>:<docno>' for local collections ('cisi:12')
---   source              'arxiv' or the collection name
+--                       or '<collection>:<docno>' for local collections ('cisi:12'), or
+--                       'local:<sha256 prefix>' for an imported PDF without an arXiv id
+--   source              'arxiv', the collection name, or 'local' (import-pdfs, no arXiv id)
 --   external_id         the id as the source knows it (arXiv id without version, or docno as text)
 --   title, abstract     whitespace-collapsed text exactly as arXiv gives it (LaTeX kept)
 --   categories          all arXiv categories, primary first; primary_category = categories[1]
@@ -11,7 +13,8 @@
 --   journal_ref, comments, license (URL), submitter (arXivRaw only), report_no, msc_class, acm_class
 --   latest_version      highest version number seen (versions table has each version)
 --   oai_datestamp       OAI datestamp of the record last harvested (when arXiv last changed its metadata)
---   metadata_source     where the current row came from: 'oai:arXivRaw', 'oai:arXiv' or 'api'
+--   metadata_source     where the current row came from: 'oai:arXivRaw', 'oai:arXiv', 'api', or 'pdf'
+--                       (import-pdfs: title, abstract, stamp version/category from the PDF)
 CREATE TABLE IF NOT EXISTS papers (
     paper_id                    VARCHAR PRIMARY KEY,
     source                      VARCHAR NOT NULL,

@@ -272,11 +272,24 @@ class Cluster:
                           "--celery-hostname", f"{hostname}@%h", hostname=hostname, cpus=cpus)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal process ``name`` and everything it started (task processes may start their own
+        sessions): with SIGKILL, what a host that dies looks like to the rest of the deployment."""
+        import psutil
+
         proc = self.procs[name]
+        try:
+            family = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
+        except psutil.NoSuchProcess:
+            family = [proc.pid]
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
+        for pid in family:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
         proc.wait(timeout=30)
 
     def wait_for_dag(self, dag_id: str, timeout_s: float = 300) -> None:

@@ -135,9 +135,9 @@ def scenario(shared_data, tmp_path_factory):
             c.paperkb("import-pdfs", str(shared_data / "arxiv" / "pdf"))
             c.start_services({name: None for name in WORKERS})
             c.wait_for_dag(DAG_ID)
-            c.airflow("dags", "unpause", DAG_ID)
-
+            # the backfill first: unpausing first would let the scheduler create the latest interval's run
             first = _backfill(c, days)
+            c.airflow("dags", "unpause", DAG_ID)
 
             def kill_when_ready():
                 if sc.killed is not None:

@@ -455,8 +455,8 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
             if failure is not None:
                 summary["error"] = str(failure)
             run.message = one_line(summary)
-            if failure is not None:
-                log.warning("%s", run.message)
+            if failure is not None:  # unreachable: one line says it all (the summary is in run_log)
+                (log.debug if isinstance(failure, ServiceUnreachable) else log.warning)("%s", run.message)
                 raise failure
             wh.set_watermark(WATERMARK, started.isoformat(), run.run_id)
     summary["watermark"] = started.isoformat()

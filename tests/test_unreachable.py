@@ -102,13 +102,17 @@ def test_classification_on_real_failures(refused, dropping, httpserver):
     assert unreachable_reason(_error(INVALID + "/x", timeout=5)) == "the host name does not resolve"
     assert unreachable_reason(_error(dropping + "/x", timeout=5)) is None  # cut connection: transient
 
+    answered = threading.Event()
+
     def slow(_request):
         time.sleep(0.5)
+        answered.set()
         return "late"
 
     httpserver.expect_request("/slow").respond_with_handler(slow)
     timeout = _error(httpserver.url_for("/slow"), timeout=0.1)
     assert isinstance(timeout, requests.Timeout) and unreachable_reason(timeout) is None
+    assert answered.wait(10)  # the server is done before the next test uses it
 
 
 def test_the_invalid_host_fails_fast_here():
@@ -159,7 +163,7 @@ def test_s2_unreachable_stops_at_once(patient, dead):
 
 
 def test_s2_timeouts_and_503_are_still_retried(settings, httpserver):
-    calls = {"n": 0}
+    calls = {"n": 0, "answered": 0}
 
     def flaky(_request):
         from werkzeug import Response
@@ -167,6 +171,7 @@ def test_s2_timeouts_and_503_are_still_retried(settings, httpserver):
         calls["n"] += 1
         if calls["n"] == 1:
             time.sleep(0.5)  # the client gave up after 0.2 s: a timeout
+        calls["answered"] += 1
         return Response('{"message": "busy"}', status=503, content_type="application/json")
 
     httpserver.expect_request("/graph/v1/paper/batch").respond_with_handler(flaky)
@@ -176,6 +181,9 @@ def test_s2_timeouts_and_503_are_still_retried(settings, httpserver):
     with pytest.raises(StepFailed, match="3 consecutive failed requests"):
         client.fetch_batch(["ARXIV:2104.12255"])
     assert client.stats.calls == {"batch": 3} and client.stats.retries == 2
+    deadline = time.monotonic() + 10  # the server is done before the next test uses it
+    while calls["answered"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 # ---- PDFs -------------------------------------------------------------------------------------------------------

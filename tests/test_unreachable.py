@@ -81,7 +81,7 @@ def patient(settings):
 def assert_one_line(exc: BaseException, url: str, setting: str | None, reason: str) -> None:
     msg = str(exc)
     assert "\n" not in msg
-    assert f"cannot reach " in msg and url in msg and reason in msg
+    assert "cannot reach " in msg and url in msg and reason in msg
     if setting:
         assert setting in msg
     assert "--replay" in msg and "make run REPLAY=1" in msg

@@ -24,7 +24,8 @@ coalesce -> harvest -> enrich -> plan_fulltext -> [fetch_batch -> extract_batch]
   Scholar in `s2_pool` (one slot each; created by `make run` and by the compose `airflow-init` job
   from `dags/pools.json`). Raise `arxiv_pool` only for a mirror that allows parallel downloads.
 * **Retries**: each task retries with exponential backoff (`PAPERKB_AIRFLOW_RETRIES`,
-  `PAPERKB_AIRFLOW_RETRY_DELAY_S`); a failed task reruns alone.
+  `PAPERKB_AIRFLOW_RETRY_DELAY_S`); a failed task reruns alone. A service that cannot be reached at
+  all (its host does not resolve, or refuses) fails the task at once, without retries.
 * **Assets**: each step declares the warehouse tables it writes; `publish` emits `paperkb_snapshot`
   with the snapshot id in the event's extra (see `paperkb_consumer_example`).
 * **Params**: `replay=true` re-parses arXiv/S2 from the raw zone instead of the network;
@@ -37,11 +38,14 @@ The DAG only wires `pipeline.refresh`; all logic lives in the `pipeline` package
 
 from __future__ import annotations
 
+import functools
 import inspect
 from datetime import datetime, timedelta
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, chain, dag, task, task_group
+from airflow.sdk.exceptions import AirflowFailException
 
+from pipeline.errors import ServiceUnreachable
 from pipeline.settings import Settings
 
 _cfg = Settings()  # parse-time: schedule and retry policy only (cheap, no I/O)
@@ -67,10 +71,18 @@ def _settings() -> Settings:
 
 
 def step(**task_kwargs):
-    """``@task`` whose docstring becomes the task doc in the UI (dedented: Airflow renders it as Markdown)."""
+    """``@task`` whose docstring becomes the task doc in the UI (dedented: Airflow renders it as Markdown).
+    A service that cannot be reached at all (``ServiceUnreachable``) fails the task without retries."""
 
     def wrap(fn):
-        return task(doc_md=inspect.cleandoc(fn.__doc__ or ""), **task_kwargs)(fn)
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except ServiceUnreachable as exc:
+                raise AirflowFailException(str(exc)) from exc
+
+        return task(doc_md=inspect.cleandoc(fn.__doc__ or ""), **task_kwargs)(run)
 
     return wrap
 

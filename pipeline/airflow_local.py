@@ -12,6 +12,11 @@ real PDFs in ``DATA_DIR/arxiv/pdf`` are imported first (``pipeline.library.impor
 ``paperkb import-pdfs`` does), so the run extracts, embeds and publishes their full text and figure
 legends. It ends by printing the published snapshot and a sample search.
 
+The output of ``airflow dags test`` (Airflow's own logging and the task logs, tracebacks included) goes to
+``<airflow home>/logs/dags-test-<date>-<time>.log``; the console gets one line per finished task and,
+when the run fails, one line that says why (a service that cannot be reached: its URL, the setting and
+``--replay``) and where the log is. Exit status: 0 when the run published, else non-zero.
+
 The helpers (``airflow_env``, ``prepare``, ``ApiServer``) are also used by the Airflow tests and by
 ``bench/airflow.py``.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -117,6 +123,60 @@ def free_port() -> int:
 
 
 # ---- make run ---------------------------------------------------------------------------------------------
+_TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+) map_index=(-?\d+)")
+_TASK_END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
+_NEW_STATE = re.compile(r"\bnew_state=(\w+)")
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Failed|Unreachable)): (.+)$")
+
+
+def dags_test(env: dict[str, str], logical: str, log_path: Path, echo=print) -> int:
+    """``airflow dags test DAG_ID logical`` with its output in ``log_path``; ``echo`` gets one line per
+    finished task (``harvest: success (3.2s)``). Returns the exit status."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started: dict[tuple[str, str], float] = {}
+    state = ""
+    with open(log_path, "w", encoding="utf-8") as log_file:
+        proc = subprocess.Popen([airflow_bin(), "dags", "test", DAG_ID, logical], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log_file.write(line)
+                if m := _TASK_START.search(line):
+                    started[m.groups()] = time.monotonic()
+                    state = ""
+                elif m := _NEW_STATE.search(line):
+                    state = m.group(1)
+                elif m := _TASK_END.search(line):
+                    task_id, index = m.groups()
+                    took = time.monotonic() - started.pop((task_id, index), time.monotonic())
+                    name = task_id if index == "-1" else f"{task_id}[{index}]"
+                    echo(f"paperkb:   {name}: {state or 'done'} ({took:.1f}s)")
+            return proc.wait()
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+
+
+def failure_line(log_text: str) -> str:
+    """Why a ``dags test`` run failed, in one line: the ServiceUnreachable message when the log holds
+    one, else the last exception line of the log (its message only), else ''."""
+    from pipeline.errors import find_unreachable
+
+    unreachable = find_unreachable(log_text)
+    if unreachable:
+        return unreachable
+    last = ""
+    for line in log_text.splitlines():
+        if m := _EXC_LINE.match(line.strip()):
+            last = f"{m.group(1)}: {m.group(2)}"
+    return last[:500]
+
+
 def _print_result(settings: Settings, query: str) -> int:
     from pipeline import snapshots
 
@@ -166,16 +226,23 @@ def main(argv: list[str] | None = None) -> int:
         env.setdefault("PAPERKB_ARXIV_DELAY_S", "0")
         env.setdefault("PAPERKB_S2_DELAY_S", "0")
         print(f"paperkb: replaying recorded arXiv/S2 from {args.replay} at {server.url}", flush=True)
+    log_path = home / "logs" / f"dags-test-{logical}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.log"
     try:
         day = date.fromisoformat(logical) - timedelta(days=1)
-        print(f"paperkb: airflow dags test {DAG_ID} {logical} (harvests {day})", flush=True)
-        rc = run_airflow(env, "dags", "test", DAG_ID, logical, check=False, capture=False).returncode
+        print(f"paperkb: airflow dags test {DAG_ID} {logical} (harvests {day}); its log: {log_path}", flush=True)
+        rc = dags_test(env, logical, log_path, echo=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(f"paperkb: interrupted; the log so far is {log_path}", file=sys.stderr)
+        return 130
     finally:
         if server is not None:
             server.stop()
     if rc != 0:
-        print(f"paperkb: the DAG run failed (exit {rc}); task logs are under {home / 'logs'}", file=sys.stderr)
-        return rc
+        why = failure_line(log_path.read_text(encoding="utf-8", errors="replace"))
+        print(f"paperkb: the DAG run failed{': ' + why if why else f' (exit {rc})'}", file=sys.stderr)
+        print(f"paperkb: the full log, tracebacks included: {log_path} (task logs under {home / 'logs'})",
+              file=sys.stderr)
+        return rc or 1
     query = args.query or ("attention mechanism for neural machine translation" if args.replay else "large language models")
     return _print_result(Settings.load(warehouse=warehouse), query)
 

@@ -13,7 +13,9 @@
    complete.
 
 When S2 keeps failing (``max_consecutive_failures``), the step loads everything fetched so far, then
-raises :class:`~pipeline.errors.StepFailed`; the watermark does not move. Papers whose edges are
+raises :class:`~pipeline.errors.StepFailed`; when S2 cannot be reached at all (the host does not resolve
+or refuses), it does the same at once, without retries, and raises
+:class:`~pipeline.errors.ServiceUnreachable`. Either way the watermark does not move. Papers whose edges are
 incomplete are not marked enriched, so the next run resumes them from the raw zone, without asking
 S2 again for pages it already has. ``replay=True`` rebuilds all of it from the raw zone, no network.
 """
@@ -30,7 +32,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from pipeline.errors import StepFailed
+from pipeline.errors import ServiceUnreachable, StepFailed
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
 from pipeline.sources.s2 import EDGE_KINDS, MAX_EDGE_OFFSET, SOURCE, S2Client, S2NotFound
@@ -407,12 +409,12 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
     summary["papers"] = len(pending)
     kinds = [k for k in EDGE_KINDS if getattr(settings, f"s2_fetch_{k}")]
 
-    failure: StepFailed | None = None
+    failure: StepFailed | ServiceUnreachable | None = None
     if not replay and lookups:
         en.client = S2Client(settings, raw)
         try:
             en.fetch(lookups, kinds)
-        except StepFailed as exc:  # keep going: load what we have, then report the failure
+        except (StepFailed, ServiceUnreachable) as exc:  # keep going: load what we have, then report the failure
             failure = exc
         except BaseException:
             with Warehouse(settings) as wh, wh.run(STEP):  # a failed run_log row, then the error
@@ -453,8 +455,8 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
             if failure is not None:
                 summary["error"] = str(failure)
             run.message = one_line(summary)
-            if failure is not None:
-                log.warning("%s", run.message)
+            if failure is not None:  # unreachable: one line says it all (the summary is in run_log)
+                (log.debug if isinstance(failure, ServiceUnreachable) else log.warning)("%s", run.message)
                 raise failure
             wh.set_watermark(WATERMARK, started.isoformat(), run.run_id)
     summary["watermark"] = started.isoformat()

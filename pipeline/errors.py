@@ -13,3 +13,33 @@ class StepFailed(Exception):
     """A pipeline step stopped cleanly (e.g. too many consecutive HTTP failures).
 
     Everything fetched before the stop is kept; the watermark has not moved past it."""
+
+
+REPLAY_HINT = "or work without the network: --replay (make run REPLAY=1)"
+
+
+class ServiceUnreachable(UserError):
+    """An outside service could not be reached at all: its host name does not resolve, or nothing
+    answers on its port (connection refused, no route). Asking again will not help, so the step stops at
+    once (no retries, in the clients or in Airflow) with one line naming the URL, the setting that holds
+    it (``setting``; ``None`` for hosts no setting names, e.g. open-access PDF links) and the way to
+    work without the network.
+
+    Timeouts, cut connections, 429 and 5xx are *not* this: they are retried (see ``pipeline.sources.net``).
+    """
+
+    def __init__(self, service: str, url: str, setting: str | None, reason: str):
+        self.service, self.url, self.setting, self.reason = service, url, setting, reason
+        check = f"check the network or the setting {setting}" if setting else "check the network"
+        super().__init__(f"cannot reach {service} at {url} ({reason}): {check}, {REPLAY_HINT}")
+
+    def __reduce__(self):  # picklable across processes despite the keyword-rich __init__
+        return (type(self), (self.service, self.url, self.setting, self.reason))
+
+
+def find_unreachable(text: str) -> str | None:
+    """The last :class:`ServiceUnreachable` message in ``text`` (e.g. an Airflow log), or ``None``."""
+    import re
+
+    found = re.findall(r"(cannot reach .+?, " + re.escape(REPLAY_HINT) + ")", text)
+    return found[-1] if found else None

@@ -3,7 +3,7 @@ errors, truncated bodies, raw zone before parse."""
 
 from __future__ import annotations
 
-import socket
+import time
 
 import pytest
 
@@ -68,13 +68,23 @@ def test_persistent_5xx_gives_up_after_the_configured_attempts(hs, replay):
     assert list(RawZone(hs.raw_dir).entries("arxiv")) == []  # transient error bodies are not stored
 
 
-def test_network_errors_are_retried_then_reported(hs):
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    s = hs.model_copy(update={"arxiv_oai_url": f"http://127.0.0.1:{port}/oai", "retry_max_attempts": 2})
+def test_timeouts_are_retried_then_reported(hs, replay):
+    # a refused connection or a name that does not resolve is not retried: tests/test_unreachable.py
+    answered = []
+
+    def slow():
+        time.sleep(0.4)
+        answered.append(1)
+        return LIST_PAGE
+
+    replay.first = [slow]
+    s = hs.model_copy(update={"http_timeout_s": 0.2, "retry_max_attempts": 2})
     with ArxivClient(s) as c, pytest.raises(ArxivUnavailable, match="did not answer after 2 attempts"):
         c.oai_page(START, "oai/t/page-1.xml")
+    deadline = time.monotonic() + 10  # let the server finish both, so nothing spills into the next test
+    while len(answered) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(replay.oai_log) == 2
 
 
 def test_truncated_body_is_stored_then_retried(hs, replay, shared_data):

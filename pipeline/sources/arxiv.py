@@ -3,10 +3,12 @@ that talks to arXiv.
 
 Politeness: one ``requests.Session`` with a single pooled connection, and at least
 ``settings.arxiv_delay_s`` between the starts of two requests (arXiv asks for 3 s).
-Retries (tenacity): network errors, 429/500/502/503/504 and bodies that are not well-formed XML
+Retries (tenacity): transient network errors (timeouts, resets), 429/500/502/503/504 and bodies that are not well-formed XML
 (a cut connection) are retried up to ``settings.retry_max_attempts`` times; the wait is the
 server's ``Retry-After`` when it sends one, else exponential, both capped at
-``settings.retry_max_backoff_s``.
+``settings.retry_max_backoff_s``. A host that does not resolve or refuses the connection is not
+retried: :class:`~pipeline.errors.ServiceUnreachable` names the URL and its setting
+(``PAPERKB_ARXIV_OAI_URL`` / ``PAPERKB_ARXIV_API_URL``; see ``pipeline.sources.net``).
 
 Every response body that is going to be parsed is written byte-exact to the raw zone first
 (``raw/arxiv/oai/...`` and ``raw/arxiv/api/...``); the parse here only decides what the harvest
@@ -37,6 +39,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from pipeline.arxiv_records import AtomFeed, MalformedResponse, OaiPage, read_atom_feed, read_oai_page
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
+from pipeline.sources.net import raise_if_unreachable
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +107,17 @@ class PoliteSession:
             time.sleep(gap)
         self._last_start = time.monotonic()
 
-    def get_once(self, url: str, params: dict[str, Any]) -> requests.Response:
-        """One polite GET. Raises ``RetryableHTTP`` for 429/5xx; returns other responses as they are."""
+    def get_once(self, url: str, params: dict[str, Any], *, service: str, setting: str) -> requests.Response:
+        """One polite GET. Raises ``RetryableHTTP`` for 429/5xx, ``ServiceUnreachable`` when the host does
+        not resolve or refuses (``setting`` holds ``url``); returns other responses as they are."""
         with self._lock:
             self._wait_turn()
             self.requests_made += 1
-            resp = self.session.get(url, params=params, timeout=self.settings.http_timeout_s)
+            try:
+                resp = self.session.get(url, params=params, timeout=self.settings.http_timeout_s)
+            except requests.ConnectionError as exc:
+                raise_if_unreachable(exc, service=service, url=url, setting=setting)
+                raise
         if resp.status_code in RETRY_STATUSES:
             ra = parse_retry_after(resp.headers.get("Retry-After"))
             log.warning("arXiv answered HTTP %s%s; will retry", resp.status_code,
@@ -162,13 +170,14 @@ class ArxivClient:
     def oai_page(self, params: dict[str, Any], relpath: str) -> tuple[RawEntry, OaiPage]:
         """Fetch one ``ListRecords`` page, store it at ``raw/arxiv/<relpath>``, return it parsed.
 
-        Raises ``ArxivUnavailable`` when every attempt failed with network errors or 5xx,
+        Raises ``ServiceUnreachable`` at once when the host does not resolve or refuses,
+        ``ArxivUnavailable`` when every attempt failed with transient network errors or 5xx,
         ``MalformedResponse`` when the last stored body was still not well-formed (the caller
         rejects it; the body stays in the raw zone), ``HttpStatusError`` for other HTTP errors."""
         url = self.settings.arxiv_oai_url
 
         def attempt() -> tuple[RawEntry, OaiPage]:
-            resp = self.http.get_once(url, params)
+            resp = self.http.get_once(url, params, service="arXiv OAI-PMH", setting="PAPERKB_ARXIV_OAI_URL")
             entry = self._store(relpath, resp, params)
             try:
                 page = read_oai_page(self.raw.path(entry))
@@ -196,7 +205,7 @@ class ArxivClient:
         params = {"id_list": ",".join(ids), "start": 0, "max_results": len(ids)}
 
         def attempt() -> tuple[RawEntry, AtomFeed]:
-            resp = self.http.get_once(url, params)
+            resp = self.http.get_once(url, params, service="the arXiv API", setting="PAPERKB_ARXIV_API_URL")
             entry = self._store(relpath, resp, params)
             try:
                 feed = read_atom_feed(self.raw.read(entry))

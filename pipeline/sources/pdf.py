@@ -6,9 +6,15 @@ whether it is really a PDF is decided later by the parser, from the raw zone, so
 the same decision. Errors are answers, not exceptions:
 
 - 404/403/410 (and other 4xx except 429): permanent, ``FetchResult.reason = 'http_<status>'``;
-- 429, 5xx and network errors are retried (tenacity, exponential backoff capped at
+- 429, 5xx, timeouts and cut connections are retried (tenacity, exponential backoff capped at
   ``retry_max_backoff_s``, ``Retry-After`` honoured up to that cap); when the attempts run out the
   reason is ``download_failed`` and the paper is tried again on the next run.
+
+Except when the host cannot be reached at all (it does not resolve, or refuses; see
+``pipeline.sources.net``): no retries. The arXiv PDF host (``PAPERKB_ARXIV_PDF_URL``) unreachable
+stops the step at once with :class:`~pipeline.errors.ServiceUnreachable`, instead of rejecting every
+paper. Another host (an S2 open-access link) unreachable is that paper's ``download_failed``, at once;
+``max_consecutive_failures`` of those in a row means no network, and stops the step the same way.
 
 Politeness: one request at a time, at least ``arxiv_delay_s`` seconds apart (arXiv asks for 3 s),
 and a ``User-Agent`` that names the project.
@@ -19,12 +25,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from pipeline.errors import ServiceUnreachable
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
+from pipeline.sources.net import unreachable_reason
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,14 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+class _Unreachable(Exception):
+    """The host does not resolve or refuses: not worth another try."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class PdfFetcher:
     """Downloads PDFs into the raw zone, one at a time, ``arxiv_delay_s`` apart."""
 
@@ -72,6 +89,7 @@ class PdfFetcher:
         self.session.headers.setdefault("User-Agent", settings.user_agent)
         self._last_request = 0.0
         self.requests = 0
+        self.unreachable_in_a_row = 0  # open-access hosts that could not be reached, one after another
 
     def close(self) -> None:
         self.session.close()
@@ -97,7 +115,11 @@ class PdfFetcher:
         try:
             resp = self.session.get(url, timeout=self.settings.http_timeout_s, allow_redirects=True)
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+            reason = unreachable_reason(exc)
+            if reason is not None:
+                raise _Unreachable(reason) from exc
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        self.unreachable_in_a_row = 0
         if resp.status_code == 429 or resp.status_code >= 500:
             retry_after = resp.headers.get("Retry-After")
             try:
@@ -107,8 +129,13 @@ class PdfFetcher:
             raise _Retryable(f"HTTP {resp.status_code}", retry_after=ra)
         return resp
 
+    def _is_arxiv(self, url: str) -> bool:
+        return urlsplit(url).netloc.lower() == urlsplit(self.settings.arxiv_pdf_url).netloc.lower()
+
     def fetch(self, paper_id: str, url: str) -> FetchResult:
-        """GET ``url``; store a 200 body in the raw zone; never raises for HTTP or network errors."""
+        """GET ``url``; store a 200 body in the raw zone. Never raises for HTTP or transient network
+        errors; raises ``ServiceUnreachable`` when the arXiv PDF host (or, ``max_consecutive_failures``
+        times in a row, other hosts) cannot be reached at all."""
         result = FetchResult(paper_id=paper_id, url=url)
         try:
             for attempt in Retrying(
@@ -121,6 +148,15 @@ class PdfFetcher:
                     resp = self._get(url)
         except _Retryable as exc:
             result.reason, result.detail = "download_failed", f"{url}: {exc} after {self.settings.retry_max_attempts} attempts"
+            return result
+        except _Unreachable as exc:
+            if self._is_arxiv(url):
+                raise ServiceUnreachable("the arXiv PDF server", url, "PAPERKB_ARXIV_PDF_URL", exc.reason) from exc
+            self.unreachable_in_a_row += 1
+            if self.unreachable_in_a_row >= max(1, self.settings.max_consecutive_failures):
+                raise ServiceUnreachable("the open-access PDF hosts", url, None,
+                                         f"{exc.reason}; {self.unreachable_in_a_row} hosts in a row") from exc
+            result.reason, result.detail = "download_failed", f"{url}: {exc.reason} (not retried)"
             return result
         result.status = resp.status_code
         if resp.status_code != 200:

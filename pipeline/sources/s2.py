@@ -10,7 +10,10 @@ so a small client is less code than working around a large one.
 Every successful (2xx) or ``404`` answer is written to the raw zone under ``raw/s2/`` with its request
 in the manifest params (``kind``, ``ids`` or ``paper_id``/``offset``/``limit``, ``fields``), so the
 parser (``pipeline.enrich``) can rebuild everything from the raw zone alone. 429/5xx answers are
-retried and not stored; 400/401/403 stop with a clear :class:`~pipeline.errors.UserError`.
+retried and not stored, and so are timeouts and cut connections; 400/401/403 stop with a clear
+:class:`~pipeline.errors.UserError`. A host that does not resolve or refuses the connection stops at
+once, without retries: :class:`~pipeline.errors.ServiceUnreachable` names the URL and
+``PAPERKB_S2_API_URL`` (see ``pipeline.sources.net``).
 
 Raw layout::
 
@@ -37,6 +40,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
+from pipeline.sources.net import raise_if_unreachable
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +243,7 @@ class S2Client:
             resp = self.session.request(method, url, params=params, data=data, headers=headers,
                                         timeout=self.settings.http_timeout_s)
         except (requests.ConnectionError, requests.Timeout) as exc:
+            raise_if_unreachable(exc, service="Semantic Scholar", url=self.base, setting="PAPERKB_S2_API_URL")
             self._failed(f"{type(exc).__name__}: {exc}")
             raise _Retryable(f"{method} {path}: {type(exc).__name__}") from exc
         finally:

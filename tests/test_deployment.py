@@ -65,13 +65,16 @@ def _runs(c: celery_cluster.Cluster, backfill_id: int) -> list[tuple[str, str]]:
 
 def _backfill_done(c: celery_cluster.Cluster, backfill_id: int) -> bool:
     runs = _runs(c, backfill_id)
-    return bool(runs) and all(state in ("success", "failed") for _, state in runs)
+    finished = c.postgres.query("SELECT completed_at IS NOT NULL FROM backfill WHERE id = %s", (backfill_id,))[0][0]
+    return finished and bool(runs) and all(state in ("success", "failed") for _, state in runs)
 
 
 def _mapped(c: celery_cluster.Cluster) -> list[tuple]:
-    return c.postgres.query(
-        "SELECT task_id, map_index, hostname, start_date, end_date, state, try_number, run_id FROM task_instance "
-        "WHERE dag_id = %s AND map_index >= 0 AND start_date IS NOT NULL", (DAG_ID,))
+    """Every try of every mapped task instance (earlier tries live in task_instance_history)."""
+    cols = "task_id, map_index, hostname, start_date, end_date, state, try_number, run_id"
+    where = "WHERE dag_id = %s AND map_index >= 0 AND start_date IS NOT NULL"
+    return c.postgres.query(f"SELECT {cols} FROM task_instance {where} UNION ALL "
+                            f"SELECT {cols} FROM task_instance_history {where}", (DAG_ID, DAG_ID))
 
 
 def overlapping_hosts(tis: list[tuple]) -> bool:
@@ -145,8 +148,9 @@ def scenario(shared_data, tmp_path_factory):
                 tis = _mapped(c)
                 if not overlapping_hosts(tis):
                     return
+                done_there = [t for t in tis if t[5] == "success" and t[2] == VICTIM]
                 running = [t for t in tis if t[5] == "running" and t[2] == VICTIM]
-                if running:
+                if done_there and running:  # it has done work already, and is in the middle of more
                     c.kill(f"worker-{VICTIM}")
                     sc.killed = running[0]
 

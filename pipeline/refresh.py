@@ -79,10 +79,14 @@ def run_window(interval_start, interval_end, from_param: str | date | None = Non
     """The harvest window of a DAG run: its data interval's days, or the ``from``/``until`` params.
 
     Either param alone overrides that end of the window only; both empty (the default) leaves the data
-    interval's window as it is. ``from`` after ``until`` is a ``UserError``."""
-    from_day, until_day = harvest_window(interval_start, interval_end)
+    interval's window as it is. ``from`` after ``until`` is a ``UserError``. A run with no data interval
+    (an Airflow 3 manual trigger without a logical date) harvests the params' window, else yesterday (UTC)."""
     f = from_param if isinstance(from_param, date) else parse_day(from_param)
     u = until_param if isinstance(until_param, date) else parse_day(until_param)
+    if interval_start is None or interval_end is None:
+        now = datetime.now(timezone.utc)
+        interval_start = interval_end = now  # an empty interval: the day before it
+    from_day, until_day = harvest_window(interval_start, interval_end)
     from_day, until_day = f or from_day, u or until_day
     if until_day < from_day:
         from pipeline.errors import UserError

@@ -184,3 +184,12 @@ def test_a_replay_run_leaves_deferred_windows_for_the_next_network_run(settings,
     refresh.harvest_task(settings, start, start + timedelta(days=1), replay=True)
     assert harvests == [(None, None, True)]
     assert deferred_windows(settings) == [(D("2026-11-01"), D("2026-11-01"))]
+
+
+def test_a_manual_run_without_a_data_interval_harvests_its_params_or_yesterday():
+    from pipeline.refresh import run_window
+
+    assert run_window(None, None, "2026-11-01", "2026-11-07") == (date(2026, 11, 1), date(2026, 11, 7))
+    yesterday = datetime.now(timezone.utc).date() - timedelta(days=1)
+    assert run_window(None, None) == (yesterday, yesterday)
+    assert run_window(None, None, "2026-11-01") == (date(2026, 11, 1), yesterday)

@@ -16,6 +16,7 @@ section sets; :func:`airflow_env` is the single place it is written down for the
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -197,13 +198,15 @@ class Cluster:
     def warehouse(self) -> Path:
         return self.root / "warehouse"
 
+    @functools.cached_property
     def dags_folder(self) -> str:
+        """Where the installed wheel keeps the DAG files (asked once: ``paperkb dags-folder``)."""
         return subprocess.run([str(self.bin / "paperkb"), "dags-folder"], check=True, capture_output=True,
                               text=True).stdout.strip()
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PAPERKB_", "_PAPERKB"))}
-        env.update(airflow_env(home=self.home, dags_folder=self.dags_folder(), db_url=self.postgres.url,
+        env.update(airflow_env(home=self.home, dags_folder=self.dags_folder, db_url=self.postgres.url,
                                broker_url=self.redis.url, api_url=f"http://127.0.0.1:{self.api_port}"))
         env.update({
             "PATH": f"{self.bin}{os.pathsep}{env.get('PATH', '')}",
@@ -234,7 +237,7 @@ class Cluster:
         """``airflow db migrate`` and the politeness pools shipped with the DAGs."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.airflow("db", "migrate", timeout=600)
-        self.airflow("pools", "import", str(Path(self.dags_folder()) / "pools.json"))
+        self.airflow("pools", "import", str(Path(self.dags_folder) / "pools.json"))
 
     def start(self, name: str, *args: str, hostname: str | None = None, cpus: str | None = None) -> subprocess.Popen:
         """Start ``airflow ARGS`` as process ``name`` in its own session (killable as a group)."""

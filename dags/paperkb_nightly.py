@@ -6,7 +6,8 @@ extracts full text from the PDFs, computes citation-graph metrics, embeds everyt
 publishes an immutable snapshot that downstream DAGs and apps read.
 
 ```
-coalesce -> harvest -> enrich -> plan_fulltext -> [fetch_batch -> extract_batch][*] -> merge_fulltext
+coalesce -> harvest -> enrich -> plan_fulltext       -> [fetch_batch -> extract_batch][*] -> merge_fulltext
+                               -> plan_raw_extraction -> extract_raw_batch[*] ---------------->
          -> graph -> plan_embed -> embed_shard[*] -> merge_embeddings -> publish
 ```
 
@@ -16,9 +17,10 @@ coalesce -> harvest -> enrich -> plan_fulltext -> [fetch_batch -> extract_batch]
   harvest window in the warehouse table `deferred_windows` (`coalesce`) and skips everything else; the
   last run harvests its own day plus every deferred day in one OAI-PMH list, then enriches, extracts,
   embeds and publishes once. Every step upserts on natural keys, so rerunning a day changes nothing.
-* **Fan-out**: per full-text batch, `fetch_batch` downloads the PDFs into the raw zone (pool
-  `arxiv_pool`) and `extract_batch` extracts them (no pool: batches extract in parallel while the next
-  batch downloads); `embed_shard` is mapped too. Outputs go to staging Parquet, and a single merge task
+* **Fan-out**: per full-text batch to download, `fetch_batch` downloads the PDFs into the raw zone
+  (pool `arxiv_pool`) and `extract_batch` extracts them (no pool: batches extract in parallel while the
+  next batch downloads); batches whose PDFs are already in the raw zone (imported, fetched before,
+  replays) go straight to `extract_raw_batch` on every free worker; `embed_shard` is mapped too. Outputs go to staging Parquet, and a single merge task
   writes DuckDB / LanceDB.
 * **Politeness**: tasks that talk to arXiv run in the pool `arxiv_pool`, tasks that talk to Semantic
   Scholar in `s2_pool` (one slot each; created by `make run` and by the compose `airflow-init` job
@@ -172,13 +174,25 @@ def paperkb_nightly():
     def plan_fulltext(params=None) -> list[dict]:
         """
         ### plan_fulltext
-        Lists papers that need full text, in batches (`PAPERKB_FULLTEXT_BATCH_SIZE`); each batch is
-        one `fetch_batch` and one `extract_batch` task. No batches: the mapped tasks are skipped and
-        the merge still runs.
+        Lists papers that need full text and whose PDF is not in the raw zone yet, in batches
+        (`PAPERKB_FULLTEXT_BATCH_SIZE`); each batch is one `fetch_batch` and one `extract_batch` task.
+        No batches: the mapped tasks are skipped and the merge still runs.
         """
         from pipeline import refresh
 
-        return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))
+        return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))["download"]
+
+    @step()
+    def plan_raw_extraction(params=None) -> list[dict]:
+        """
+        ### plan_raw_extraction
+        Lists papers that need full text and whose PDF is already in the raw zone (imported, fetched
+        by an earlier run, or every paper of a replay), in batches; each batch is one
+        `extract_raw_batch` task: no download, no pool, on every free worker.
+        """
+        from pipeline import refresh
+
+        return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))["in_raw"]
 
     @step(pool=ARXIV_POOL, map_index_template="{{ task.op_kwargs['batch']['part'] }}")
     def fetch_batch(batch: dict, params=None) -> dict:
@@ -206,8 +220,19 @@ def paperkb_nightly():
 
     @task_group(group_id="fulltext", prefix_group_id=False)
     def fulltext(batch: dict):
-        """One full-text batch: download (arxiv_pool), then extract (no pool)."""
+        """One full-text batch to download: download (arxiv_pool), then extract (no pool)."""
         return extract_batch(fetched=fetch_batch(batch=batch))  # by keyword: the map index templates read op_kwargs
+
+    @step(map_index_template="{{ task.op_kwargs['fetched']['part'] }}")
+    def extract_raw_batch(fetched: dict, params=None) -> dict:
+        """
+        ### extract_raw_batch (mapped)
+        `extract_batch` for a batch whose PDFs are already in the raw zone: nothing to download, so it
+        does not wait for `arxiv_pool`; batches extract on every free worker at once.
+        """
+        from pipeline import refresh
+
+        return refresh.extract_batch_task(_settings(), fetched, replay=bool(params["replay"]))
 
     @step(trigger_rule="none_failed", outlets=[CHUNKS, FIGURES, FULLTEXT_DOCS])
     def merge_fulltext() -> dict:
@@ -276,10 +301,14 @@ def paperkb_nightly():
         outlet_events[SNAPSHOT].extra = {k: str(summary[k]) for k in ("snapshot_id", "path") if k in summary}
         return summary
 
-    batches = plan_fulltext()
+    plans = [plan_fulltext(), plan_raw_extraction()]
     shards = plan_embed()
-    chain(coalesce(), harvest(), enrich(), batches, fulltext.expand(batch=batches), merge_fulltext(), graph(),
-          shards, embed_shard.expand(shard=shards), merge_embeddings(), publish())
+    extractions = [fulltext.expand(batch=plans[0]), extract_raw_batch.expand(fetched=plans[1])]
+    chain(coalesce(), harvest(), enrich(), plans)
+    plans[1] >> extractions[0].operator.task_group  # both plans see the raw zone before this run downloads into it
+    plans[0] >> extractions[1]
+    chain(extractions, merge_fulltext(), graph(), shards, embed_shard.expand(shard=shards), merge_embeddings(),
+          publish())
 
 
 paperkb_nightly()

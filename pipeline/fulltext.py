@@ -218,6 +218,15 @@ def _raw_ids(settings: Settings) -> list[str]:
     return sorted(set(ids))
 
 
+def in_raw_zone(settings: Settings, paper_ids: list[str]) -> list[str]:
+    """Those of ``paper_ids`` whose PDF is already in the raw zone (nothing to download)."""
+    from pipeline.raw import RawZone
+    from pipeline.sources.pdf import raw_relpath
+
+    raw = RawZone(settings.raw_dir)
+    return [pid for pid in paper_ids if raw.has("pdf", raw_relpath(pid))]
+
+
 def plan_batches(settings: Settings, batch_size: int | None = None, *, replay: bool = False, con=None) -> list[list[str]]:
     """Paper ids needing full text, in batches (``replay``: every paper with a PDF in the raw zone)."""
     size = batch_size or settings.fulltext_batch_size
@@ -245,13 +254,14 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
     downloads nothing.
     """
     from pipeline.raw import RawZone
-    from pipeline.sources.pdf import PdfFetcher, raw_relpath
+    from pipeline.sources.pdf import PdfFetcher
 
     t0 = time.perf_counter()
     raw = RawZone(settings.raw_dir)
     out = {"part": part, "paper_ids": list(paper_ids), "failures": [], "papers": len(paper_ids), "downloaded": 0,
            "from_raw": 0, "failed": 0}
-    missing = [pid for pid in paper_ids if not raw.has("pdf", raw_relpath(pid))]
+    stored = set(in_raw_zone(settings, paper_ids))
+    missing = [pid for pid in paper_ids if pid not in stored]
     out["from_raw"] = len(paper_ids) - len(missing)
     if replay or not missing:
         out["seconds"] = round(time.perf_counter() - t0, 3)

@@ -227,12 +227,26 @@ def part_name(paper_ids: list[str]) -> str:
     return f"ft-{digest}"
 
 
-def plan_fulltext_batches(settings: Settings, replay: bool = False) -> list[dict]:
-    """One dict per mapped fulltext task: ``{"part": ..., "paper_ids": [...]}``."""
+def plan_fulltext_batches(settings: Settings, replay: bool = False) -> dict[str, list[dict]]:
+    """The mapped full-text tasks: ``{"download": [batch, ...], "in_raw": [batch, ...]}``, each batch
+    ``{"part": ..., "paper_ids": [...]}``.
+
+    Papers whose PDF is already in the raw zone (imported with ``paperkb import-pdfs``, fetched by an
+    earlier run, or every paper in ``replay``) are batched apart from those still to download: their
+    batches go straight to extraction, on every free worker, instead of queueing behind the downloads'
+    one-slot politeness pool.
+    """
     from pipeline import fulltext
 
-    batches = fulltext.plan_batches(settings, batch_size=settings.fulltext_batch_size, replay=replay)
-    return [{"part": part_name(list(ids)), "paper_ids": list(ids)} for ids in batches if ids]
+    ids = [pid for batch in fulltext.plan_batches(settings, batch_size=settings.fulltext_batch_size, replay=replay)
+           for pid in batch]
+    stored = set(ids) if replay else set(fulltext.in_raw_zone(settings, ids))
+    size = settings.fulltext_batch_size
+
+    def batches(group: list[str]) -> list[dict]:
+        return [{"part": part_name(group[i:i + size]), "paper_ids": group[i:i + size]} for i in range(0, len(group), size)]
+
+    return {"download": batches([p for p in ids if p not in stored]), "in_raw": batches([p for p in ids if p in stored])}
 
 
 # ---- what each Airflow task calls --------------------------------------------------------------------------
@@ -379,7 +393,8 @@ def run_refresh(
     timed("enrich", lambda: enrich.run_enrich(settings, replay=replay))
 
     def _fulltext() -> dict:
-        batches = plan_fulltext_batches(settings, replay=replay)
+        plan = plan_fulltext_batches(settings, replay=replay)
+        batches = plan["download"] + plan["in_raw"]
         parts = [fulltext.fetch_extract_batch(settings, b["paper_ids"], b["part"], replay=replay) for b in batches]
         merged = fulltext.merge_fulltext(settings)
         return {"batches": len(batches), "batch_summaries": parts, "merge": merged}

@@ -188,6 +188,7 @@ def test_dag_test_runs_the_whole_dag_and_publishes_a_snapshot(first_run, warehou
     states = task_states(first_run)
     assert str(first_run.state) == "success", states
     assert set(states) == {t for t in ("coalesce", "harvest", "enrich", "plan_fulltext", "fetch_batch", "extract_batch",
+                                       "plan_raw_extraction", "extract_raw_batch",
                                        "merge_fulltext", "graph", "plan_embed", "embed_shard", "merge_embeddings",
                                        "publish")}
     assert all(s in ("success", "skipped") for tis in states.values() for _, s, _ in tis), states

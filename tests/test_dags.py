@@ -22,9 +22,12 @@ EXPECTED_UPSTREAM = {
     "harvest": {"coalesce"},
     "enrich": {"harvest"},
     "plan_fulltext": {"enrich"},
-    "fetch_batch": {"plan_fulltext"},
-    "extract_batch": {"fetch_batch", "plan_fulltext"},  # the mapped group's input comes from plan_fulltext
-    "merge_fulltext": {"extract_batch"},
+    "plan_raw_extraction": {"enrich"},
+    # both plans see the raw zone before this run downloads anything into it
+    "fetch_batch": {"plan_fulltext", "plan_raw_extraction"},
+    "extract_batch": {"fetch_batch"},  # extract_batch[i] waits for fetch_batch[i] only
+    "extract_raw_batch": {"plan_raw_extraction", "plan_fulltext"},  # PDFs in the raw zone: no download, no pool
+    "merge_fulltext": {"extract_batch", "extract_raw_batch"},
     "graph": {"merge_fulltext"},
     "plan_embed": {"graph"},
     "embed_shard": {"plan_embed"},
@@ -84,7 +87,7 @@ def test_the_coalesce_gate_can_skip_the_whole_run(nightly):
 
 def test_fulltext_and_embed_fan_out_as_mapped_tasks(nightly):
     mapped = {t.task_id for t in nightly.tasks if type(t).__name__ == "DecoratedMappedOperator"}
-    assert mapped == {"embed_shard"}
+    assert mapped == {"embed_shard", "extract_raw_batch"}
     # a full-text batch is a mapped task group: extract_batch[i] waits for fetch_batch[i] only, so one
     # batch extracts while the next downloads
     group = nightly.get_task("fetch_batch").task_group

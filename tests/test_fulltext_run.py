@@ -198,3 +198,26 @@ def test_reject_reasons_for_bad_files(tmp_path, shared_data, settings):
     assert got == {"bad:trunc": "truncated", "bad:html": "not_pdf", "bad:empty": "empty", "bad:enc": "encrypted"}
     assert "%%EOF" in detail
     assert hashlib.sha256(rz.read("pdf/good_1.pdf")).hexdigest() == hashlib.sha256(real).hexdigest()
+
+
+def test_the_plan_sends_papers_already_in_the_raw_zone_straight_to_extraction(served, httpserver):
+    """plan_fulltext splits the pending papers: PDFs still to download (fetch_batch in the one-slot pool,
+    then extract_batch) and PDFs already in the raw zone (extract_raw_batch only, no pool)."""
+    from pipeline.refresh import plan_fulltext_batches
+
+    settings, _ = served
+    settings = settings.model_copy(update={"fulltext_batch_size": 2})
+    plan = plan_fulltext_batches(settings)
+    pending = [p for b in plan["download"] for p in b["paper_ids"]]
+    assert plan["in_raw"] == [] and len(pending) == 10  # nothing downloaded yet: all ten wait for the pool
+    fetch_batch(settings, ["1409.0473", "1505.04597", "1508.04025"], part="pre")  # e.g. an earlier run's downloads
+    n_requests = len(httpserver.log)
+    plan = plan_fulltext_batches(settings)
+    in_raw = [p for b in plan["in_raw"] for p in b["paper_ids"]]
+    assert sorted(in_raw) == ["1409.0473", "1505.04597", "1508.04025"]
+    assert [len(b["paper_ids"]) for b in plan["in_raw"]] == [2, 1]  # batched like the rest
+    assert sorted(p for b in plan["download"] for p in b["paper_ids"]) == sorted(set(pending) - set(in_raw))
+    assert len(httpserver.log) == n_requests  # planning never touches the network
+    # replay: everything comes from the raw zone, nothing is to download
+    replayed = plan_fulltext_batches(settings, replay=True)
+    assert replayed["download"] == [] and sorted(p for b in replayed["in_raw"] for p in b["paper_ids"]) == sorted(in_raw)

@@ -6,7 +6,9 @@ api-server, scheduler, dag-processor, triggerer, Celery workers) on the recorded
 fanout: the same DAG run (one day, the recorded OAI page plus the 10 recorded PDFs imported as a local
 library, one PDF per extraction batch, 8 embedding shards) with 1 Celery worker, then with 2, each worker
 pinned to its own core (``taskset``), as workers on separate one-core hosts would be. Reported: the
-makespan of each mapped stage (first task start -> last task end) and the speedup of 2 workers over 1.
+makespan of each mapped task and of each fan-out group (full text: fetch_batch, extract_batch,
+extract_raw_batch; encoding: embed_shard), first task start -> last task end, and the speedup of 2
+workers over 1 (``speedup``: of the two groups' makespans summed).
 
 backfill: a backfill of N days against one run over the same N days (DAG params ``from``/``until``),
 side by side on the same deployment shape (2 workers), each on a fresh warehouse (``--repeat``: each
@@ -58,17 +60,23 @@ def _wait_runs(c: celery_cluster.Cluster, run_filter: str, params: tuple, n: int
         time.sleep(1)
 
 
+GROUPS = {"fulltext": ("fetch_batch", "extract_batch", "extract_raw_batch"), "embed": ("embed_shard",)}
+
+
 def _stages(c: celery_cluster.Cluster) -> dict[str, dict]:
+    """Makespan (first start -> last end) of each mapped task and of each fan-out group of them."""
     rows = c.postgres.query("SELECT task_id, hostname, start_date, end_date FROM task_instance "
                             "WHERE dag_id = %s AND map_index >= 0 AND start_date IS NOT NULL", (DAG_ID,))
     out: dict[str, dict] = {}
     for task_id, host, start, end in rows:
-        s = out.setdefault(task_id, {"tasks": 0, "hosts": set(), "start": start, "end": end})
-        s["tasks"] += 1
-        s["hosts"].add(host)
-        s["start"], s["end"] = min(s["start"], start), max(s["end"], end)
+        keys = [task_id] + [f"group:{g}" for g, members in GROUPS.items() if task_id in members]
+        for key in keys:
+            s = out.setdefault(key, {"tasks": 0, "hosts": set(), "start": start, "end": end})
+            s["tasks"] += 1
+            s["hosts"].add(host)
+            s["start"], s["end"] = min(s["start"], start), max(s["end"], end)
     return {k: {"tasks": v["tasks"], "hosts": sorted(v["hosts"]),
-                "makespan_s": round((v["end"] - v["start"]).total_seconds(), 2)} for k, v in out.items()}
+                "makespan_s": round((v["end"] - v["start"]).total_seconds(), 2)} for k, v in sorted(out.items())}
 
 
 def fanout(wheel: Path, venv: Path, root: Path, data: Path, server_url: str) -> dict:
@@ -87,9 +95,14 @@ def fanout(wheel: Path, venv: Path, root: Path, data: Path, server_url: str) -> 
             stages = _stages(c)
             result[f"{n}_workers"] = {"run_state": runs[0][1], "run_wall_s": round(time.monotonic() - t0, 1),
                                       "stages": stages,
-                                      "fanout_s": round(sum(s["makespan_s"] for s in stages.values()), 2)}
+                                      "fanout_s": round(sum(s["makespan_s"] for k, s in stages.items()
+                                                            if k.startswith("group:")), 2)}
             print(json.dumps(result[f"{n}_workers"]), flush=True)
     result["speedup"] = round(result["1_workers"]["fanout_s"] / result["2_workers"]["fanout_s"], 3)
+    one, two = result["1_workers"]["stages"], result["2_workers"]["stages"]
+    result["speedup_by_stage"] = {k: round(one[k]["makespan_s"] / two[k]["makespan_s"], 3)
+                                  for k in one if k in two and two[k]["makespan_s"] > 0}
+    result["speedup_whole_run"] = round(result["1_workers"]["run_wall_s"] / result["2_workers"]["run_wall_s"], 3)
     return result
 
 

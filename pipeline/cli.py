@@ -299,6 +299,7 @@ def search(
     run_out: Optional[Path] = typer.Option(None, "--run-out", help="Batch: write a TREC run here (qid Q0 docid rank score tag)."),
     tag: str = typer.Option("paperkb", "--tag", help="Run tag in the TREC run."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    export_format: Optional[str] = typer.Option(None, "--format", help="Print the results for a reference manager: bibtex | ris | csl-json."),
 ) -> None:
     """Hybrid search of a published snapshot: ranked papers with their signals and the queries used."""
     import json as _json
@@ -321,7 +322,11 @@ def search(
         n = write_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
         typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
         return
+    _check_export_format(export_format)
     resp = searcher.search(query, k=k, **kwargs)
+    if export_format:
+        _print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
+        return
     if as_json:
         print(_json.dumps(resp.to_dict(), indent=2, default=str))
         return
@@ -337,6 +342,7 @@ def related(
     k: int = typer.Option(20, "--k", "-k", help="How many related papers."),
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    export_format: Optional[str] = typer.Option(None, "--format", help="Print the related papers for a reference manager: bibtex | ris | csl-json."),
 ) -> None:
     """Connected papers: weighted co-citation/coupling fused with semantic similarity, re-ranked by quality."""
     import json as _json
@@ -345,7 +351,11 @@ def related(
 
     settings = get_settings(ctx)
     searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    _check_export_format(export_format)
     items = searcher.related(paper_id, k=k)
+    if export_format:
+        _print_export(searcher.snap, [r.paper_id or r.work_id for r in items], export_format)
+        return
     if as_json:
         print(_json.dumps({"paper_id": searcher.resolve_id(paper_id), "snapshot_id": searcher.snap.snapshot_id,
                            "related": [r.to_dict() for r in items]}, indent=2, default=str))
@@ -353,6 +363,129 @@ def related(
     from pipeline.query.display import print_related
 
     print_related(searcher, paper_id, items)
+
+
+# ==== exports, library matching, citation paths (issue 15) =======================================
+def _check_export_format(fmt: Optional[str]) -> Optional[str]:
+    if fmt is None:
+        return None
+    from pipeline.exports import check_format
+
+    try:
+        return check_format(fmt)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _print_export(snap, ids: list[str], fmt: str, out: Optional[Path] = None) -> None:
+    from pipeline.query.records import export_text
+
+    text = export_text(snap, ids, fmt)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out.write_text(text, encoding="utf-8")
+    typer.echo(f"export: {len(ids)} paper(s) as {fmt} -> {out}", err=True)
+
+
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    paper_ids: list[str] = typer.Argument(..., help="Paper ids (arXiv id, '<collection>:<docno>', or a citation-graph work id)."),
+    export_format: str = typer.Option("bibtex", "--format", help="bibtex | ris | csl-json."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write to this file instead of standard output."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+) -> None:
+    """Papers as BibTeX, RIS or CSL-JSON for a reference manager (Zotero, JabRef, EndNote, citeproc)."""
+    from pipeline.query import open_snapshot
+
+    fmt = _check_export_format(export_format)
+    _print_export(open_snapshot(get_settings(ctx), snapshot), paper_ids, fmt, out)
+
+
+@app.command("match-library")
+def match_library_cmd(
+    ctx: typer.Context,
+    library: Path = typer.Argument(..., help="A reference-manager export: .bib (BibTeX), .ris, or .json (CSL-JSON)."),
+    library_format: Optional[str] = typer.Option(None, "--format", help="bibtex | ris | csl-json (default: from the file name or its content)."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id to match against (default: CURRENT)."),
+    warehouse_db: bool = typer.Option(False, "--warehouse-db", help="Match against the working warehouse instead of a snapshot."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Match a library's entries to papers by DOI, arXiv id, then normalised title; list every unmatched entry."""
+    import json as _json
+
+    import duckdb
+
+    from pipeline.library_match import match_library
+
+    settings = get_settings(ctx)
+    if warehouse_db:
+        if snapshot:
+            raise UserError("give either --snapshot or --warehouse-db")
+        db = settings.warehouse / "warehouse.duckdb"
+        if not db.is_file():
+            raise UserError(f"no warehouse database at {db}")
+        con, against = duckdb.connect(str(db), read_only=True), f"warehouse {db}"
+    else:
+        from pipeline.query import open_snapshot
+
+        snap = open_snapshot(settings, snapshot)
+        con, against = snap.catalog(), f"snapshot {snap.snapshot_id}"
+    try:
+        report = match_library(con, library, library_format)
+    finally:
+        con.close()
+    if as_json:
+        print(_json.dumps({"against": against, **report.to_dict()}, indent=1, ensure_ascii=False))
+        return
+    typer.echo(f"match-library {library.name} ({report.format}, {report.entries} entries) against {against}: "
+               f"{len(report.matched)} matched, {len(report.unmatched)} unmatched")
+    for m in report.matched:
+        typer.echo(f"  matched   #{m.entry.index:<4} {m.entry.key or '-'} -> {m.paper_id} (by {m.by}) {m.title or ''}")
+    for u in report.unmatched:
+        typer.echo(f"  unmatched #{u.entry.index:<4} {u.entry.key or '-'}: {u.entry.title or '(no title)'} [{u.reason}]")
+    for p in report.problems:
+        typer.echo(f"  problem: {p}")
+
+
+@app.command("path")
+def path_cmd(
+    ctx: typer.Context,
+    source: str = typer.Argument(..., help="First paper id."),
+    target: str = typer.Argument(..., help="Second paper id."),
+    max_length: int = typer.Option(4, "--max-length", min=1, max=8, help="Longest path to look for, in citation hops."),
+    limit: int = typer.Option(20, "--limit", min=1, max=200, help="At most this many shortest paths."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The shortest citation paths between two papers, citations followed either way, each hop's paper shown."""
+    import json as _json
+
+    from pipeline.query import open_snapshot
+    from pipeline.query.paths import shortest_paths
+
+    snap = open_snapshot(get_settings(ctx), snapshot)
+    con = snap.catalog()
+    try:
+        res = shortest_paths(con, source, target, max_length=max_length, limit=limit)
+    finally:
+        con.close()
+    res.snapshot_id = snap.snapshot_id
+    if as_json:
+        print(_json.dumps(res.to_dict(), indent=1, ensure_ascii=False, default=str))
+        return
+    if res.length is None:
+        typer.echo(f"path: no citation path of at most {max_length} hops between {res.source} and {res.target} "
+                   f"(snapshot {snap.snapshot_id})")
+        return
+    more = " (more not shown: raise --limit)" if res.truncated else ""
+    typer.echo(f"path: {len(res.paths)} shortest path(s) of {res.length} hop(s) between {res.source} and {res.target}{more}")
+    for n, p in enumerate(res.paths, start=1):
+        typer.echo(f"#{n}")
+        for h in p:
+            arrow = {"cites": "  cites  ", "cited_by": "cited by "}.get(h.link or "", "")
+            typer.echo(f"  {arrow:>9} {h.paper_id or h.work_id}  {h.year or '----'}  {h.title or ''}")
 
 
 # ==== eval (issue 7) =============================================================================

@@ -65,3 +65,29 @@ def cisi_snapshot(shared_data, tmp_path_factory, request):
     run_embed(settings)
     run_publish(settings)
     return settings
+
+
+@pytest.fixture(scope="session")
+def cacm_snapshot(shared_data, tmp_path_factory, request):
+    """Settings of a warehouse where CACM (with its real citation links) was imported, the graph
+    computed, embedded and published. Session-scoped and read-only, like ``cisi_snapshot``; vectors are
+    cached under .pytest_cache, so only the first session pays for encoding CACM."""
+    pytest.importorskip("pipeline.graph")
+    from pipeline.collections import import_collection
+    from pipeline.embed import run_embed
+    from pipeline.graph import run_graph
+    from pipeline.publish import run_publish
+    from pipeline.settings import Settings
+
+    cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
+    root = tmp_path_factory.mktemp("cacm_snapshot")
+    with pytest.MonkeyPatch.context() as mp:
+        for key in list(os.environ):
+            if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
+                mp.delenv(key, raising=False)
+        settings = Settings.load(warehouse=root / "warehouse", embed_cache_dir=cache)
+    import_collection(settings, shared_data / "collections" / "cacm")
+    run_graph(settings)
+    run_embed(settings)
+    run_publish(settings)
+    return settings

@@ -7,6 +7,8 @@ Endpoints (all GET; nothing writes):
     /api/papers/{paper_id}            metadata, abstract, figure legends, metrics
     /api/papers/{paper_id}/related    connected papers, plus the graph among them
     /api/snapshots                    published snapshots and which one is CURRENT
+    /api/export?id=...&format=...     papers as BibTeX, RIS or CSL-JSON (also format= on search and related)
+    /api/path?from=...&to=...         the shortest citation paths between two papers
     /                                 the search page (static HTML + JS, no CDN)
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pipeline.errors import UnknownPaper, UserError
@@ -31,6 +33,13 @@ log = logging.getLogger(__name__)
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_QUERY_CHARS = 1000
 MAX_K = 100
+EXPORT_FORMATS = Literal["bibtex", "ris", "csl-json"]
+# OpenAPI: what an export answers (the media types of pipeline.exports.FORMATS)
+EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
+    "application/x-bibtex": {"schema": {"type": "string"}},
+    "application/x-research-info-systems": {"schema": {"type": "string"}},
+    "application/vnd.citationstyles.csl+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+}, "description": "JSON, or with `format` the papers as BibTeX, RIS or CSL-JSON"}}
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -75,7 +84,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         cur = opened()
         return {"status": "ok", "snapshot_id": cur.snapshot_id}
 
-    @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals")
+    @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals", responses=EXPORT_RESPONSES)
     async def search(
         q: str = Query(..., description="the query", min_length=1, max_length=MAX_QUERY_CHARS),
         k: int = Query(10, ge=1, le=MAX_K, description="number of papers"),
@@ -88,6 +97,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         year_to: int | None = Query(None, ge=0, le=3000),
         category: list[str] | None = Query(None, max_length=50, description="categories (repeat or comma-separate)"),
         author: list[str] | None = Query(None, max_length=50, description="author names (repeat or comma-separate)"),
+        format: EXPORT_FORMATS | None = Query(None, description="answer with the results as bibtex, ris or csl-json instead of JSON"),
     ) -> dict[str, Any]:
         if not q.strip():
             raise HTTPException(status_code=400, detail="the query is empty")
@@ -103,6 +113,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
                                             title_boost=title_boost)
 
         cur, resp = await asyncio.get_running_loop().run_in_executor(searching, run)
+        if format:
+            return _export_response(cur.searcher.snap, [r.paper_id for r in resp.results], format, "search")
         return {
             "snapshot_id": cur.snapshot_id,
             "query": q,
@@ -111,11 +123,16 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             "results": [r.to_dict() for r in resp.results],
         }
 
-    @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them")
-    def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K)) -> dict[str, Any]:
+    @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them",
+             responses=EXPORT_RESPONSES)
+    def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K),
+                format: EXPORT_FORMATS | None = Query(None, description="answer with the related papers as bibtex, ris or csl-json instead of JSON"),
+                ) -> dict[str, Any]:
         cur = opened()
         center = _paper_view(cur.searcher.paper(paper_id))
         items = [r.to_dict() for r in cur.searcher.related(paper_id, k=k)]
+        if format:
+            return _export_response(cur.searcher.snap, [r["paper_id"] or r["work_id"] for r in items], format, "related")
         return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items,
                 "edges": _edges(cur.path, paper_id, items)}
 
@@ -131,6 +148,36 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         items = snapshots.list_snapshots(settings.snapshots_dir)
         return {"current": holder.get().snapshot_id if items else None,
                 "snapshots": [s if isinstance(s, dict) else getattr(s, "to_dict", lambda: s)() for s in items]}
+
+    @app.get("/api/export", summary="Papers as BibTeX, RIS or CSL-JSON for a reference manager", responses=EXPORT_RESPONSES)
+    def export(
+        id: list[str] = Query(..., min_length=1, max_length=MAX_K, description="paper ids (repeat or comma-separate)"),
+        format: EXPORT_FORMATS = Query("bibtex", description="bibtex | ris | csl-json"),
+    ) -> Response:
+        ids = _split(id)
+        if not ids:
+            raise HTTPException(status_code=400, detail="no paper ids given")
+        if len(ids) > MAX_K:
+            raise HTTPException(status_code=400, detail=f"{len(ids)} paper ids; the limit is {MAX_K}")
+        return _export_response(opened().searcher.snap, ids, format, ids[0] if len(ids) == 1 else "papers")
+
+    @app.get("/api/path", summary="The shortest citation paths between two papers (citations followed either way)")
+    def path(
+        source: str = Query(..., alias="from", min_length=1, max_length=200, description="first paper id"),
+        target: str = Query(..., alias="to", min_length=1, max_length=200, description="second paper id"),
+        max_length: int = Query(4, ge=1, le=8, description="longest path to look for, in hops"),
+        limit: int = Query(20, ge=1, le=200, description="at most this many shortest paths"),
+    ) -> dict[str, Any]:
+        from pipeline.query.paths import shortest_paths
+
+        cur = opened()
+        con = cur.searcher.snap.catalog()
+        try:
+            res = shortest_paths(con, source, target, max_length=max_length, limit=limit)
+        finally:
+            con.close()
+        res.snapshot_id = cur.snapshot_id
+        return res.to_dict()
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
@@ -148,6 +195,16 @@ def create_app_from_env() -> FastAPI:
     """App factory for multi-process serving (``paperkb serve --workers N``): each worker process
     builds its own app from the environment (``PAPERKB_*``, ``PAPERKB_SERVE_SNAPSHOT`` pins an id)."""
     return create_app(Settings.load(), os.environ.get("PAPERKB_SERVE_SNAPSHOT") or None)
+
+
+def _export_response(snap, ids: list[str], fmt: str, stem: str) -> Response:
+    """``ids`` rendered in ``fmt``, as a download named after ``stem``."""
+    from pipeline.exports import FORMATS, filename
+    from pipeline.query.records import export_text
+
+    text = export_text(snap, ids, fmt)
+    return Response(content=text, media_type=FORMATS[fmt][0],
+                    headers={"Content-Disposition": f'attachment; filename="{filename(fmt, stem)}"'})
 
 
 def _paper_view(d: dict[str, Any]) -> dict[str, Any]:

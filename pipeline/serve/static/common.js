@@ -16,3 +16,11 @@ export async function showSnapshot() {
   try { const h = await getJSON("/api/health"); document.querySelector(".snap").textContent = `snapshot ${h.snapshot_id}`; }
   catch (e) { document.querySelector(".snap").textContent = e.message; }
 }
+export const EXPORT_FORMATS = [["bibtex", "BibTeX"], ["ris", "RIS"], ["csl-json", "CSL-JSON"]];
+// Download links for a reference manager: the listed papers through /api/export
+export function exportLinks(ids, label = "Export") {
+  if (!ids.length) return "";
+  const q = ids.map((i) => "id=" + encodeURIComponent(i)).join("&");
+  return `<span class="exports">${esc(label)}: ${EXPORT_FORMATS.map(([f, name]) =>
+    `<a class="export" data-format="${f}" href="/api/export?${q}&format=${f}" download>${name}</a>`).join(" ")}</span>`;
+}

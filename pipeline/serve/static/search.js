@@ -1,4 +1,4 @@
-import { esc, getJSON, fmt, showSnapshot } from "/static/common.js";
+import { esc, getJSON, fmt, showSnapshot, exportLinks } from "/static/common.js";
 
 const $ = (id) => document.getElementById(id);
 const SIGNALS = ["ck", "doc", "abs", "fig", "pr"];
@@ -13,7 +13,8 @@ function params() {
 }
 
 function render(data) {
-  $("status").innerHTML = `${data.results.length} papers · queries used: ${data.queries.map(esc).join(" | ")}` +
+  $("status").innerHTML = `${data.results.length} papers · queries used: ${data.queries.map(esc).join(" | ")} ` +
+    exportLinks(data.results.map((r) => r.paper_id), "Export these results") +
     (data.notes.length ? `<div class="notes">${data.notes.map(esc).join("<br>")}</div>` : "");
   $("results").innerHTML = data.results.map((r) => {
     const sig = r.signals || {};

@@ -1,0 +1,122 @@
+"""Bibliographic records of papers for exports (:mod:`pipeline.exports`), read from a catalog.
+
+Works on any DuckDB connection holding the catalog tables (a snapshot's ``catalog.duckdb``, or the
+warehouse). Ids are corpus paper ids, their external ids (arXiv id, collection docno) when unambiguous,
+or citation-graph work ids (S2 papers outside the corpus, as `related` lists them). Every query binds
+the ids as parameters.
+"""
+
+from __future__ import annotations
+
+from pipeline.errors import UnknownPaper, UserError
+from pipeline.exports import BibRecord
+
+MAX_IDS = 1000
+
+
+def _columns(con, table: str) -> set[str]:
+    rows = con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()
+    return {r[0] for r in rows}
+
+
+def resolve_ids(con, ids: list[str]) -> list[tuple[str, str]]:
+    """[(kind, id)] in the given order, duplicates dropped: kind 'paper' (papers.paper_id) or 'work'
+    (works.work_id of a work outside the corpus). UnknownPaper names every id that matches nothing."""
+    clean: list[str] = []
+    for i in ids:
+        s = (i or "").strip() if isinstance(i, str) else ""
+        if not s:
+            raise UserError("a paper id is empty")
+        if s not in clean:
+            clean.append(s)
+    if not clean:
+        raise UserError("no paper ids given")
+    if len(clean) > MAX_IDS:
+        raise UserError(f"{len(clean)} paper ids; the limit is {MAX_IDS}")
+    papers = {r[0] for r in con.execute("SELECT paper_id FROM papers WHERE paper_id IN (SELECT unnest(?::VARCHAR[]))",
+                                        [clean]).fetchall()}
+    ext: dict[str, list[str]] = {}
+    for pid, e in con.execute("SELECT paper_id, external_id FROM papers WHERE external_id IN (SELECT unnest(?::VARCHAR[]))",
+                              [clean]).fetchall():
+        ext.setdefault(e, []).append(pid)
+    works: dict[str, str | None] = {}
+    if {"work_id", "paper_id"} <= _columns(con, "works"):
+        works = dict(con.execute("SELECT work_id, paper_id FROM works WHERE work_id IN (SELECT unnest(?::VARCHAR[]))",
+                                 [clean]).fetchall())
+    out: list[tuple[str, str]] = []
+    unknown: list[str] = []
+    for s in clean:
+        if s in papers:
+            item = ("paper", s)
+        elif len(ext.get(s, [])) == 1:
+            item = ("paper", ext[s][0])
+        elif s in works:
+            item = ("paper", works[s]) if works[s] else ("work", s)
+        else:
+            unknown.append(s)
+            continue
+        if item not in out:
+            out.append(item)
+    if unknown:
+        shown = ", ".join(repr(u) for u in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise UnknownPaper(f"unknown paper id{'s' if len(unknown) > 1 else ''} {shown}")
+    return out
+
+
+def bib_records(con, ids: list[str]) -> list[BibRecord]:
+    """One :class:`BibRecord` per id (see :func:`resolve_ids`), in the given order."""
+    resolved = resolve_ids(con, ids)
+    paper_ids = [i for k, i in resolved if k == "paper"]
+    work_ids = [i for k, i in resolved if k == "work"]
+    recs: dict[tuple[str, str], BibRecord] = {}
+    if paper_ids:
+        pc = _columns(con, "papers")
+
+        def col(name: str, typ: str = "VARCHAR") -> str:
+            return f"p.{name}" if name in pc else f"NULL::{typ}"
+
+        rows = con.execute(f"""
+            SELECT p.paper_id, p.source, p.external_id, {col('title')}, {col('abstract')}, {col('year', 'INTEGER')},
+                   CAST({col('published', 'DATE')} AS VARCHAR), {col('doi')}, {col('primary_category')},
+                   {col('categories', 'VARCHAR[]')}, {col('journal_ref')}, {col('venue')},
+                   (SELECT list(pa.name ORDER BY pa.position) FROM paper_authors pa WHERE pa.paper_id = p.paper_id)
+            FROM papers p WHERE p.paper_id IN (SELECT unnest(?::VARCHAR[]))""", [paper_ids]).fetchall()
+        for (pid, source, ext, title, abstract, year, published, doi, prim, cats, jref, venue, authors) in rows:
+            if published and source != "arxiv":  # collections know the month (stored as its first day)
+                published = published[:7]
+            recs[("paper", pid)] = BibRecord(
+                id=pid, title=title, authors=list(authors or []), year=year, published=published, doi=doi,
+                arxiv_id=ext if source == "arxiv" else None, primary_category=prim if source == "arxiv" else None,
+                categories=list(cats or []) if source == "arxiv" else [], journal=jref or venue or None,
+                abstract=abstract, source=source)
+    if work_ids:
+        wa = {"work_id", "position", "name"} <= _columns(con, "work_authors")
+        authors = ("(SELECT list(a.name ORDER BY a.position) FROM work_authors a WHERE a.work_id = w.work_id)"
+                   if wa else "NULL::VARCHAR[]")
+        rows = con.execute(f"""
+            SELECT w.work_id, w.title, w.year, CAST(w.publication_date AS VARCHAR), w.doi, w.arxiv_id, w.venue, {authors}
+            FROM works w WHERE w.work_id IN (SELECT unnest(?::VARCHAR[]))""", [work_ids]).fetchall()
+        for wid, title, year, published, doi, arxiv_id, venue, names in rows:
+            recs[("work", wid)] = BibRecord(
+                id=wid, title=title, authors=[n for n in (names or []) if n], year=year, published=published,
+                doi=doi, arxiv_id=arxiv_id, journal=venue or None, source="s2",
+                url=None if (arxiv_id or doi) else f"https://www.semanticscholar.org/paper/{wid}")
+    return [recs[r] for r in resolved if r in recs]
+
+
+def export_text(snapshot, ids: list[str], fmt: str) -> str:
+    """``ids`` (see :func:`resolve_ids`) of an opened :class:`~pipeline.query.snapshot.Snapshot`, rendered
+    in ``fmt`` (bibtex | ris | csl-json). UserError for an unknown format, UnknownPaper for unknown ids."""
+    from pipeline.exports import check_format, render
+
+    try:
+        fmt = check_format(fmt)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if not ids:
+        return render(fmt, [])
+    con = snapshot.catalog()
+    try:
+        return render(fmt, bib_records(con, ids))
+    finally:
+        con.close()

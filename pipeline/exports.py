@@ -3,7 +3,7 @@
 Pure functions, no I/O: :func:`render` turns :class:`BibRecord` values (built from a snapshot by
 :func:`pipeline.query.records.bib_records`) into the text a reference manager imports (Zotero,
 JabRef, Mendeley, EndNote, citeproc). Each format round-trips through a real parser in the tests
-(bibtexparser, rispy, and the CSL-JSON schema below with jsonschema).
+(bibtexparser, rispy, and citeproc-py, a CSL processor, for CSL-JSON).
 
 Mapping (a paper with a journal reference or venue is a journal article, an arXiv paper without one a
 preprint, anything else a generic/misc record):
@@ -28,13 +28,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from pathlib import Path
 
-# The CSL-JSON input schema (csl-data.json, v1.0, MIT licence) from the Citation Style Language
-# project's schema repository, vendored because no package on PyPI ships the current draft-07 schema
-# (the `csl-data` package holds a 2016 draft-3 copy with a dead dependency). Tests validate every
-# CSL-JSON export against it; downstream apps can too.
-CSL_SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "csl-data.json"
 
 FORMATS: dict[str, tuple[str, str]] = {  # format -> (media type, file extension)
     "bibtex": ("application/x-bibtex; charset=utf-8", "bib"),

@@ -395,7 +395,7 @@ def _damage(folder: Path, how: str) -> None:
     ("list-shaped manifest", "manifest.json holds a JSON list, not an object"),
     ("no full-text index published", "no full-text (BM25) index on chunks.text"),
 ])
-def test_damaged_snapshot_is_refused_in_one_line(wh, capsys, how, expected):
+def test_damaged_snapshot_is_refused_in_one_line(wh, capsys, monkeypatch, how, expected):
     """Every reader (search, related, eval's open, serve) refuses a damaged snapshot with one line, exit 2;
     `snapshots list` shows it as damaged. Before: exit 0 with bm25 = 0, a 76-line traceback, or
     "no snapshots published yet"."""
@@ -414,8 +414,14 @@ def test_damaged_snapshot_is_refused_in_one_line(wh, capsys, how, expected):
     _damage(snapshots.resolve(wh), how)
     with pytest.raises(DamagedSnapshot, match=re.escape(expected)):
         open_snapshot(wh)
+    import uvicorn
+
+    def no_server(*_a, **_k):
+        raise AssertionError("serve started on a damaged snapshot")
+
+    monkeypatch.setattr(uvicorn, "run", no_server)
     for argv in (["search", "library classification", "-k", "3"], ["related", "cisi:1"],
-                 ["search", "library", "--snapshot", sid]):
+                 ["search", "library", "--snapshot", sid], ["serve", "--port", "8999"], ["serve", "--snapshot", sid]):
         assert main(["--warehouse", w, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"paperkb: error: snapshot {sid} is damaged: "), err

@@ -231,6 +231,20 @@ def test_retention_puts_back_a_snapshot_pinned_while_it_looked(settings, monkeyp
     assert not list(root.glob("*.deleting"))
 
 
+def test_next_publish_puts_back_a_pinned_snapshot_left_half_retired(settings):
+    """Retention killed between its rename to <id>.deleting and the rename back: the next publish's clean-up
+    restores a pinned one instead of deleting it, and removes an unpinned one."""
+    from pipeline import pins
+    from pipeline.publish import _remove_abandoned
+
+    root = settings.snapshots_dir
+    _fake_snapshot(root, "s1").rename(root / "s1.deleting")
+    _fake_snapshot(root, "s2").rename(root / "s2.deleting")
+    with pins.pin(root, "s1", who="reader"):
+        assert _remove_abandoned(root) == ["s2.deleting"]
+    assert (root / "s1" / "manifest.json").is_file() and not (root / "s2.deleting").exists()
+
+
 def test_open_snapshot_pins_until_closed(settings):
     from pipeline import pins
     from pipeline.query import open_snapshot

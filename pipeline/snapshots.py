@@ -9,10 +9,14 @@ Layout (the contract for downstream apps)::
         <id>/catalog.duckdb     the analyst/app tables (papers, authors, citations, chunks, metrics...)
         <id>/lancedb/           LanceDB tables chunks, papers, figures (vectors + BM25 index)
         <id>.tmp/               a publish in progress (never opened by readers, removed if abandoned)
+        .pins/<id>@...json      readers' leases: retention never deletes a pinned snapshot (pipeline.pins)
 
 A snapshot folder never changes once its name is final. ``CURRENT`` is replaced atomically
 (``os.replace``), so a reader sees either the old id or the new one, and a reader that resolved a
 snapshot keeps reading the same files while a newer one is published.
+
+:func:`check` is the cheap test every reader runs when it opens a snapshot (``stat`` only: the manifest's
+shape, each listed file and its size, the indexes search needs); :func:`verify` re-hashes everything.
 """
 
 from __future__ import annotations

@@ -126,9 +126,11 @@ def build(folder: Path, n_chunks: int, seed: int = 0) -> dict:
         table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_FLAT",
                            num_partitions=256, max_iterations=10, sample_rate=64)
     t_vec = time.perf_counter() - t2
-    (folder / "manifest.json").write_text(json.dumps({
+    from pipeline.publish import write_manifest
+
+    write_manifest(folder, {  # files + sizes, which opening a snapshot checks
         "snapshot_id": folder.name, "schema_version": 1, "counts": {"chunks": n_chunks, "papers": n_papers, "figures": n_fig},
-        "model": {"name": "sentence-transformers/all-MiniLM-L6-v2", "dim": DIM}, "synthetic": True}))
+        "model": {"name": "sentence-transformers/all-MiniLM-L6-v2", "dim": DIM}, "synthetic": True})
     (folder / "queries.json").write_text(json.dumps([" ".join(vocab[rng.choice(topic_words[t], rng.integers(2, 6))])
                                                      for t in rng.integers(0, N_TOPICS, 2000)]))
     return {"write_s": round(t_write, 1), "fts_index_s": round(t_fts, 1), "vector_index_s": round(t_vec, 1),

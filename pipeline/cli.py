@@ -229,7 +229,8 @@ def publish(ctx: typer.Context) -> None:
     c = s["counts"]
     typer.echo(f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
                f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
-               f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old")
+               f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
+               + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items()))
 
 
 snapshots_app = typer.Typer(help="List, verify and roll back published snapshots.", no_args_is_help=True)
@@ -238,7 +239,7 @@ app.add_typer(snapshots_app, name="snapshots")
 
 @snapshots_app.command("list")
 def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Published snapshots, oldest first; * marks CURRENT."""
+    """Published snapshots, oldest first; * marks CURRENT; status ok or damaged (what is wrong), and who pins it."""
     import json as _json
 
     from pipeline.snapshots import list_snapshots
@@ -252,9 +253,11 @@ def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--js
     for r in rows:
         c = r["counts"]
         size = f"{r['bytes'] / 1e6:.1f} MB" if r.get("bytes") else "?"
-        typer.echo(f"{'*' if r['current'] else ' '} {r['snapshot_id']}  {r['created_at']}  "
+        status = f"damaged: {r['problems'][0]}" if r.get("problems") else "ok"
+        pinned = f"  pinned by {'; '.join(r['pinned_by'])}" if r.get("pinned_by") else ""
+        typer.echo(f"{'*' if r['current'] else ' '} {r['snapshot_id']}  {r['created_at'] or '?'}  "
                    f"{c.get('lancedb.papers', c.get('papers', 0))} papers  {c.get('lancedb.chunks', 0)} passages  "
-                   f"{size}  {r['model']}")
+                   f"{size}  {r['model']}  {status}{pinned}")
 
 
 @snapshots_app.command("rollback")
@@ -596,11 +599,11 @@ def serve(
 
     import uvicorn
 
-    from pipeline import snapshots
+    from pipeline.query import open_snapshot
     from pipeline.serve import create_app
 
     settings = get_settings(ctx)
-    snapshots.resolve(settings.snapshots_dir, snapshot)  # fail early, one line, when there is nothing to serve
+    open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
     typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs)")
     if workers == 1:
         uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")

@@ -43,3 +43,20 @@ def find_unreachable(text: str) -> str | None:
 
     found = re.findall(r"(cannot reach .+?, " + re.escape(REPLAY_HINT) + ")", text)
     return found[-1] if found else None
+
+
+class DamagedSnapshot(UserError):
+    """A snapshot that cannot be read as published: its manifest is unreadable or of the wrong shape, a
+    file it lists is missing or has another size, or an index the search needs is not there (see
+    ``pipeline.snapshots.check``). Also raised when a snapshot a reader holds was deleted from disk."""
+
+    def __init__(self, snapshot_id: str, problems: list[str], hint: str | None = None):
+        self.snapshot_id, self.problems, self.hint = snapshot_id, list(problems), hint
+        more = f" (+{len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        hint = hint if hint is not None else (
+            f"; `paperkb snapshots verify {snapshot_id}` checks it in full, `paperkb snapshots rollback ID` "
+            "switches to an intact one")
+        super().__init__(f"snapshot {snapshot_id} is damaged: {self.problems[0] if self.problems else '?'}{more}{hint}")
+
+    def __reduce__(self):
+        return (type(self), (self.snapshot_id, self.problems, self.hint))

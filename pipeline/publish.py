@@ -7,7 +7,8 @@ Stages (a crash at any point leaves the previous snapshot serving)::
               every file matches its sha256 in the manifest
     rename    <id>.tmp -> <id>          complete but not yet CURRENT (rollback target)
     swap      CURRENT := <id>           os.replace of a one-line file: atomic
-    retain    keep the newest ``snapshot_keep`` snapshots, CURRENT, and any younger than ``snapshot_min_age_h``
+    retain    keep the newest ``snapshot_keep`` snapshots, CURRENT, any younger than ``snapshot_min_age_h``,
+              and any a reader pins (a lease in ``snapshots/.pins/``, see ``pipeline.pins``)
 
 Only one publish runs at a time (an exclusive lock file); an abandoned ``*.tmp`` folder from a
 killed publish is removed by the next one.
@@ -62,9 +63,15 @@ def _publish_lock(root: Path) -> Iterator[None]:
 
 def _remove_abandoned(root: Path) -> list[str]:
     """Folders left by a publish or a retention that was killed (we hold the lock: none is live)."""
+    from pipeline import pins
+
     removed = []
     for d in root.iterdir():
         if d.is_dir() and d.name.endswith((snap.TMP_SUFFIX, snap.DELETING_SUFFIX)):
+            sid = d.name[: -len(snap.DELETING_SUFFIX)]
+            if d.name.endswith(snap.DELETING_SUFFIX) and not (root / sid).exists() and pins.holders(root, sid):
+                os.replace(d, root / sid)  # retention was killed before it could put back a pinned one
+                continue
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d.name)
     return removed
@@ -198,6 +205,19 @@ def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, 
     return {f"lancedb.{k}": v for k, v in lance_counts.items()}
 
 
+def lance_indexes(lance_dir: Path) -> dict[str, list[dict]]:
+    """``{table: [{name, type, columns, uuid}]}``: the indexes readers may expect (the open check looks
+    for each one's files, see ``pipeline.snapshots.check``)."""
+    import lancedb
+
+    db = lancedb.connect(str(lance_dir))
+    out = {}
+    for name in LANCE_TABLES:
+        out[name] = [{"name": ix.name, "type": str(ix.index_type), "columns": list(ix.columns),
+                      "uuid": getattr(ix, "index_uuid", None)} for ix in db.open_table(name).list_indices()]
+    return out
+
+
 # ---- publish -------------------------------------------------------------------------------------------
 def write_manifest(folder: Path, manifest: dict) -> None:
     files = snap.snapshot_files(folder)
@@ -211,19 +231,40 @@ def write_manifest(folder: Path, manifest: dict) -> None:
     os.replace(tmp, folder / snap.MANIFEST)
 
 
-def apply_retention(root: Path, keep: int, min_age_h: float = 0.0, now: datetime | None = None) -> list[str]:
-    """Delete the oldest snapshots beyond ``keep``, but never CURRENT and never one published less than
-    ``min_age_h`` hours before ``now`` (readers get that long to notice a newer one; a snapshot whose
-    age cannot be read is kept). Renamed first, so a half-deleted snapshot is never visible under its id."""
-    snaps = snap.list_snapshots(root)
+def apply_retention(root: Path, keep: int, min_age_h: float = 0.0, now: datetime | None = None,
+                    kept: dict[str, str] | None = None) -> list[str]:
+    """Delete the oldest snapshots beyond ``keep``, but never CURRENT, never a pinned one (a reader holds a
+    lease on it: :mod:`pipeline.pins`) and never one published less than ``min_age_h`` hours before
+    ``now`` (readers get that long to notice a newer one; a snapshot whose age or manifest cannot be
+    read is kept). Renamed first, so a half-deleted snapshot is never visible under its id; the pins
+    are read again after the rename, and a snapshot pinned meanwhile is renamed back.
+
+    Returns the deleted ids; ``kept`` (when given) receives ``{id: "pinned by ..."}`` for each snapshot
+    that retention would have deleted but a reader holds."""
+    from pipeline import pins
+
+    snaps = [s for s in snap.list_snapshots(root, check_files=False, with_pins=False) if s["created_at"]]
     cur = snap.current_id(root)
     now = now or datetime.now(timezone.utc)
-    doomed = [s["snapshot_id"] for s in snaps[:-keep]
-              if s["snapshot_id"] != cur and _old_enough(s.get("created_at"), now, min_age_h)] if len(snaps) > keep else []
-    for sid in doomed:
+    candidates = [s["snapshot_id"] for s in snaps[:-keep]
+                  if s["snapshot_id"] != cur and _old_enough(s.get("created_at"), now, min_age_h)] if len(snaps) > keep else []
+    kept = kept if kept is not None else {}
+    doomed = []
+    for sid in candidates:
+        held = pins.holders(root, sid, clean=True)
         gone = root / f"{sid}{snap.DELETING_SUFFIX}"
-        os.replace(root / sid, gone)
+        if not held:
+            os.replace(root / sid, gone)
+            held = pins.holders(root, sid)  # a reader that pinned it between the look and the rename
+            if held:
+                os.replace(gone, root / sid)
+        if held:
+            kept[sid] = "pinned by " + "; ".join(held[:3]) + (f" (+{len(held) - 3} more)" if len(held) > 3 else "")
+            log.info("retention: kept %s: %s", sid, kept[sid])
+            continue
         shutil.rmtree(gone, ignore_errors=True)
+        doomed.append(sid)
+    pins.clean_stale(root)
     return doomed
 
 
@@ -271,6 +312,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             }
             lance_counts = verify_contents(tmp, counts)
             manifest["counts"].update(lance_counts)
+            manifest["indexes"] = lance_indexes(tmp / "lancedb")
             write_manifest(tmp, manifest)
             hook("built", tmp)
             problems = snap.verify(root, path=tmp)
@@ -286,13 +328,14 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
         previous = snap.current_id(root)
         snap.write_current(root, sid)
         hook("swapped", final)
-        removed = apply_retention(root, settings.snapshot_keep, settings.snapshot_min_age_h)
+        kept: dict[str, str] = {}
+        removed = apply_retention(root, settings.snapshot_keep, settings.snapshot_min_age_h, kept=kept)
     size = sum((manifest.get("sizes") or {}).values())
     summary = {"snapshot_id": sid, "path": str(final), "previous": previous, "counts": manifest["counts"],
-               "bytes": size, "removed": removed, "seconds": round(time.perf_counter() - t0, 2)}
-    log.info("publish: snapshot %s is CURRENT (%d chunks, %d papers, %.1f MB) in %.1fs; removed %d old",
+               "bytes": size, "removed": removed, "kept_pinned": kept, "seconds": round(time.perf_counter() - t0, 2)}
+    log.info("publish: snapshot %s is CURRENT (%d chunks, %d papers, %.1f MB) in %.1fs; removed %d old, kept %d pinned",
              sid, manifest["counts"].get("lancedb.chunks", 0), manifest["counts"].get("lancedb.papers", 0),
-             size / 1e6, summary["seconds"], len(removed))
+             size / 1e6, summary["seconds"], len(removed), len(kept))
     _record_run(settings, summary)
     return summary
 

@@ -9,10 +9,14 @@ Layout (the contract for downstream apps)::
         <id>/catalog.duckdb     the analyst/app tables (papers, authors, citations, chunks, metrics...)
         <id>/lancedb/           LanceDB tables chunks, papers, figures (vectors + BM25 index)
         <id>.tmp/               a publish in progress (never opened by readers, removed if abandoned)
+        .pins/<id>@...json      readers' leases: retention never deletes a pinned snapshot (pipeline.pins)
 
 A snapshot folder never changes once its name is final. ``CURRENT`` is replaced atomically
 (``os.replace``), so a reader sees either the old id or the new one, and a reader that resolved a
 snapshot keeps reading the same files while a newer one is published.
+
+:func:`check` is the cheap test every reader runs when it opens a snapshot (``stat`` only: the manifest's
+shape, each listed file and its size, the indexes search needs); :func:`verify` re-hashes everything.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import UserError
+from pipeline.errors import DamagedSnapshot, UserError
 
 SCHEMA_VERSION = 1
 CURRENT = "CURRENT"
@@ -67,44 +71,203 @@ def resolve(settings_or_root: Any, snapshot_id: str | None = None) -> Path:
         raise UserError(f"not a snapshot id: {snapshot_id!r}")
     path = root / snapshot_id
     if not (path / MANIFEST).is_file():
-        known = ", ".join(s["snapshot_id"] for s in list_snapshots(root)[-5:]) or "none"
+        known = ", ".join(s["snapshot_id"] for s in list_snapshots(root, check_files=False, with_pins=False)[-5:]) or "none"
         raise UserError(f"snapshot {snapshot_id} not found in {root} (latest: {known})")
     return path
 
 
 def read_manifest(path: Path | str) -> dict:
-    """The manifest of a snapshot folder (or of the manifest file itself)."""
+    """The manifest of a snapshot folder (or of the manifest file itself): a JSON object, else
+    DamagedSnapshot (a UserError)."""
     p = Path(path)
     if p.is_dir():
         p = p / MANIFEST
+    sid = p.parent.name
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        m = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"no manifest at {p}") from None
+    except UnicodeDecodeError:
+        raise DamagedSnapshot(sid, [f"{MANIFEST} is not valid JSON (not UTF-8 text)"]) from None
     except json.JSONDecodeError as exc:
-        raise UserError(f"manifest {p} is not valid JSON: {exc}") from None
+        raise DamagedSnapshot(sid, [f"{MANIFEST} is not valid JSON (truncated?): {exc}"]) from None
+    if not isinstance(m, dict):
+        raise DamagedSnapshot(sid, [f"{MANIFEST} holds a JSON {_json_kind(m)}, not an object"])
+    return m
 
 
-def list_snapshots(settings_or_root: Any) -> list[dict]:
-    """Every complete snapshot, oldest first: id, path, created_at, current, counts, model."""
+def _json_kind(v: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+            type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def list_snapshots(settings_or_root: Any, *, check_files: bool = True, with_pins: bool = True) -> list[dict]:
+    """Every published snapshot, oldest first: id, path, created_at, current, counts, model, bytes, status,
+    problems, pinned_by.
+
+    ``status`` is ``ok`` or ``damaged`` (``problems`` says why: see :func:`check`; with ``check_files=False``
+    only the manifest is read). A folder with a damaged manifest is listed too (created_at None), a
+    folder holding neither manifest nor data (or ``*.tmp``, ``*.deleting``) is not a snapshot."""
+    from pipeline import pins
+
     root = snapshots_root(settings_or_root)
     if not root.is_dir():
         return []
     cur = current_id(root)
     out = []
     for d in root.iterdir():
-        if not d.is_dir() or not is_snapshot_name(d.name) or not (d / MANIFEST).is_file():
+        if not d.is_dir() or not is_snapshot_name(d.name):
             continue
-        try:
-            m = read_manifest(d)
-        except UserError:
-            continue
-        out.append({"snapshot_id": d.name, "path": str(d), "created_at": m.get("created_at"),
-                    "current": d.name == cur, "counts": m.get("counts", {}),
-                    "model": (m.get("model") or {}).get("name"), "bytes": sum(
-                        (m.get("sizes") or {}).values()) if m.get("sizes") else None})
+        if not (d / MANIFEST).is_file():
+            if not ((d / "catalog.duckdb").exists() or (d / "lancedb").exists()):
+                continue
+            m, problems = {}, [f"no {MANIFEST}"]
+        else:
+            try:
+                m = read_manifest(d)
+                problems = check(d, m) if check_files else _shape_problems(m)
+            except UserError as exc:
+                m, problems = {}, list(getattr(exc, "problems", None) or [str(exc)])
+        counts = m.get("counts") if isinstance(m.get("counts"), dict) else {}
+        model = m.get("model") if isinstance(m.get("model"), dict) else {}
+        sizes = m.get("sizes") if isinstance(m.get("sizes"), dict) else {}
+        created = m.get("created_at") if isinstance(m.get("created_at"), str) else None
+        out.append({"snapshot_id": d.name, "path": str(d), "created_at": created,
+                    "current": d.name == cur, "counts": counts, "model": model.get("name"),
+                    "bytes": sum(v for v in sizes.values() if isinstance(v, int)) if sizes else None,
+                    "status": "damaged" if problems else "ok", "problems": problems,
+                    "pinned_by": pins.holders(root, d.name) if with_pins else []})
     out.sort(key=lambda s: (s["created_at"] or "", s["snapshot_id"]))
     return out
+
+
+# ---- the open check: cheap (stat only) ------------------------------------------------------------------
+def check(folder: Path | str, manifest: dict | None = None, *, need_fts: bool = True) -> list[str]:
+    """What would stop a reader, found without reading any data (``stat`` only; :func:`verify` re-hashes):
+
+    - the manifest is a JSON object whose ``files`` maps relative paths to checksums (and ``sizes``,
+      ``counts``, ``model``, ``indexes``, when present, have their published shapes);
+    - every listed file exists, with its listed size;
+    - the catalog and each LanceDB table of ``layout`` are listed, and the indexes the search needs are:
+      the full-text (BM25) index of ``chunks.text`` (every search draws BM25 candidates; ``need_fts``)
+      and every index recorded under ``indexes``.
+
+    Returns the problems, most telling first; empty = fit to open."""
+    folder = Path(folder)
+    if manifest is None:
+        try:
+            manifest = read_manifest(folder)
+        except UserError as exc:
+            return list(getattr(exc, "problems", None) or [str(exc)])
+    problems = _shape_problems(manifest)
+    if problems:
+        return problems
+    files: dict[str, str] = manifest["files"]
+    sizes: dict[str, int] = manifest.get("sizes") or {}
+    missing, resized = [], []
+    for rel in files:
+        try:
+            st = os.stat(folder / rel)
+        except FileNotFoundError:
+            missing.append(rel)
+            continue
+        except NotADirectoryError:
+            missing.append(rel)
+            continue
+        want = sizes.get(rel)
+        if want is not None and st.st_size != want:
+            resized.append((rel, st.st_size, want))
+    # a missing index or data file says more than a missing scalar index: sort by what it is
+    missing.sort(key=lambda r: (_RANK.get(_kind(r)[0], 9), r))
+    problems += [f"missing file {rel} ({_describe(rel)})" for rel in missing]
+    problems += [f"file {rel} ({_describe(rel)}) is {got} bytes, the manifest says {want}" for rel, got, want in resized]
+    problems += _index_problems(manifest, need_fts)
+    return problems
+
+
+def _shape_problems(m: dict) -> list[str]:
+    files = m.get("files")
+    if not isinstance(files, dict) or not files:
+        return [f"{MANIFEST} lists no files" if files in (None, {}, []) else f"{MANIFEST}: 'files' is not an object"]
+    for rel, digest in files.items():
+        if not isinstance(digest, str) or rel.startswith("/") or ".." in Path(rel).parts or rel == MANIFEST:
+            return [f"{MANIFEST}: bad entry in 'files': {rel!r}"]
+    for key, kind in (("sizes", dict), ("counts", dict), ("model", dict), ("indexes", dict), ("layout", dict)):
+        if key in m and m[key] is not None and not isinstance(m[key], kind):
+            return [f"{MANIFEST}: {key!r} is a JSON {_json_kind(m[key])}, not an object"]
+    if any(not isinstance(v, int) for v in (m.get("sizes") or {}).values()):
+        return [f"{MANIFEST}: 'sizes' holds a size that is not a whole number"]
+    return []
+
+
+_RANK = {"fts": 0, "data": 1, "versions": 2, "catalog": 3, "vector": 4, "scalar": 5}
+
+
+def _kind(rel: str) -> tuple[str, str | None]:
+    """(what kind of file, which LanceDB table) for a snapshot-relative path."""
+    parts = rel.split("/")
+    if rel == "catalog.duckdb":
+        return "catalog", None
+    if len(parts) >= 3 and parts[0] == "lancedb" and parts[1].endswith(".lance"):
+        table, sub, name = parts[1][: -len(".lance")], parts[2], parts[-1]
+        if sub == "_indices":
+            if name.endswith(".idx"):
+                return "vector", table
+            if name.startswith("page_"):
+                return "scalar", table
+            return "fts", table
+        if sub == "data":
+            return "data", table
+        if sub == "_versions":
+            return "versions", table
+        return "lance", table
+    return "file", None
+
+
+def _describe(rel: str) -> str:
+    kind, table = _kind(rel)
+    return {"catalog": "the DuckDB catalog", "fts": f"the full-text (BM25) index of {table}",
+            "vector": f"a vector index of {table}", "scalar": f"a scalar index of {table}",
+            "data": f"a data file of LanceDB table {table}", "versions": f"the version manifest of LanceDB table {table}",
+            "lance": f"LanceDB table {table}"}.get(kind, "a snapshot file")
+
+
+def _index_problems(m: dict, need_fts: bool) -> list[str]:
+    files = m["files"]
+    layout = m.get("layout") or {}
+    problems = []
+    if layout:  # a snapshot written by `paperkb publish`: its catalog and tables must be listed
+        if layout.get("catalog") and layout["catalog"] not in files:
+            problems.append(f"the manifest lists no {layout['catalog']}")
+        for t in layout.get("lancedb_tables") or []:
+            if not any(r.startswith(f"lancedb/{t}.lance/_versions/") for r in files):
+                problems.append(f"the manifest lists no LanceDB table {t}")
+    indexes = m.get("indexes")
+    for table, ixs in (indexes or {}).items():
+        for ix in ixs if isinstance(ixs, list) else []:
+            if not isinstance(ix, dict) or not ix.get("uuid"):
+                continue
+            if not any(r.startswith(f"lancedb/{table}.lance/_indices/{ix['uuid']}/") for r in files):
+                problems.append(f"the manifest lists no files of the {ix.get('type') or ''} index "
+                                f"{ix.get('name') or ix['uuid']} of {table}")
+    n_chunks = (m.get("counts") or {}).get("lancedb.chunks")
+    if need_fts and isinstance(n_chunks, int) and n_chunks > 0:
+        if isinstance(indexes, dict) and "chunks" in indexes:
+            fts = any(isinstance(ix, dict) and str(ix.get("type", "")).upper() in ("FTS", "INVERTED")
+                      and "text" in (ix.get("columns") or []) for ix in indexes.get("chunks") or [])
+        else:  # published before indexes were recorded: recognise the index by its files
+            fts = any(_kind(r) == ("fts", "chunks") for r in files)
+        if not fts:
+            problems.append("no full-text (BM25) index on chunks.text, which every search needs: publish again "
+                            "after `paperkb embed`")
+    return problems
+
+
+def check_or_raise(folder: Path | str, manifest: dict | None = None, *, need_fts: bool = True) -> None:
+    """:func:`check`, raising DamagedSnapshot (one line, exit code 2) on the first problems."""
+    problems = check(folder, manifest, need_fts=need_fts)
+    if problems:
+        raise DamagedSnapshot(Path(folder).name, problems)
 
 
 # ---- checksums ------------------------------------------------------------------------------------
@@ -128,13 +291,14 @@ def snapshot_files(folder: Path) -> list[str]:
 
 
 def verify(settings_or_root: Any, snapshot_id: str | None = None, *, path: Path | None = None) -> list[str]:
-    """Problems found by re-hashing every file against the manifest (empty list = intact)."""
+    """Problems found by re-hashing every file against the manifest, plus the open check's (the manifest's
+    shape, the indexes search needs: see :func:`check`); empty list = intact."""
     folder = Path(path) if path is not None else resolve(settings_or_root, snapshot_id)
     m = read_manifest(folder)
-    expected: dict[str, str] = m.get("files") or {}
-    problems = []
-    if not expected:
-        problems.append("manifest lists no files")
+    problems = _shape_problems(m)
+    if problems:
+        return problems
+    expected: dict[str, str] = m["files"]
     present = set(snapshot_files(folder))
     for rel, digest in sorted(expected.items()):
         f = folder / rel
@@ -144,7 +308,7 @@ def verify(settings_or_root: Any, snapshot_id: str | None = None, *, path: Path 
             problems.append(f"checksum mismatch {rel}")
     for rel in sorted(present - set(expected)):
         problems.append(f"unexpected file {rel}")
-    return problems
+    return problems + _index_problems(m, need_fts=True)  # what the open check asks of a manifest, too
 
 
 # ---- CURRENT ----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -322,3 +323,114 @@ def test_vector_index_past_threshold_is_built_and_probed(wh):
     folder = run_publish(s)["path"]
     t = lancedb.connect(f"{folder}/lancedb").open_table("chunks")
     assert "IvfFlat" in {ix.index_type for ix in t.list_indices()}
+
+
+# ---- pins and the open check on real snapshots (issue 17) ----------------------------------------------
+def test_pinned_snapshot_is_kept_by_retention(wh, capsys, monkeypatch):
+    """A reader holding snapshot A (open_snapshot pins it) outlives `keep` publishes; retention says who
+    holds it; once the reader closes, the next publish deletes A."""
+    from pipeline import snapshots
+    from pipeline.cli import main
+    from pipeline.publish import run_publish
+    from pipeline.query import open_snapshot
+
+    s = wh.model_copy(update={"snapshot_keep": 2, "snapshot_min_age_h": 0})
+    a = run_publish(s)["snapshot_id"]
+    reader = open_snapshot(s, who="report app")
+    assert reader.snapshot_id == a
+    results = [run_publish(s) for _ in range(3)]
+    ids, cur = _visible(s)
+    assert a in ids and cur == results[-1]["snapshot_id"] and len(ids) == 3  # the newest 2 + pinned A
+    assert results[-1]["kept_pinned"] == {a: f"pinned by report app pid {os.getpid()}"}
+    assert results[1]["removed"] == [] and results[2]["removed"] == [results[0]["snapshot_id"]]  # the next oldest goes
+    assert _search_ids(reader.path, "library")  # still readable
+    w = str(s.warehouse)
+    monkeypatch.setenv("PAPERKB_SNAPSHOT_KEEP", "2")
+    monkeypatch.setenv("PAPERKB_SNAPSHOT_MIN_AGE_H", "0")
+    assert main(["--warehouse", w, "publish"]) == 0
+    assert f"kept {a}: pinned by report app pid {os.getpid()}" in capsys.readouterr().out
+    assert main(["--warehouse", w, "snapshots", "list"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if a in x)
+    assert line.endswith(f"ok  pinned by report app pid {os.getpid()}")
+    reader.close()
+    assert main(["--warehouse", w, "publish"]) == 0
+    assert f"kept {a}" not in capsys.readouterr().out
+    assert a not in _visible(s)[0]
+    assert not list((s.snapshots_dir / ".pins").iterdir())
+
+
+def _damage(folder: Path, how: str) -> None:
+    import shutil
+
+    from pipeline import snapshots
+
+    if how == "fts index file deleted":
+        victim = next(p for p in sorted((folder / "lancedb" / "chunks.lance" / "_indices").rglob("*invert.lance")))
+        victim.unlink()
+    elif how == "data file deleted":
+        next(iter(sorted((folder / "lancedb" / "chunks.lance" / "data").glob("*.lance")))).unlink()
+    elif how == "truncated manifest":
+        text = (folder / "manifest.json").read_text()
+        (folder / "manifest.json").write_text(text[: len(text) // 2])
+    elif how == "list-shaped manifest":
+        m = snapshots.read_manifest(folder)
+        (folder / "manifest.json").write_text(json.dumps(sorted(m["files"])))
+    elif how == "no full-text index published":  # e.g. published from a LanceDB whose index was dropped
+        m = snapshots.read_manifest(folder)
+        fts = next(ix for ix in m["indexes"]["chunks"] if ix["type"] == "FTS")
+        m["indexes"]["chunks"].remove(fts)
+        prefix = f"lancedb/chunks.lance/_indices/{fts['uuid']}/"
+        for key in ("files", "sizes"):
+            m[key] = {k: v for k, v in m[key].items() if not k.startswith(prefix)}
+        shutil.rmtree(folder / prefix)
+        (folder / "manifest.json").write_text(json.dumps(m))
+    else:
+        raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("fts index file deleted", "(the full-text (BM25) index of chunks)"),
+    ("data file deleted", "(a data file of LanceDB table chunks)"),
+    ("truncated manifest", "manifest.json is not valid JSON (truncated?)"),
+    ("list-shaped manifest", "manifest.json holds a JSON list, not an object"),
+    ("no full-text index published", "no full-text (BM25) index on chunks.text"),
+])
+def test_damaged_snapshot_is_refused_in_one_line(wh, capsys, monkeypatch, how, expected):
+    """Every reader (search, related, eval's open, serve) refuses a damaged snapshot with one line, exit 2;
+    `snapshots list` shows it as damaged. Before: exit 0 with bm25 = 0, a 76-line traceback, or
+    "no snapshots published yet"."""
+    from pipeline import snapshots
+    from pipeline.cli import main
+    from pipeline.errors import DamagedSnapshot
+    from pipeline.publish import run_publish
+    from pipeline.query import open_snapshot
+
+    sid = run_publish(wh)["snapshot_id"]
+    w = str(wh.warehouse)
+    if how == "fts index file deleted":  # the intact snapshot answers with BM25 evidence
+        assert main(["--warehouse", w, "search", "library classification", "-k", "3", "--json", "--expand", "off"]) == 0
+        out = capsys.readouterr().out
+        assert any(r["signals"]["bm25"] > 0 for r in json.loads(out[out.index("{"):])["results"])
+    _damage(snapshots.resolve(wh), how)
+    with pytest.raises(DamagedSnapshot, match=re.escape(expected)):
+        open_snapshot(wh)
+    import uvicorn
+
+    def no_server(*_a, **_k):
+        raise AssertionError("serve started on a damaged snapshot")
+
+    monkeypatch.setattr(uvicorn, "run", no_server)
+    for argv in (["search", "library classification", "-k", "3"], ["related", "cisi:1"],
+                 ["search", "library", "--snapshot", sid], ["serve", "--port", "8999"], ["serve", "--snapshot", sid]):
+        assert main(["--warehouse", w, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"paperkb: error: snapshot {sid} is damaged: "), err
+        assert expected in err
+    assert main(["--warehouse", w, "snapshots", "list"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"* {sid} ") and f"damaged: " in out and expected in out
+    assert main(["--warehouse", w, "snapshots", "verify"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    # the next publish is not disturbed by the damaged one, and becomes CURRENT
+    nxt = run_publish(wh)["snapshot_id"]
+    assert open_snapshot(wh).snapshot_id == nxt

@@ -75,9 +75,11 @@ def _build_snapshot(root, encode, dim: int) -> None:
                                          "vector": vec(fv)}))
     from pipeline.encoders import default_model_path
 
-    (snap / "manifest.json").write_text(json.dumps({
+    from pipeline.publish import write_manifest
+
+    write_manifest(snap, {  # lists every file with its checksum and size, as a published manifest does
         "snapshot_id": "S1", "schema_version": 1, "counts": {"chunks": len(rows), "papers": len(DOCS), "figures": len(FIGURES)},
-        "model": {"name": "sentence-transformers/all-MiniLM-L6-v2", "path": default_model_path(), "dim": dim}}))
+        "model": {"name": "sentence-transformers/all-MiniLM-L6-v2", "path": default_model_path(), "dim": dim}})
     (root / "snapshots" / "CURRENT").write_text("S1\n")
 
 

@@ -125,3 +125,89 @@ def test_snapshot_switch_during_requests_fails_none(cisi_snapshot, tmp_path):
             t.join()
     assert not errors
     assert b in seen
+
+
+# ---- pinned snapshots (issue 17) -------------------------------------------------------------------------
+@pytest.fixture
+def own_warehouse(cisi_snapshot, tmp_path):
+    """A private copy of the CISI warehouse (DuckDB, LanceDB, snapshots) that tests may publish into."""
+    from embed_helpers import clone_settings
+
+    return clone_settings(cisi_snapshot, tmp_path, snapshot_keep=5, snapshot_min_age_h=0)
+
+
+def _one_line(r) -> str:
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail, detail
+    return detail
+
+
+def test_pinned_server_survives_six_publishes(own_warehouse):
+    """`paperkb serve --snapshot A`, then six publishes with keep=5: A used to be deleted (500 on papers);
+    now the server's pin keeps it, retention says so, and A goes once the server stops."""
+    import os
+
+    from pipeline import snapshots
+    from pipeline.publish import run_publish
+
+    s = own_warehouse
+    a = snapshots.current_id(s)
+    with TestClient(create_app(s, a)) as c:
+        runs = [run_publish(s) for _ in range(6)]
+        assert runs[-1]["kept_pinned"] == {a: f"pinned by paperkb serve pid {os.getpid()}"}
+        listed = {x["snapshot_id"]: x for x in snapshots.list_snapshots(s)}
+        assert a in listed and len(listed) == 6 and listed[a]["pinned_by"] and listed[a]["status"] == "ok"
+        assert runs[0]["snapshot_id"] not in listed  # the oldest unpinned one went instead
+        r = c.get("/api/papers/cisi:1")
+        assert r.status_code == 200 and r.json()["snapshot_id"] == a
+        assert c.get("/api/papers/cisi:1/related", params={"k": 3}).status_code == 200
+        assert c.get("/api/health").json() == {"status": "ok", "snapshot_id": a}
+        body = c.get("/api/snapshots").json()
+        assert body["serving"] == a and body["current"] == runs[-1]["snapshot_id"]
+    run_publish(s)  # the server stopped: its pin is gone, and so is A
+    assert a not in {x["snapshot_id"] for x in snapshots.list_snapshots(s)}
+
+
+def test_pinned_snapshot_deleted_by_hand_is_503(own_warehouse):
+    """Deleted nonetheless (by hand): data endpoints answer 503 with one line, health says so, and
+    /api/snapshots calls the deleted id neither current nor served."""
+    from pipeline import snapshots
+    from pipeline.publish import run_publish
+
+    s = own_warehouse
+    a = snapshots.current_id(s)
+    b = run_publish(s)["snapshot_id"]
+    with TestClient(create_app(s, a)) as c:
+        assert c.get("/api/papers/cisi:1").status_code == 200
+        shutil.rmtree(s.snapshots_dir / a)
+        for path, params in (("/api/papers/cisi:1", None), ("/api/papers/cisi:1/related", None),
+                             ("/api/search", {"q": "library classification"})):
+            r = c.get(path, params=params)
+            assert r.status_code == 503, (path, r.text)
+            assert _one_line(r).startswith(f"snapshot {a} is damaged: it was deleted from disk while being served")
+        h = c.get("/api/health")
+        assert h.status_code == 503 and h.json()["status"] != "ok" and a in _one_line(h)
+        body = c.get("/api/snapshots").json()
+        assert body["current"] == b and body["serving"] is None
+        assert a not in {x["snapshot_id"] for x in body["snapshots"]}
+
+
+def test_damaged_served_snapshot_is_503_never_500(own_warehouse):
+    """A data file of the served snapshot deleted under a server following CURRENT: health reports the
+    damage; data endpoints answer from memory or 503 with one line, never 500."""
+    from pipeline import snapshots
+
+    s = own_warehouse
+    a = snapshots.current_id(s)
+    with TestClient(create_app(s), raise_server_exceptions=False) as c:
+        assert c.get("/api/health").json()["status"] == "ok"
+        for f in sorted((s.snapshots_dir / a / "lancedb").glob("*.lance/data/*.lance")):
+            f.unlink()
+        h = c.get("/api/health")
+        assert h.status_code == 503 and "(a data file of LanceDB table" in _one_line(h)
+        for path, params in (("/api/papers/cisi:2", None), ("/api/papers/cisi:2/related", None),
+                             ("/api/search", {"q": "citation indexing", "expand": "off"})):
+            r = c.get(path, params=params)
+            assert r.status_code in (200, 503), (path, r.status_code, r.text)
+            if r.status_code == 503:
+                assert _one_line(r).startswith(f"snapshot {a} is damaged: missing file")

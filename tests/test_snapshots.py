@@ -4,8 +4,12 @@ plus the shared CISI snapshot that query and serve tests read."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +102,234 @@ def test_cisi_snapshot_fixture(cisi_snapshot):
     assert float(np.dot(q, row["abs_vector"])) > 0.99
     hit = papers.search(q, vector_column_name="abs_vector").metric("cosine").limit(1).to_list()[0]
     assert hit["paper_id"] == "cisi:1"
+
+
+# ---- pins: leases that keep a snapshot from retention (issue 17) ------------------------------------------
+PIN_AND_DIE = """
+import sys, time
+from pipeline import pins
+held = pins.pin(sys.argv[1], sys.argv[2], who="doomed reader")
+print("pinned", flush=True)
+time.sleep(600)
+"""
+
+
+def test_pin_writes_a_lease_and_release_removes_it(settings):
+    from pipeline import pins
+
+    root = settings.snapshots_dir
+    _fake_snapshot(root, "A")
+    p = pins.pin(root, "A", who="paperkb serve")
+    files = list((root / ".pins").iterdir())
+    assert [f.name for f in files] == [p.path.name] and p.path.name.startswith("A@")
+    info = json.loads(p.path.read_text())
+    assert info["snapshot_id"] == "A" and info["who"] == "paperkb serve" and info["pid"] == os.getpid()
+    assert info["locked"] is True and info["host"]
+    assert pins.holders(root, "A") == [f"paperkb serve pid {os.getpid()}"]
+    assert pins.holders(root, "B") == []
+    p.release()
+    p.release()  # idempotent
+    assert not p.path.exists() and pins.holders(root, "A") == []
+
+
+def test_lease_of_a_killed_process_is_stale(settings):
+    """A reader SIGKILLed while it holds a lease: its flock dies with it, retention ignores and removes it."""
+    from pipeline import pins
+
+    root = settings.snapshots_dir
+    _fake_snapshot(root, "A")
+    proc = subprocess.Popen([sys.executable, "-c", PIN_AND_DIE, str(root), "A"], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+    try:
+        assert proc.stdout.readline().strip() == "pinned"
+        assert pins.holders(root, "A") == [f"doomed reader pid {proc.pid}"]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    (lease,) = pins.leases(root, "A")
+    assert lease.stale_reason() == "its holder is gone (lock released)"
+    assert pins.holders(root, "A", clean=True) == [] and pins.leases(root, "A") == []
+
+
+def test_lease_files_written_by_outside_apps(settings):
+    """The documented format: any JSON object (or an empty file) named <id>@<anything>."""
+    import socket
+    from datetime import datetime, timedelta, timezone
+
+    from pipeline import pins
+
+    root = settings.snapshots_dir
+    d = root / ".pins"
+    d.mkdir(parents=True)
+    now = datetime.now(timezone.utc)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    cases = {
+        "A@touched": ("", True),
+        "B@nightly-report": (json.dumps({"who": "report job", "expires_at": (now + timedelta(hours=1)).isoformat()}), True),
+        "C@old-report": (json.dumps({"who": "report job", "expires_at": (now - timedelta(hours=1)).isoformat()}), False),
+        "D@dead-local": (json.dumps({"who": "app", "pid": int(dead), "host": socket.gethostname()}), False),
+        "E@other-host": (json.dumps({"who": "app", "pid": int(dead), "host": "elsewhere.example"}), True),
+        "F@garbled": ("{not json", True),
+        ".G@being-written": ("", None),
+    }
+    for name, (text, _) in cases.items():
+        (d / name).write_text(text)
+    for name, (_, held) in cases.items():
+        sid = name.split("@")[0]
+        assert bool(pins.holders(root, sid)) is bool(held), name
+    assert pins.holders(root, "E") == ["app pid %d on host elsewhere.example" % int(dead)]
+    assert "unreadable" in pins.holders(root, "F")[0]
+    assert sorted(pins.clean_stale(root)) == ["C@old-report", "D@dead-local"]
+
+
+def test_retention_skips_pinned_snapshots_and_says_so(settings, caplog):
+    import logging
+    from datetime import datetime, timezone
+
+    from pipeline import pins
+    from pipeline.publish import apply_retention
+
+    root = settings.snapshots_dir
+    for i in range(1, 5):
+        _fake_snapshot(root, f"s{i}", f"2026-01-0{i}T00:00:00+00:00")
+    snapshots.write_current(root, "s4")
+    held = pins.pin(root, "s1", who="paperkb serve")
+    kept: dict = {}
+    with caplog.at_level(logging.INFO, logger="pipeline.publish"):
+        assert apply_retention(root, keep=1, min_age_h=0, kept=kept) == ["s2", "s3"]
+    assert kept == {"s1": f"pinned by paperkb serve pid {os.getpid()}"}
+    assert f"kept s1: pinned by paperkb serve pid {os.getpid()}" in caplog.text
+    listed = {s["snapshot_id"]: s for s in snapshots.list_snapshots(root)}
+    assert sorted(listed) == ["s1", "s4"] and listed["s1"]["pinned_by"] == [f"paperkb serve pid {os.getpid()}"]
+    held.release()
+    assert apply_retention(root, keep=1, min_age_h=0, now=datetime.now(timezone.utc)) == ["s1"]
+
+
+def test_retention_puts_back_a_snapshot_pinned_while_it_looked(settings, monkeypatch):
+    """A reader pins between retention's look at the pins and its rename: retention sees the pin after the
+    rename and renames the snapshot back; the reader's own check finds it where it was."""
+    from pipeline import pins
+    from pipeline.publish import apply_retention
+
+    root = settings.snapshots_dir
+    for i in (1, 2):
+        _fake_snapshot(root, f"s{i}", f"2026-01-0{i}T00:00:00+00:00")
+    snapshots.write_current(root, "s2")
+    real = pins.holders
+    late: list = []
+
+    def look_then_pin(r, sid, clean=False):
+        found = real(r, sid, clean=clean)
+        if sid == "s1" and clean and not late:
+            late.append(pins.pin(r, sid, who="late reader"))
+        return found
+
+    monkeypatch.setattr(pins, "holders", look_then_pin)
+    kept: dict = {}
+    assert apply_retention(root, keep=1, min_age_h=0, kept=kept) == []
+    assert "late reader" in kept["s1"] and (root / "s1" / "manifest.json").is_file()
+    assert not list(root.glob("*.deleting"))
+
+
+def test_next_publish_puts_back_a_pinned_snapshot_left_half_retired(settings):
+    """Retention killed between its rename to <id>.deleting and the rename back: the next publish's clean-up
+    restores a pinned one instead of deleting it, and removes an unpinned one."""
+    from pipeline import pins
+    from pipeline.publish import _remove_abandoned
+
+    root = settings.snapshots_dir
+    _fake_snapshot(root, "s1").rename(root / "s1.deleting")
+    _fake_snapshot(root, "s2").rename(root / "s2.deleting")
+    with pins.pin(root, "s1", who="reader"):
+        assert _remove_abandoned(root) == ["s2.deleting"]
+    assert (root / "s1" / "manifest.json").is_file() and not (root / "s2.deleting").exists()
+
+
+def test_open_snapshot_pins_until_closed(settings):
+    from pipeline import pins
+    from pipeline.query import open_snapshot
+
+    root = settings.snapshots_dir
+    _fake_snapshot(root, "A")
+    snapshots.write_current(root, "A")
+    with open_snapshot(settings, who="my app") as snap:
+        assert snap.snapshot_id == "A" and snap.pin.held
+        assert pins.holders(root, "A") == [f"my app pid {os.getpid()}"]
+    assert pins.holders(root, "A") == []
+    unpinned = open_snapshot(settings, pin=False)
+    assert unpinned.pin is None and pins.holders(root, "A") == []
+    snap = open_snapshot(settings)
+    del snap  # garbage collection unpins too
+    import gc
+
+    gc.collect()
+    assert pins.holders(root, "A") == []
+
+
+def test_open_snapshot_read_only_folder_opens_unpinned(settings, caplog, monkeypatch):
+    """A reader on a read-only mount cannot write a lease: it opens the snapshot anyway, and says so."""
+    import errno
+
+    from pipeline import pins
+    from pipeline.query import open_snapshot
+
+    root = settings.snapshots_dir
+    _fake_snapshot(root, "A")
+    snapshots.write_current(root, "A")
+
+    def read_only(*_a, **_k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(pins, "pin", read_only)
+    snap = open_snapshot(settings)
+    assert snap.pin is None and "could not pin snapshot A (Read-only file system)" in caplog.text
+    snap.close()
+
+
+# ---- the open check: stat only (issue 17) ----------------------------------------------------------------
+def test_check_finds_missing_and_resized_files(settings):
+    d = _fake_snapshot(settings.snapshots_dir, "A")
+    m = snapshots.read_manifest(d)
+    m["sizes"] = {rel: (d / rel).stat().st_size for rel in m["files"]}
+    (d / "manifest.json").write_text(json.dumps(m))
+    assert snapshots.check(d) == []
+    (d / "lancedb" / "f.bin").write_bytes(b"longer data")
+    assert snapshots.check(d) == ["file lancedb/f.bin (a snapshot file) is 11 bytes, the manifest says 4"]
+    (d / "catalog.duckdb").unlink()
+    assert snapshots.check(d)[0] == "missing file catalog.duckdb (the DuckDB catalog)"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"snapshot_id": "A", "files": {"catalog.duckdb": "ab', "manifest.json is not valid JSON (truncated?)"),
+    ('["catalog.duckdb"]', "manifest.json holds a JSON list, not an object"),
+    ('{"snapshot_id": "A"}', "manifest.json lists no files"),
+    ('{"files": ["catalog.duckdb"]}', "manifest.json: 'files' is not an object"),
+    ('{"files": {"../../etc/passwd": "x"}}', "manifest.json: bad entry in 'files'"),
+    ('{"files": {"catalog.duckdb": "x"}, "counts": [1]}', "manifest.json: 'counts' is a JSON list, not an object"),
+])
+def test_damaged_manifests_are_refused_and_listed(settings, capsys, text, expected):
+    from pipeline.cli import main
+    from pipeline.errors import DamagedSnapshot
+    from pipeline.query import open_snapshot
+
+    root = settings.snapshots_dir
+    d = _fake_snapshot(root, "A")
+    snapshots.write_current(root, "A")
+    (d / "manifest.json").write_text(text)
+    with pytest.raises(DamagedSnapshot, match=re.escape(expected)):
+        open_snapshot(settings)
+    assert not list((root / ".pins").glob("A@*"))  # a refused open leaves no pin behind
+    w = str(settings.warehouse)
+    assert main(["--warehouse", w, "snapshots", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "no snapshots published yet" not in out
+    assert out.startswith("* A ") and f"damaged: {expected}" in out
+    assert main(["--warehouse", w, "snapshots", "list", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["status"] == "damaged" and row["problems"][0].startswith(expected)
+    assert main(["--warehouse", w, "snapshots", "verify"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err
+    assert main(["--warehouse", w, "search", "library"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "snapshot A is damaged" in err

@@ -168,6 +168,17 @@ class Searcher:
         _ = self.paper_row, self._resident, self._pagerank
         return self
 
+    def close(self) -> None:
+        """Unpin the snapshot (see :meth:`Snapshot.close`) and stop the helper threads."""
+        self.snap.close()
+        self._pool.shutdown(wait=False)
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # ---- encoder ------------------------------------------------------------------------------
     @cached_property
     def _encode(self):

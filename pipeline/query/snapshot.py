@@ -1,48 +1,53 @@
-"""Open a published snapshot read-only.
+"""Open a published snapshot read-only: resolved, pinned and checked.
 
 A :class:`Snapshot` holds the resolved folder (``snapshots/<id>``), so a reader keeps reading
-the same snapshot while a newer one is published and ``CURRENT`` moves on.
+the same snapshot while a newer one is published and ``CURRENT`` moves on. While it is open it
+*pins* that snapshot (a lease file under ``snapshots/.pins/``, see :mod:`pipeline.pins`), so
+retention never deletes it; :meth:`Snapshot.close` (or garbage collection, or exit) unpins it.
+
+Opening checks the snapshot with ``stat`` alone (:func:`pipeline.snapshots.check`: the manifest's
+shape, every listed file and its size, the indexes the search needs) and refuses a damaged one with
+:class:`pipeline.errors.DamagedSnapshot`, one line naming what is missing.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pipeline import snapshots as _snapshots
 from pipeline.errors import UserError
 
-_SNAPSHOT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def _resolve(snapshots_dir: Path, snapshot_id: str | None) -> Path:
-    """``snapshots/<id>`` (or the one named in ``CURRENT``); UserError when it does not exist."""
-    try:  # the publish side owns resolution; keep a fallback so readers work without it
-        from pipeline.snapshots import resolve
-    except ImportError:
-        resolve = None
-    if resolve is not None:
-        return Path(resolve(snapshots_dir, snapshot_id))
-    if snapshot_id is not None and not _SNAPSHOT_ID.match(str(snapshot_id)):
-        raise UserError(f"not a snapshot id: {snapshot_id!r}")
-    if snapshot_id is None:
-        current = snapshots_dir / "CURRENT"
-        if not current.is_file():
-            raise UserError(f"no published snapshot under {snapshots_dir} (run `paperkb publish` first)")
-        snapshot_id = current.read_text().strip()
-    path = snapshots_dir / snapshot_id
-    if not (path / "manifest.json").is_file():
-        raise UserError(f"snapshot {snapshot_id!r} does not exist under {snapshots_dir}")
-    return path
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Snapshot:
     path: Path
     manifest: dict[str, Any] = field(default_factory=dict)
+    pin: Any = field(default=None, repr=False, compare=False)  # pipeline.pins.Pin while pinned
+
+    def close(self) -> None:
+        """Unpin the snapshot (retention may delete it from now on). Idempotent."""
+        if self.pin is not None:
+            self.pin.release()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def gone(self) -> bool:
+        """True when the snapshot's folder was deleted from under this reader."""
+        return not (self.path / _snapshots.MANIFEST).is_file()
+
+    def check(self) -> list[str]:
+        """The open check again (stat only): problems found now, empty when it is intact."""
+        return _snapshots.check(self.path, self.manifest)
 
     @property
     def snapshot_id(self) -> str:
@@ -90,22 +95,48 @@ class Snapshot:
         return duckdb.connect(str(self.catalog_path), read_only=True)
 
 
-def open_snapshot(settings_or_root, snapshot_id: str | None = None) -> Snapshot:
-    """Open ``snapshot_id`` (or ``CURRENT``) read-only.
+def open_snapshot(settings_or_root, snapshot_id: str | None = None, *, pin: bool = True,
+                  who: str | None = None, need_fts: bool = True) -> Snapshot:
+    """Open ``snapshot_id`` (or ``CURRENT``) read-only, pinned and checked.
 
     ``settings_or_root``: a Settings (uses ``settings.snapshots_dir``), a snapshots folder, or a
-    snapshot folder itself (one holding ``manifest.json``).
+    snapshot folder itself (one holding ``manifest.json``). ``pin``: hold a lease on it while it is
+    open (``who`` names this reader in retention's messages; a read-only folder opens unpinned, with
+    a warning). Raises UserError when there is no such snapshot, and DamagedSnapshot (a UserError)
+    when it fails the open check.
     """
     if hasattr(settings_or_root, "snapshots_dir"):
         root = Path(settings_or_root.snapshots_dir)
     else:
         root = Path(settings_or_root)
-    if snapshot_id is None and (root / "manifest.json").is_file():
+    if snapshot_id is None and (root / _snapshots.MANIFEST).is_file():
         path = root
     else:
-        path = _resolve(root, snapshot_id)
+        path = Path(_snapshots.resolve(root, snapshot_id))
+    path = path.resolve()
+    manifest = _snapshots.read_manifest(path)  # DamagedSnapshot when truncated or not an object
+    lease = _pin(path, who) if pin else None
     try:
-        manifest = json.loads((path / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"snapshot at {path} has no readable manifest.json ({exc})") from None
-    return Snapshot(path=path.resolve(), manifest=manifest)
+        # after pinning: a retention that has not seen the pin has already renamed the folder away
+        if not (path / _snapshots.MANIFEST).is_file():
+            raise UserError(f"snapshot {path.name} was deleted while it was being opened")
+        _snapshots.check_or_raise(path, manifest, need_fts=need_fts)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+    return Snapshot(path=path, manifest=manifest, pin=lease)
+
+
+def _pin(path: Path, who: str | None):
+    from pipeline import pins
+
+    parent = path.parent
+    if not ((parent / _snapshots.CURRENT).exists() or (parent / pins.PINS_DIR).is_dir()):
+        return None  # a snapshot folder outside a snapshots root: nobody runs retention there
+    try:
+        return pins.pin(parent, path.name, who=who)
+    except OSError as exc:
+        log.warning("could not pin snapshot %s (%s): retention may delete it while it is read",
+                    path.name, exc.strerror or exc)
+        return None

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +26,7 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from pipeline.errors import UnknownPaper, UserError
+from pipeline.errors import DamagedSnapshot, UnknownPaper, UserError
 from pipeline.serve.holder import SnapshotHolder
 from pipeline.settings import Settings
 
@@ -57,7 +58,18 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     # stretched the p95), so a request waits for at most the searches queued before it.
     searching = ThreadPoolExecutor(max_workers=settings.serve_concurrency or os.cpu_count() or 1,
                                    thread_name_prefix="paperkb-serve-search")
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        try:  # open (and pin) the snapshot at start, not at the first request: retention must see the pin
+            holder.get()
+        except UserError as exc:
+            log.warning("no snapshot to serve yet: %s", exc)
+        yield
+        holder.close()  # unpin
+
     app = FastAPI(
+        lifespan=lifespan,
         title="paperkb",
         version="1",
         description="Read-only search over a published paperkb snapshot: hybrid BM25 + vector search "
@@ -73,15 +85,53 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     async def _user(_: Request, exc: UserError) -> JSONResponse:
         return JSONResponse(status_code=400, content={"detail": str(exc)})
 
+    @app.exception_handler(DamagedSnapshot)
+    async def _damaged(_: Request, exc: DamagedSnapshot) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"detail": str(exc)})
+
+    def _snapshot_problem() -> str | None:
+        """One line when the served snapshot is gone or damaged (stat only), else None."""
+        from pipeline.serve.holder import gone_error
+
+        cur = holder.served
+        if cur is None:
+            return None
+        if cur.gone():
+            return str(gone_error(cur.snapshot_id))
+        problems = cur.searcher.snap.check()
+        return str(DamagedSnapshot(cur.snapshot_id, problems)) if problems else None
+
+    # LanceDB and the filesystem fail with these when files vanish from under a reader: 503 with one
+    # line when the snapshot is to blame, else the error stands (500)
+    @app.exception_handler(RuntimeError)
+    @app.exception_handler(OSError)
+    async def _io(_: Request, exc: Exception) -> JSONResponse:
+        problem = _snapshot_problem()
+        if problem is None:
+            raise exc
+        log.warning("%s (%s)", problem, str(exc).splitlines()[0][:200])
+        return JSONResponse(status_code=503, content={"detail": problem})
+
     def opened():
         try:
             return holder.get()
+        except DamagedSnapshot:
+            raise  # 503 with its own line
         except UserError as exc:
             raise HTTPException(status_code=503, detail=f"no snapshot to serve: {exc}") from exc
 
     @app.get("/api/health", summary="Service status and the snapshot being served")
-    def health() -> dict[str, Any]:
-        cur = opened()
+    def health() -> Any:
+        try:
+            cur = holder.get()
+        except UserError as exc:
+            problem = str(exc) if isinstance(exc, DamagedSnapshot) else f"no snapshot to serve: {exc}"
+        else:
+            problem = _snapshot_problem()  # every listed file stat'ed: gone or damaged is not "ok"
+        if problem is not None:
+            served = holder.served
+            return JSONResponse(status_code=503, content={
+                "status": "unavailable", "snapshot_id": served.snapshot_id if served else None, "detail": problem})
         return {"status": "ok", "snapshot_id": cur.snapshot_id}
 
     @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals", responses=EXPORT_RESPONSES)
@@ -141,12 +191,18 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         cur = opened()
         return {"snapshot_id": cur.snapshot_id, **_paper_view(cur.searcher.paper(paper_id))}
 
-    @app.get("/api/snapshots", summary="Published snapshots and the one being served")
+    @app.get("/api/snapshots", summary="Published snapshots, the one CURRENT names and the one being served")
     def list_snapshots() -> dict[str, Any]:
         from pipeline import snapshots
 
         items = snapshots.list_snapshots(settings.snapshots_dir)
-        return {"current": holder.get().snapshot_id if items else None,
+        ids = {s["snapshot_id"] for s in items}
+        try:  # the served one, when it still exists (a deleted id is never called current or served)
+            serving = holder.get().snapshot_id
+        except UserError:
+            serving = None
+        current = snapshots.current_id(settings.snapshots_dir)
+        return {"current": current if current in ids else None, "serving": serving if serving in ids else None,
                 "snapshots": [s if isinstance(s, dict) else getattr(s, "to_dict", lambda: s)() for s in items]}
 
     @app.get("/api/export", summary="Papers as BibTeX, RIS or CSL-JSON for a reference manager", responses=EXPORT_RESPONSES)

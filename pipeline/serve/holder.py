@@ -1,9 +1,14 @@
-"""Keeps the server on the CURRENT snapshot and switches without a restart.
+"""Keeps the server on the CURRENT snapshot (or its pinned one) and switches without a restart.
 
 Each request asks the holder for a searcher. The holder stats the ``CURRENT`` pointer (cheap) and,
 when it names a new snapshot, opens that one and swaps it in under a lock. Requests already running
 keep the searcher they were handed, which still reads its own (immutable) snapshot folder, so a
 publish never fails a request in flight.
+
+The snapshot being served is pinned (a lease under ``snapshots/.pins/``) so that retention never
+deletes it; switching to a newer one unpins the old. If it is gone nonetheless (deleted by hand), a
+pinned server answers 503 with one line (:class:`pipeline.errors.DamagedSnapshot`), and one that
+follows ``CURRENT`` reopens whatever ``CURRENT`` names now.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import DamagedSnapshot
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
+WHO = "paperkb serve"
 
 
 @dataclass
@@ -24,6 +31,14 @@ class Opened:
     snapshot_id: str
     path: Path
     searcher: Any
+
+    def gone(self) -> bool:
+        return not (self.path / "manifest.json").is_file()
+
+
+def gone_error(snapshot_id: str) -> DamagedSnapshot:
+    return DamagedSnapshot(snapshot_id, ["it was deleted from disk while being served"],
+                           hint="; restart `paperkb serve` with another --snapshot (see `paperkb snapshots list`)")
 
 
 class SnapshotHolder:
@@ -44,23 +59,40 @@ class SnapshotHolder:
             return None
         return (st.st_mtime_ns, st.st_ino)
 
+    @property
+    def served(self) -> Opened | None:
+        """The snapshot last handed out (None before the first request)."""
+        return self._current
+
     def get(self) -> Opened:
-        """The searcher for the live snapshot, reopened when CURRENT has moved."""
+        """The searcher for the live snapshot, reopened when CURRENT has moved. DamagedSnapshot when a
+        pinned snapshot's folder is gone (one stat per request)."""
         cur = self._current
-        if cur is not None and (self.pinned or self._state() == self._pointer_state):
+        if cur is not None and (self.pinned or self._state() == self._pointer_state) and not cur.gone():
             return cur
         with self._lock:
             state = self._state()
-            if self._current is not None and (self.pinned or state == self._pointer_state):
-                return self._current
+            cur = self._current
+            if cur is not None and (self.pinned or state == self._pointer_state) and not cur.gone():
+                return cur
+            if cur is not None and self.pinned:
+                raise gone_error(cur.snapshot_id)
             from pipeline import snapshots
             from pipeline.query import Searcher, open_snapshot
 
             path = snapshots.resolve(self.settings.snapshots_dir, self.pinned)
             snapshot_id = path.name
-            if self._current is None or self._current.snapshot_id != snapshot_id:
-                snap = open_snapshot(self.settings, snapshot_id)
+            if cur is None or cur.snapshot_id != snapshot_id or cur.gone():
+                snap = open_snapshot(self.settings, snapshot_id, who=WHO)
                 self._current = Opened(snapshot_id, path, Searcher(snap, self.settings).warm())
                 log.info("serving snapshot %s", snapshot_id)
+                if cur is not None:  # requests still on the old one finish; retention keeps it a while anyway
+                    cur.searcher.snap.close()
             self._pointer_state = state
             return self._current
+
+    def close(self) -> None:
+        """Unpin the served snapshot (the app's shutdown)."""
+        cur = self._current
+        if cur is not None:
+            cur.searcher.snap.close()

@@ -488,7 +488,8 @@ def serve(
 
     settings = get_settings(ctx)
     snapshots.resolve(settings.snapshots_dir, snapshot)  # fail early, one line, when there is nothing to serve
-    typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs)")
+    typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs) once the "
+               "snapshot and the query model are loaded")
     if workers == 1:
         uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
         return

@@ -353,6 +353,8 @@ def related(
     k: int = typer.Option(20, "--k", "-k", help="How many related papers."),
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    wide: bool = typer.Option(False, "--wide", help="One column per component (a table 220 columns wide); the default "
+                              "on terminals of 150+ columns, else one wrapped cell per paper that fits 80 columns."),
 ) -> None:
     """Connected papers: weighted co-citation/coupling fused with semantic similarity, re-ranked by quality."""
     import json as _json
@@ -368,7 +370,7 @@ def related(
         return
     from pipeline.query.display import print_related
 
-    print_related(searcher, paper_id, items)
+    print_related(searcher, paper_id, items, wide=True if wide else None)
 
 
 # ==== eval (issue 7) =============================================================================

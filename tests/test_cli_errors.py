@@ -209,6 +209,16 @@ def test_search_table_is_readable_at_80_columns(cisi_snapshot, monkeypatch, caps
     assert all(f" {name} " in header for name in results[0]["signals"])
     assert not re.search(r"\w\u2026", wide)
 
+    pid = results[0]["paper_id"]
+    assert main(["--warehouse", wh, "related", pid, "-k", "5", "--json"]) == 0
+    related = json.loads(capsys.readouterr().out)["related"]
+    assert main(["--warehouse", wh, "related", pid, "-k", "5"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert not re.search(r"\w\u2026", out), out
+    for r in related:
+        assert (r["paper_id"] or r["work_id"]) in out and f"{r['score']:.3f}" in out and f"sem={r['semantic']:.3f}" in out
+
 
 # ---- refresh on an empty source --------------------------------------------------------------------------
 def test_refresh_on_an_empty_source_warns_and_keeps_current(tiny_warehouse, tmp_path, capsys):

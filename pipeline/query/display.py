@@ -81,10 +81,33 @@ def _print_footer(resp, console: Console) -> None:
         console.print(f"note: {note}")
 
 
-def print_related(searcher, paper_id: str, items, console: Console | None = None) -> None:
+def print_related(searcher, paper_id: str, items, console: Console | None = None, wide: bool | None = None) -> None:
+    """Related papers: one column per component on a wide console (or ``wide=True``), else one wrapped
+    cell per paper that stays readable at 80 columns."""
     console = console or Console()
+    if wide is None:
+        wide = console.width >= WIDE_MIN_COLUMNS
+    elif wide and console.width < WIDE_COLUMNS:
+        console.width = WIDE_COLUMNS
     center = searcher.paper(paper_id)["paper"]
-    table = Table(title=f"related to {center['paper_id']}: {_short(center.get('title'), 80)}")
+    title = f"related to {center['paper_id']}: {_short(center.get('title'), 80)}"
+    if not wide:
+        table = Table(title=title, show_lines=True, expand=True)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("paper: components", overflow="fold", ratio=1)
+        table.add_column("score", justify="right", no_wrap=True)
+        for r in items:
+            cites = f", {r.citation_count} citations" if r.citation_count is not None else ""
+            ident = f"{r.paper_id or r.work_id}" + (f" ({r.year}{cites})" if r.year else (f" ({cites[2:]})" if cites else ""))
+            parts = (f"ccbc_w={r.ccbc_weighted:.3f}  ccbc={r.ccbc_naive:.3g}  sem={r.semantic:.3f}  "
+                     f"fused={r.fused:.3f}  quality={r.quality:.3f}")
+            comp = "  ".join(f"{k[:3]}={v:.2f}" for k, v in r.components.items())
+            table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n[cyan]{parts}[/cyan]"
+                          + (f"\n[dim]{comp}[/dim]" if comp else ""), f"{r.score:.3f}")
+        console.print(table)
+        _print_related_footer(searcher, items, console)
+        return
+    table = Table(title=title)
     for col in ("#", "paper", "year", "cites", "ccbc_w", "ccbc", "sem", "fused", "quality", "components", "score"):
         table.add_column(col, justify="left" if col in ("paper", "components") else "right", overflow="fold")
     for r in items:
@@ -93,6 +116,10 @@ def print_related(searcher, paper_id: str, items, console: Console | None = None
                       str(r.citation_count if r.citation_count is not None else ""), f"{r.ccbc_weighted:.3f}",
                       f"{r.ccbc_naive:.3g}", f"{r.semantic:.3f}", f"{r.fused:.3f}", f"{r.quality:.3f}", comp, f"{r.score:.3f}")
     console.print(table)
+    _print_related_footer(searcher, items, console)
+
+
+def _print_related_footer(searcher, items, console: Console) -> None:
     b, a = searcher.settings.query_related_quality_weight, searcher.settings.query_related_semantic_weight
     console.print(f"score = {1 - b:g} x fused + {b:g} x quality; fused = {1 - a:g} x CCBC (weighted, over the best) + {a:g} x cosine; "
                   "quality = mean of cit(ations), vel(ocity), aut(hors' record), rec(ency)")

@@ -1,12 +1,16 @@
 """The ``paperkb`` command.
 
-``paperkb [--warehouse DIR] COMMAND``. Heavy imports live inside each command so ``--help`` is fast.
-User errors (``pipeline.errors.UserError``) print one line and exit with code 2.
+``paperkb [--warehouse DIR] [-v] COMMAND``. Heavy imports live inside each command so ``--help`` is fast.
+Every error ends as one line on stderr (``main`` and :func:`describe_error`): exit code 2 for user and
+environment errors (``UserError``, files and permissions, a warehouse in use by another process, DuckDB
+and LanceDB I/O, a damaged JSON file), 1 for a step that failed; ``-v`` adds the traceback.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -31,14 +35,24 @@ def _root(
     warehouse: Optional[Path] = typer.Option(None, "--warehouse", help="Data root (env PAPERKB_WAREHOUSE, default ./warehouse)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
+    global _VERBOSE
+    _VERBOSE = verbose
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = {"warehouse": warehouse}
+
+
+_VERBOSE = False  # -v: errors print their traceback before the one line
 
 
 def get_settings(ctx: typer.Context, **overrides) -> Settings:
     """Settings from the environment, overridden by the global flags and the command's flags."""
     obj = ctx.find_root().obj or {}
-    return Settings.load(warehouse=obj.get("warehouse"), **overrides)
+    settings = Settings.load(warehouse=obj.get("warehouse"), **overrides)
+    if settings.warehouse.exists() and not settings.warehouse.is_dir():
+        flag = "--warehouse" if obj.get("warehouse") is not None else "PAPERKB_WAREHOUSE"
+        raise UserError(f"the warehouse {settings.warehouse} is a file, not a directory: point {flag} at a directory "
+                        "(a new one is created)")
+    return settings
 
 
 # ==== harvest (issue 2) ==========================================================================
@@ -301,7 +315,9 @@ def search(
     queries: Optional[Path] = typer.Option(None, "--queries", help="Batch: queries file (qid<TAB>text TSV, SMART .QRY or TREC topics)."),
     run_out: Optional[Path] = typer.Option(None, "--run-out", help="Batch: write a TREC run here (qid Q0 docid rank score tag)."),
     tag: str = typer.Option("paperkb", "--tag", help="Run tag in the TREC run."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (everything, unabridged)."),
+    wide: bool = typer.Option(False, "--wide", help="One column per signal (a table 220 columns wide); the default on "
+                              "terminals of 150+ columns, else one wrapped cell per paper that fits 80 columns."),
     export_format: Optional[str] = typer.Option(None, "--format", help="Print the results for a reference manager: bibtex | ris | csl-json."),
 ) -> None:
     """Hybrid search of a published snapshot: ranked papers with their signals and the queries used."""
@@ -335,7 +351,7 @@ def search(
         return
     from pipeline.query.display import print_search
 
-    print_search(resp)
+    print_search(resp, wide=True if wide else None)
 
 
 @app.command()
@@ -346,6 +362,8 @@ def related(
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     export_format: Optional[str] = typer.Option(None, "--format", help="Print the related papers for a reference manager: bibtex | ris | csl-json."),
+    wide: bool = typer.Option(False, "--wide", help="One column per component (a table 220 columns wide); the default "
+                              "on terminals of 150+ columns, else one wrapped cell per paper that fits 80 columns."),
 ) -> None:
     """Connected papers: weighted co-citation/coupling fused with semantic similarity, re-ranked by quality."""
     import json as _json
@@ -365,7 +383,7 @@ def related(
         return
     from pipeline.query.display import print_related
 
-    print_related(searcher, paper_id, items)
+    print_related(searcher, paper_id, items, wide=True if wide else None)
 
 
 # ==== exports, library matching, citation paths (issue 15) =======================================
@@ -560,6 +578,10 @@ def refresh(
 
     result = run_refresh(settings, from_date=start, until_date=end, replay=replay, on_step=show)
     total = sum(result["seconds"].values())
+    if result.get("not_published"):  # an empty source: a warning, exit 0, CURRENT untouched
+        print(f"paperkb: warning: {result['not_published']}", file=sys.stderr)
+        print(f"refresh: done in {total:.1f}s; nothing published")
+        return
     print(f"refresh: done in {total:.1f}s; published snapshot {result.get('snapshot_id')}")
 
 
@@ -604,7 +626,8 @@ def serve(
 
     settings = get_settings(ctx)
     open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
-    typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs)")
+    typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs) once the "
+               "snapshot and the query model are loaded")
     if workers == 1:
         uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
         return
@@ -629,17 +652,98 @@ def install_profile_of(module: str) -> str | None:
     return _PROFILE_OF_MODULE.get(module.split(".")[0])
 
 
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def _json_file_of(exc: BaseException) -> str | None:
+    """The ``*.json`` path being read where ``exc`` was raised (a local of the frames), if any."""
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if isinstance(value, (str, Path)) and str(value).endswith(".json"):
+                found = str(value)
+        tb = tb.tb_next
+    return found
+
+
+def _mro_names(exc: BaseException) -> set[str]:
+    """``{"duckdb.IOException", "duckdb.Error", ...}``: the error's classes by package (``_duckdb`` -> ``duckdb``)."""
+    return {f"{c.__module__.split('.')[0].lstrip('_')}.{c.__name__}" for c in type(exc).__mro__}
+
+
+def _lance_line(msg: str) -> str:
+    """``lance error: LanceError(IO): Read-only file system (os error 30) at path "...", /root/.cargo/...rs:1:2``
+    -> ``LanceDB cannot write its files: Read-only file system (os error 30) at path "..."``."""
+    text = re.sub(r"^lance error:\s*", "", msg, flags=re.I)
+    text = re.sub(r"^LanceError\(\w+\):\s*", "", text)
+    text = re.sub(r",\s*\S+\.rs:\d+:\d+\s*$", "", text)
+    if re.search(r"read-only file system|permission denied|os error (13|30)\b", text, re.I):
+        return f"LanceDB cannot write its files: {text}: check the permissions of the warehouse (--warehouse)"
+    return f"LanceDB cannot read or write its files: {text}"
+
+
+def describe_error(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one line for an error that reached the top of a command.
+
+    2: the user or the environment can fix it (bad input, a missing or unwritable path, a warehouse
+    that another process holds, an unreadable database or index, a damaged JSON file); 1: a step failed.
+    """
+    import errno
+
+    from pipeline.errors import StepFailed
+
+    names = _mro_names(exc)
+    msg = _first_line(exc)
+    if isinstance(exc, UserError):
+        return 2, str(exc)
+    if isinstance(exc, StepFailed):
+        return 1, f"a step stopped: {msg}"
+    if "duckdb.Error" in names:
+        lock = re.search(r'Could not set lock on file "([^"]+)"', msg)
+        if lock:
+            pid = re.search(r"PID (\d+)", msg)
+            held = f" (PID {pid.group(1)})" if pid else ""
+            return 2, (f"the database {lock.group(1)} is in use by another process{held}: DuckDB allows one writer; "
+                       "wait for it to finish and run this again")
+        if names & {"duckdb.IOException", "duckdb.PermissionException"}:
+            if re.search(r"read-only|permission denied", msg, re.I):
+                return 2, f"cannot write the warehouse database: {msg}: check the permissions of the warehouse directory"
+            return 2, f"DuckDB cannot read or write its file: {msg}"
+        return 1, f"DuckDB: {msg}"
+    if isinstance(exc, json.JSONDecodeError):
+        where = _json_file_of(exc)
+        return 2, f"{where or 'a JSON file'} is damaged (not valid JSON: {msg})"
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else None
+        what = f"{exc.strerror}: {name}" if exc.strerror and name else (exc.strerror or msg)
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return 2, f"cannot write {name or 'a file'} ({exc.strerror}): check the permissions of the warehouse (--warehouse)"
+        if exc.errno == errno.EADDRINUSE:
+            return 2, f"the address is already in use ({exc.strerror}): choose another --port or stop the other server"
+        if isinstance(exc, (NotADirectoryError, FileExistsError)):
+            return 2, f"{what}: a file stands where a directory is expected"
+        if exc.errno is None and "lance" in msg.lower():
+            return 2, _lance_line(msg)
+        return 2, what
+    if any(n.startswith(("lance.", "lancedb.")) for n in names) or msg.lower().startswith("lance error"):
+        return 2, _lance_line(msg)
+    return 1, f"{type(exc).__name__}: {msg}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; usage errors (click) and ``UserError`` exit 2 with one line, no traceback."""
+    """Run the CLI: usage errors (click) and every error that reaches the top exit with one line
+    (``paperkb: error: ...``), code 2 or 1 (:func:`describe_error`); ``-v`` prints the traceback first."""
+    global _VERBOSE
+    _VERBOSE = False
     try:
         app(args=argv, prog_name="paperkb")  # standalone: click prints usage errors and exits 2
-    except UserError as exc:
-        print(f"paperkb: error: {exc}", file=sys.stderr)
-        return 2
     except ModuleNotFoundError as exc:
         profile = install_profile_of(exc.name or "")
         if profile is None:
-            raise
+            return _report(exc)
         print(f"paperkb: error: this command needs {exc.name!r}, which the [{profile}] install profile adds: "
               f"pip install 'paperkb[{profile}]'", file=sys.stderr)
         return 2
@@ -648,7 +752,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:  # noqa: BLE001 - the one top-level handler: one line, -v for the traceback
+        return _report(exc)
     return 0
+
+
+def _report(exc: BaseException) -> int:
+    code, line = describe_error(exc)
+    if _VERBOSE:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    elif code == 1:
+        line += " (paperkb -v ... shows the traceback)"
+    print(f"paperkb: error: {line}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -402,6 +402,10 @@ def run_refresh(
     timed("fulltext", _fulltext)
     timed("graph", lambda: graph.run_graph(settings))
 
+    empty = empty_warehouse_reason(settings, replay=replay)
+    if empty is not None:  # nothing to search: keep CURRENT (and the working LanceDB) as they are; the CLI warns
+        return {"steps": steps, "seconds": seconds, "snapshot_id": None, "not_published": empty}
+
     def _embed() -> dict:
         shards = embed.plan_shards(settings, settings.embed_shards)
         parts = [embed.embed_shard(settings, shard) for shard in shards]
@@ -411,6 +415,38 @@ def run_refresh(
     timed("embed", _embed)
     timed("publish", lambda: publish.run_publish(settings))
     return {"steps": steps, "seconds": seconds, "snapshot_id": steps["publish"].get("snapshot_id")}
+
+
+def warehouse_papers(settings: Settings) -> int:
+    """Papers in the working warehouse (0 when it has no database yet)."""
+    if not settings.db_path.is_file():
+        return 0
+    import duckdb
+
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    try:
+        return int(con.execute("SELECT count(*) FROM papers").fetchone()[0])
+    except duckdb.CatalogException:  # no papers table yet
+        return 0
+    finally:
+        con.close()
+
+
+def empty_warehouse_reason(settings: Settings, replay: bool = False) -> str | None:
+    """Why a refresh must not publish (the warehouse holds no paper after its steps), or ``None``.
+
+    A snapshot of 0 papers would replace a good CURRENT with one that finds nothing; an empty source
+    (an empty raw zone under ``--replay``, a window with nothing harvested into an empty warehouse,
+    a wrong ``--warehouse``) is far likelier a mistake than the intent."""
+    if warehouse_papers(settings) > 0:
+        return None
+    from pipeline import snapshots
+
+    source = "the raw zone holds nothing to replay" if replay else "nothing was harvested or imported"
+    current = snapshots.current_id(settings)
+    keep = f"; CURRENT stays {current}" if current else ""
+    return (f"the warehouse {settings.warehouse} holds no papers ({source}): not embedding or publishing an empty "
+            f"snapshot{keep}")
 
 
 def one_line(summary: dict, limit: int = 160) -> str:

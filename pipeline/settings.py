@@ -174,6 +174,10 @@ class Settings(BaseSettings):
     serve_concurrency: int = Field(
         default=0, ge=0,
         description="searches computed at once by `paperkb serve` (0 = one per CPU core); more requests wait in line")
+    serve_allowed_hosts: list[str] = Field(
+        default=["localhost", "127.0.0.1", "::1"],
+        description="Host header values `paperkb serve` answers (others get 400; guards against DNS rebinding): add the "
+                    "names the server is reached by when serving beyond loopback; '*.example.com' a domain, '*' any")
 
     # --- refresh / airflow (issue 8) ---------------------------------------------------------
     embed_shards: int = Field(default=4, ge=1, description="mapped embed tasks per refresh (Airflow fans them out)")

@@ -10,6 +10,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Starlette's TestClient sends ``Host: testserver``; the server answers loopback names only by default.
+TEST_HOSTS = '["localhost", "127.0.0.1", "::1", "testserver"]'
+os.environ.setdefault("PAPERKB_SERVE_ALLOWED_HOSTS", TEST_HOSTS)
+KEEP_ENV = ("PAPERKB_SHARED_DATA", "PAPERKB_SERVE_ALLOWED_HOSTS")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
@@ -27,7 +31,7 @@ def shared_data() -> Path:
 def settings(tmp_path, monkeypatch):
     """Settings with a fresh warehouse under tmp_path and no politeness delays (tests only)."""
     for key in list(os.environ):
-        if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
+        if key.startswith("PAPERKB_") and key not in KEEP_ENV:
             monkeypatch.delenv(key, raising=False)
     monkeypatch.delenv("S2_API_KEY", raising=False)
     from pipeline.settings import Settings
@@ -52,7 +56,7 @@ def cisi_snapshot(shared_data, tmp_path_factory, request):
     root = tmp_path_factory.mktemp("cisi_snapshot")
     with pytest.MonkeyPatch.context() as mp:
         for key in list(os.environ):
-            if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
+            if key.startswith("PAPERKB_") and key not in KEEP_ENV:
                 mp.delenv(key, raising=False)
         settings = Settings.load(warehouse=root / "warehouse", embed_cache_dir=cache)
     import_collection(settings, shared_data / "collections" / "cisi")

@@ -103,7 +103,9 @@ def test_the_wheel_carries_sql_dags_and_page(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"pipeline/sql/{p.relative_to(REPO / 'sql')}" for p in (REPO / "sql").rglob("*.sql")}
     expected |= {f"pipeline/dags/{p.name}" for p in (REPO / "dags").iterdir() if p.suffix in (".py", ".json")}
-    expected |= {f"pipeline/serve/static/{p.name}" for p in (REPO / "pipeline/serve/static").iterdir()}
+    static = REPO / "pipeline/serve/static"
+    expected |= {f"pipeline/serve/static/{p.relative_to(static)}" for p in static.rglob("*") if p.is_file()}
+    assert {"pipeline/serve/static/vendor/swagger-ui-bundle.js", "pipeline/serve/static/vendor/redoc.standalone.js"} <= expected
     assert len(expected) > 30
     assert expected <= names, sorted(expected - names)
     meta = next(n for n in names if n.endswith("METADATA"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 
@@ -211,3 +212,106 @@ def test_damaged_served_snapshot_is_503_never_500(own_warehouse):
             assert r.status_code in (200, 503), (path, r.status_code, r.text)
             if r.status_code == 503:
                 assert _one_line(r).startswith(f"snapshot {a} is damaged: missing file")
+
+
+# ---- one-line errors, documented --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "params, detail",
+    [
+        ({"q": "library", "k": 100000}, "query parameter k: must be <= 100"),
+        ({"q": "library", "k": 0}, "query parameter k: must be >= 1"),
+        ({"q": ""}, "query parameter q: must not be empty"),
+        ({"q": "x" * 1001}, "query parameter q: must be at most 1000 characters"),
+        ({"q": "library", "year_from": "abc"}, "query parameter year_from: must be an integer"),
+        ({"q": "library", "fusion": "magic"}, "query parameter fusion: must be 'blend', 'interleave' or 'rrf'"),
+        ({}, "query parameter q: is required"),
+    ],
+)
+def test_422_detail_is_one_line(client, params, detail):
+    r = client.get("/api/search", params=params)
+    assert r.status_code == 422
+    assert r.json() == {"detail": detail}
+
+
+def test_every_error_answer_is_documented(client):
+    schema = client.get("/openapi.json").json()
+    assert set(schema["components"]["schemas"]["ErrorDetail"]["properties"]) == {"detail"}
+    expected = {"/api/health": {"400", "503"}, "/api/snapshots": {"400", "503"},
+                "/api/search": {"400", "422", "503"},
+                "/api/papers/{paper_id}": {"400", "404", "422", "503"},
+                "/api/papers/{paper_id}/related": {"400", "404", "422", "503"}}
+    for path, codes in expected.items():
+        responses = schema["paths"][path]["get"]["responses"]
+        assert codes <= set(responses), (path, sorted(responses))
+        for code in codes:
+            ref = responses[code]["content"]["application/json"]["schema"]["$ref"]
+            assert ref.endswith("/ErrorDetail"), (path, code, ref)
+
+
+# ---- hardening ------------------------------------------------------------------------------------------
+def _strings(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_no_filesystem_paths_in_responses(client, cisi_snapshot):
+    hit = client.get("/api/search", params={"q": "citation analysis", "k": 3}).json()
+    pid = hit["results"][0]["paper_id"]
+    answers = [hit, client.get("/api/snapshots").json(), client.get("/api/health").json(),
+               client.get(f"/api/papers/{pid}").json(), client.get(f"/api/papers/{pid}/related").json()]
+    root = str(cisi_snapshot.warehouse.resolve())
+    for answer in answers:
+        leaked = [s for s in _strings(answer) if s.startswith("/") or root in s]
+        assert not leaked, leaked
+    assert all("path" not in s for s in answers[1]["snapshots"])
+
+
+def test_security_headers_on_every_answer(client):
+    for url in ("/", "/paper?id=x", "/docs", "/redoc", "/openapi.json", "/api/health", "/api/search?q=",
+                "/static/style.css", "/no/such/page"):
+        r = client.get(url)
+        assert r.headers["x-content-type-options"] == "nosniff", url
+        assert r.headers["x-frame-options"] == "DENY", url
+        csp = r.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, url
+
+
+def test_docs_pages_load_nothing_from_elsewhere(client):
+    for url in ("/docs", "/redoc"):
+        page = client.get(url)
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert "http" not in page.text and "<script>" not in page.text  # no CDN, no inline script
+        for src in re.findall(r'(?:src|href)="([^"]+)"', page.text):
+            assert client.get(src).status_code == 200, src
+
+
+def test_only_allowed_hosts_are_answered(cisi_snapshot):
+    from pipeline.settings import Settings
+
+    loopback = ["localhost", "127.0.0.1", "::1"]
+    assert Settings.model_fields["serve_allowed_hosts"].default == loopback
+    app = create_app(cisi_snapshot.model_copy(update={"serve_allowed_hosts": loopback}))
+    for base in ("http://localhost:8000", "http://127.0.0.1:8000", "http://[::1]:8000"):
+        assert TestClient(app, base_url=base).get("/openapi.json").status_code == 200, base
+    for base in ("http://attacker.example", "http://testserver", "http://127.0.0.1.nip.io:8000"):
+        r = TestClient(app, base_url=base).get("/api/health")
+        assert r.status_code == 400, base
+        assert "PAPERKB_SERVE_ALLOWED_HOSTS" in r.json()["detail"] and "\n" not in r.json()["detail"]
+        assert r.headers["x-frame-options"] == "DENY"
+    wide = create_app(cisi_snapshot.model_copy(update={"serve_allowed_hosts": ["*.example.org"]}))
+    assert TestClient(wide, base_url="http://papers.example.org").get("/openapi.json").status_code == 200
+    assert TestClient(wide, base_url="http://example.com").get("/openapi.json").status_code == 400
+
+
+def test_model_and_snapshot_are_loaded_before_the_first_request(cisi_snapshot):
+    app = create_app(cisi_snapshot)
+    with TestClient(app):  # runs the lifespan, as uvicorn does before it accepts connections
+        cur = app.state.holder._current
+        assert cur is not None
+        assert "_encode" in cur.searcher.__dict__  # the query encoder is loaded (a cached_property)

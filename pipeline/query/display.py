@@ -3,24 +3,44 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
 def _short(text: str | None, n: int = 160) -> str:
+    """``text`` on one line, at most ``n`` characters, cut between words (`` …`` marks the cut)."""
     t = " ".join((text or "").split())
-    return t if len(t) <= n else t[: n - 1] + "\u2026"
+    if len(t) <= n:
+        return t
+    cut = t[: n - 2]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + " \u2026"
 
 
-def print_search(resp, console: Console | None = None) -> None:
+# Below this many columns the one-column-per-signal table squeezes its cells to "Li…" and "1.…": the
+# compact layout (one wrapped cell per paper: title, id, signals, passage) is used instead.
+WIDE_MIN_COLUMNS = 150
+WIDE_COLUMNS = 220  # --wide on a narrower terminal or a pipe: lay the full table out this wide
+
+
+def print_search(resp, console: Console | None = None, wide: bool | None = None) -> None:
+    """The ranked papers as a table: every signal in its own column when the console is wide enough
+    (or ``wide=True``), else the compact layout that stays readable at 80 columns."""
     console = console or Console()
+    if wide is None:
+        wide = console.width >= WIDE_MIN_COLUMNS
+    elif wide and console.width < WIDE_COLUMNS:
+        console.width = WIDE_COLUMNS
     sig_names: list[str] = []
     for r in resp.results:
         for name in r.signals:
             if name not in sig_names:
                 sig_names.append(name)
     weights = ", ".join(f"{k}={v:g}" for k, v in resp.weights.items() if v)
-    table = Table(title=f"{resp.query!r}: {len(resp.results)} papers (snapshot {resp.snapshot_id}, config {resp.config}: {weights})",
-                  show_lines=True)
+    title = f"{resp.query!r}: {len(resp.results)} papers (snapshot {resp.snapshot_id}, config {resp.config}: {weights})"
+    if not wide:
+        _print_compact(resp, console, sig_names, title)
+        return
+    table = Table(title=title, show_lines=True)
     table.add_column("#", justify="right")
     table.add_column("paper")
     table.add_column("score", justify="right")
@@ -33,6 +53,27 @@ def print_search(resp, console: Console | None = None) -> None:
         table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
                       f"[dim]{where}[/dim] {_short(r.passage)}")
     console.print(table)
+    _print_footer(resp, console)
+
+
+def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> None:
+    """One row per paper, three columns (#, paper, score); the paper cell wraps at word and signal
+    boundaries: title, id (year) and where the passage is, the signals as name=value, the passage."""
+    table = Table(title=title, show_lines=True, expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("paper: signals, best passage", overflow="fold", ratio=1)
+    table.add_column("score", justify="right", no_wrap=True)
+    for r in resp.results:
+        where = f"p.{r.page}" if r.page is not None else (r.section or "")
+        ident = r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
+        signals = "  ".join(f"{n}={r.signals.get(n, 0.0):.3f}" for n in sig_names)
+        table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n"
+                      f"[cyan]{signals}[/cyan]\n[dim]{escape(_short(r.passage, 240))}[/dim]", f"{r.score:.3f}")
+    console.print(table)
+    _print_footer(resp, console)
+
+
+def _print_footer(resp, console: Console) -> None:
     console.print(f"queries used ({resp.expand}): " + " | ".join(resp.queries))
     console.print(f"fusion {resp.fusion}, rerank {'on' if resp.rerank else 'off'}, title boosts {'on' if resp.title_boost else 'off'}, "
                   f"{resp.took_ms} ms")
@@ -40,10 +81,33 @@ def print_search(resp, console: Console | None = None) -> None:
         console.print(f"note: {note}")
 
 
-def print_related(searcher, paper_id: str, items, console: Console | None = None) -> None:
+def print_related(searcher, paper_id: str, items, console: Console | None = None, wide: bool | None = None) -> None:
+    """Related papers: one column per component on a wide console (or ``wide=True``), else one wrapped
+    cell per paper that stays readable at 80 columns."""
     console = console or Console()
+    if wide is None:
+        wide = console.width >= WIDE_MIN_COLUMNS
+    elif wide and console.width < WIDE_COLUMNS:
+        console.width = WIDE_COLUMNS
     center = searcher.paper(paper_id)["paper"]
-    table = Table(title=f"related to {center['paper_id']}: {_short(center.get('title'), 80)}")
+    title = f"related to {center['paper_id']}: {_short(center.get('title'), 80)}"
+    if not wide:
+        table = Table(title=title, show_lines=True, expand=True)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("paper: components", overflow="fold", ratio=1)
+        table.add_column("score", justify="right", no_wrap=True)
+        for r in items:
+            cites = f", {r.citation_count} citations" if r.citation_count is not None else ""
+            ident = f"{r.paper_id or r.work_id}" + (f" ({r.year}{cites})" if r.year else (f" ({cites[2:]})" if cites else ""))
+            parts = (f"ccbc_w={r.ccbc_weighted:.3f}  ccbc={r.ccbc_naive:.3g}  sem={r.semantic:.3f}  "
+                     f"fused={r.fused:.3f}  quality={r.quality:.3f}")
+            comp = "  ".join(f"{k[:3]}={v:.2f}" for k, v in r.components.items())
+            table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n[cyan]{parts}[/cyan]"
+                          + (f"\n[dim]{comp}[/dim]" if comp else ""), f"{r.score:.3f}")
+        console.print(table)
+        _print_related_footer(searcher, items, console)
+        return
+    table = Table(title=title)
     for col in ("#", "paper", "year", "cites", "ccbc_w", "ccbc", "sem", "fused", "quality", "components", "score"):
         table.add_column(col, justify="left" if col in ("paper", "components") else "right", overflow="fold")
     for r in items:
@@ -52,6 +116,10 @@ def print_related(searcher, paper_id: str, items, console: Console | None = None
                       str(r.citation_count if r.citation_count is not None else ""), f"{r.ccbc_weighted:.3f}",
                       f"{r.ccbc_naive:.3g}", f"{r.semantic:.3f}", f"{r.fused:.3f}", f"{r.quality:.3f}", comp, f"{r.score:.3f}")
     console.print(table)
+    _print_related_footer(searcher, items, console)
+
+
+def _print_related_footer(searcher, items, console: Console) -> None:
     b, a = searcher.settings.query_related_quality_weight, searcher.settings.query_related_semantic_weight
     console.print(f"score = {1 - b:g} x fused + {b:g} x quality; fused = {1 - a:g} x CCBC (weighted, over the best) + {a:g} x cosine; "
                   "quality = mean of cit(ations), vel(ocity), aut(hors' record), rec(ency)")

@@ -10,6 +10,13 @@ Endpoints (all GET; nothing writes):
     /api/export?id=...&format=...     papers as BibTeX, RIS or CSL-JSON (also format= on search and related)
     /api/path?from=...&to=...         the shortest citation paths between two papers
     /                                 the search page (static HTML + JS, no CDN)
+    /docs, /redoc, /openapi.json      the API documentation (Swagger UI and ReDoc served from static/vendor)
+
+Hardened for serving beyond loopback: only the Host names of the setting ``serve_allowed_hosts`` are
+answered (DNS rebinding), every response carries ``X-Content-Type-Options``, ``X-Frame-Options`` and a
+Content-Security-Policy that the page and the docs satisfy (no inline script, nothing from another origin),
+no response holds a filesystem path, and every error is a JSON ``{"detail": "<one line>"}``. The snapshot
+and the query model are loaded, and one query run, before the server accepts requests (lifespan).
 """
 
 from __future__ import annotations
@@ -17,14 +24,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 
 from pipeline.errors import DamagedSnapshot, UnknownPaper, UserError
 from pipeline.serve.holder import SnapshotHolder
@@ -41,6 +51,128 @@ EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
     "application/x-research-info-systems": {"schema": {"type": "string"}},
     "application/vnd.citationstyles.csl+json": {"schema": {"type": "array", "items": {"type": "object"}}},
 }, "description": "JSON, or with `format` the papers as BibTeX, RIS or CSL-JSON"}}
+
+# The page, Swagger UI (/docs) and ReDoc (/redoc) load only files of this origin and run no inline script;
+# inline *styles* stay allowed (Swagger UI, ReDoc and the page's style attributes use them), and ReDoc
+# starts its search worker from a blob: URL.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data:",
+    "font-src 'self' data:", "connect-src 'self'", "worker-src 'self' blob:", "object-src 'none'",
+    "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+])
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"referrer-policy", b"same-origin"),
+]
+
+
+class ErrorDetail(BaseModel):
+    """Every error answer: one line saying what was wrong."""
+
+    detail: str
+
+
+_ERROR_TEXT = {
+    400: "bad input (e.g. an empty query, year_from after year_to) or a Host header the server does not answer",
+    404: "no such paper in the snapshot",
+    422: "a parameter is invalid (one line: which one and why, e.g. 'query parameter k: must be <= 100')",
+    503: "nothing to serve: no snapshot published yet, or the served snapshot is unavailable",
+}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": ErrorDetail, "description": _ERROR_TEXT[code]} for code in codes}
+
+
+def _host_of(header: str) -> str:
+    """``example.com:8000`` -> ``example.com``; ``[::1]:8000`` -> ``::1``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def host_allowed(host: str, allowed: list[str]) -> bool:
+    for pattern in (a.strip().lower().strip("[]") for a in allowed):
+        if pattern == "*" or host == pattern or (pattern.startswith("*.") and host.endswith(pattern[1:])):
+            return True
+    return False
+
+
+class Guard:
+    """Pure ASGI middleware (no per-request task, unlike ``BaseHTTPMiddleware``): refuses Host headers
+    outside ``allowed_hosts`` with a one-line 400, and adds the security headers to every response."""
+
+    def __init__(self, app, allowed_hosts: list[str]):
+        self.app, self.allowed = app, list(allowed_hosts)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        raw = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        host = _host_of(raw)
+        if not host or not host_allowed(host, self.allowed):
+            detail = (f"host {raw or '(none)'!r} is not served here: add it to the setting "
+                      "PAPERKB_SERVE_ALLOWED_HOSTS to serve it")
+            response = JSONResponse(status_code=400, content={"detail": detail})
+            return await self._with_headers(response, scope, receive, send)
+
+        await self._with_headers(self.app, scope, receive, send)
+
+    @staticmethod
+    async def _with_headers(app, scope, receive, send):
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                present = {k.lower() for k, _ in headers}
+                headers.extend((k, v) for k, v in SECURITY_HEADERS if k not in present)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_with_headers)
+
+
+def _validation_line(errors: list[dict[str, Any]]) -> str:
+    """FastAPI's list of validation errors as one line: ``query parameter k: must be <= 100``."""
+    parts = []
+    for e in errors:
+        loc = [str(x) for x in e.get("loc", ())]
+        where = f"{loc[0]} parameter {'.'.join(loc[1:])}" if len(loc) > 1 else (loc[0] if loc else "request")
+        ctx, kind = e.get("ctx") or {}, e.get("type", "")
+        if kind == "missing":
+            why = "is required"
+        elif kind in ("less_than_equal", "less_than", "greater_than_equal", "greater_than"):
+            op = {"less_than_equal": "<=", "less_than": "<", "greater_than_equal": ">=", "greater_than": ">"}[kind]
+            bound = next(iter(ctx.values()), "?")
+            why = f"must be {op} {bound}"
+        elif kind == "string_too_short":
+            why = "must not be empty" if ctx.get("min_length") == 1 else f"must be at least {ctx.get('min_length')} characters"
+        elif kind == "string_too_long":
+            why = f"must be at most {ctx.get('max_length')} characters"
+        elif kind == "too_long":
+            why = f"at most {ctx.get('max_length')} values"
+        elif kind == "int_parsing":
+            why = "must be an integer"
+        elif kind == "bool_parsing":
+            why = "must be true or false"
+        else:
+            msg = str(e.get("msg", "is invalid"))
+            why = msg.replace("Input should be", "must be", 1)
+            why = why[:1].lower() + why[1:]
+        parts.append(f"{where}: {why}")
+    return "; ".join(parts) or "invalid request"
+
+
+def _no_paths(value: Any) -> Any:
+    """``value`` without filesystem paths: keys named ``path``/``*_path``/``*_dir`` and absolute-path strings."""
+    if isinstance(value, dict):
+        return {k: _no_paths(v) for k, v in value.items()
+                if not (k == "path" or k.endswith(("_path", "_dir")) or (isinstance(v, str) and v.startswith("/")))}
+    if isinstance(value, list):
+        return [_no_paths(v) for v in value]
+    return value
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -61,21 +193,39 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        try:  # open (and pin) the snapshot at start, not at the first request: retention must see the pin
-            holder.get()
-        except UserError as exc:
-            log.warning("no snapshot to serve yet: %s", exc)
+        # Open (and pin: retention must see the pin) the snapshot, load the query model and run one query
+        # before the server accepts requests: the first search is then as fast as the tenth (uvicorn
+        # binds after this).
+        await asyncio.get_running_loop().run_in_executor(searching, warm_up, holder)
         yield
+        searching.shutdown(wait=False, cancel_futures=True)
         holder.close()  # unpin
 
     app = FastAPI(
-        lifespan=lifespan,
         title="paperkb",
         version="1",
         description="Read-only search over a published paperkb snapshot: hybrid BM25 + vector search "
-        "with the five-signal score, paper details and connected papers.",
+        "with the five-signal score, paper details and connected papers. Every error answer is "
+        '`{"detail": "<one line>"}`.',
+        docs_url=None,  # served below from local files: FastAPI's pages load Swagger UI and ReDoc from a CDN
+        redoc_url=None,
+        lifespan=lifespan,
     )
     app.state.holder = holder
+    app.add_middleware(Guard, allowed_hosts=settings.serve_allowed_hosts)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": _validation_line(list(exc.errors()))})
+
+    def _internal_error(exc: Exception) -> JSONResponse:
+        log.error("request failed", exc_info=exc)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}: {first}"})
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        return _internal_error(exc)
 
     @app.exception_handler(UnknownPaper)
     async def _unknown(_: Request, exc: UnknownPaper) -> JSONResponse:
@@ -108,7 +258,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     async def _io(_: Request, exc: Exception) -> JSONResponse:
         problem = _snapshot_problem()
         if problem is None:
-            raise exc
+            return _internal_error(exc)
         log.warning("%s (%s)", problem, str(exc).splitlines()[0][:200])
         return JSONResponse(status_code=503, content={"detail": problem})
 
@@ -120,7 +270,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         except UserError as exc:
             raise HTTPException(status_code=503, detail=f"no snapshot to serve: {exc}") from exc
 
-    @app.get("/api/health", summary="Service status and the snapshot being served")
+    @app.get("/api/health", summary="Service status and the snapshot being served", responses=_errors(400, 503))
     def health() -> Any:
         try:
             cur = holder.get()
@@ -134,7 +284,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
                 "status": "unavailable", "snapshot_id": served.snapshot_id if served else None, "detail": problem})
         return {"status": "ok", "snapshot_id": cur.snapshot_id}
 
-    @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals", responses=EXPORT_RESPONSES)
+    @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals",
+             responses={**EXPORT_RESPONSES, **_errors(400, 422, 503)})
     async def search(
         q: str = Query(..., description="the query", min_length=1, max_length=MAX_QUERY_CHARS),
         k: int = Query(10, ge=1, le=MAX_K, description="number of papers"),
@@ -174,7 +325,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         }
 
     @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them",
-             responses=EXPORT_RESPONSES)
+             responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K),
                 format: EXPORT_FORMATS | None = Query(None, description="answer with the related papers as bibtex, ris or csl-json instead of JSON"),
                 ) -> dict[str, Any]:
@@ -186,16 +337,19 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items,
                 "edges": _edges(cur.path, paper_id, items)}
 
-    @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, abstract, figure legends and metrics")
+    @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, abstract, figure legends and metrics",
+             responses=_errors(400, 404, 422, 503))
     def paper(paper_id: str) -> dict[str, Any]:
         cur = opened()
         return {"snapshot_id": cur.snapshot_id, **_paper_view(cur.searcher.paper(paper_id))}
 
-    @app.get("/api/snapshots", summary="Published snapshots, the one CURRENT names and the one being served")
+    @app.get("/api/snapshots", summary="Published snapshots, the one CURRENT names and the one being served",
+             responses=_errors(400, 503))
     def list_snapshots() -> dict[str, Any]:
         from pipeline import snapshots
 
         items = snapshots.list_snapshots(settings.snapshots_dir)
+        # ids, times, counts, models and pins only: where the warehouse lives is none of a client's business
         ids = {s["snapshot_id"] for s in items}
         try:  # the served one, when it still exists (a deleted id is never called current or served)
             serving = holder.get().snapshot_id
@@ -203,9 +357,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             serving = None
         current = snapshots.current_id(settings.snapshots_dir)
         return {"current": current if current in ids else None, "serving": serving if serving in ids else None,
-                "snapshots": [s if isinstance(s, dict) else getattr(s, "to_dict", lambda: s)() for s in items]}
+                "snapshots": _no_paths([s if isinstance(s, dict) else getattr(s, "to_dict", lambda: s)() for s in items])}
 
-    @app.get("/api/export", summary="Papers as BibTeX, RIS or CSL-JSON for a reference manager", responses=EXPORT_RESPONSES)
+    @app.get("/api/export", summary="Papers as BibTeX, RIS or CSL-JSON for a reference manager",
+             responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def export(
         id: list[str] = Query(..., min_length=1, max_length=MAX_K, description="paper ids (repeat or comma-separate)"),
         format: EXPORT_FORMATS = Query("bibtex", description="bibtex | ris | csl-json"),
@@ -217,7 +372,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             raise HTTPException(status_code=400, detail=f"{len(ids)} paper ids; the limit is {MAX_K}")
         return _export_response(opened().searcher.snap, ids, format, ids[0] if len(ids) == 1 else "papers")
 
-    @app.get("/api/path", summary="The shortest citation paths between two papers (citations followed either way)")
+    @app.get("/api/path", summary="The shortest citation paths between two papers (citations followed either way)",
+             responses=_errors(400, 404, 422, 503))
     def path(
         source: str = Query(..., alias="from", min_length=1, max_length=200, description="first paper id"),
         target: str = Query(..., alias="to", min_length=1, max_length=200, description="second paper id"),
@@ -243,8 +399,32 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     def paper_page() -> FileResponse:
         return FileResponse(STATIC / "paper.html")
 
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> FileResponse:
+        return FileResponse(STATIC / "docs.html")
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> FileResponse:
+        return FileResponse(STATIC / "redoc.html")
+
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def warm_up(holder: SnapshotHolder) -> None:
+    """Open the served snapshot and run one query (loads the query model, the resident vectors, the
+    BM25 index), so that the first real search is as fast as the tenth. Nothing published yet: the
+    server still starts and answers 503 until there is."""
+    from pipeline.errors import UserError as _UserError
+
+    t0 = time.perf_counter()
+    try:
+        cur = holder.get()
+        cur.searcher.search("warm up", k=1, expand="rm3")  # the default offline path: first pass + feedback
+    except _UserError as exc:
+        log.warning("nothing to warm up: %s", exc)
+        return
+    log.info("snapshot %s loaded and warm in %.1fs", cur.snapshot_id, time.perf_counter() - t0)
 
 
 def create_app_from_env() -> FastAPI:

@@ -56,3 +56,8 @@ $("pathform").addEventListener("submit", async (ev) => {
 
 main();
 showSnapshot();
+// Back to the results page the user came from (its query is in the URL); a plain link to / otherwise.
+// A listener, not a javascript: URL, which the Content-Security-Policy (script-src 'self') blocks.
+document.getElementById("back").addEventListener("click", (ev) => {
+  if (document.referrer.startsWith(location.origin + "/") && history.length > 1) { ev.preventDefault(); history.back(); }
+});

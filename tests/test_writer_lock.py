@@ -249,3 +249,26 @@ def test_read_only_warehouse_is_one_line(tmp_path):
         wh.chmod(0o755)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "not writable" in res.stderr
+
+
+@pytest.mark.parametrize("error, words", [(PermissionError(13, "Permission denied"), "is not writable by this user"),
+                                          (OSError(30, "Read-only file system"), "is on a read-only file system")])
+def test_unwritable_warehouse_is_one_line_user_error(settings, monkeypatch, error, words):
+    """A read-only warehouse (issue 17: `OSError ... .publish.lock` traceback) is refused with one line."""
+    from pipeline import writer_lock
+    from pipeline.errors import UserError
+
+    settings.warehouse.mkdir(parents=True)
+    real_open = os.open
+
+    def deny(path, *a, **k):
+        if str(path).endswith(writer_lock.LOCK_NAME):
+            raise error
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(writer_lock.os, "open", deny)
+    with pytest.raises(UserError) as err:
+        with writer_lock.hold(settings.warehouse, "publish"):
+            pytest.fail("writing without the lock")
+    assert str(err.value) == f"warehouse {settings.warehouse} {words}" + (
+        ": cannot take its writer lock .writer.lock" if "writable" in words else ": steps that write need a writable one")

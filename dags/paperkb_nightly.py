@@ -22,6 +22,9 @@ coalesce -> harvest -> enrich -> plan_fulltext       -> [fetch_batch -> extract_
   next batch downloads); batches whose PDFs are already in the raw zone (imported, fetched before,
   replays) go straight to `extract_raw_batch` on every free worker; `embed_shard` is mapped too. Outputs go to staging Parquet, and a single merge task
   writes DuckDB / LanceDB.
+* **One writer**: tasks that write the warehouse (harvest, enrich, the merges, graph, publish) take its
+  writer lock and wait for it (`PAPERKB_LOCK_WAIT_S`, logged) while a CLI step or another run holds
+  it; the mapped tasks only read DuckDB and write staging files, so they take no lock.
 * **Politeness**: tasks that talk to arXiv run in the pool `arxiv_pool`, tasks that talk to Semantic
   Scholar in `s2_pool` (one slot each; created by `make run` and by the compose `airflow-init` job
   from `dags/pools.json`). Raise `arxiv_pool` only for a mirror that allows parallel downloads.

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from pipeline.errors import UserError
+from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,7 @@ def resolve_collection(path: str | Path, fmt: str, name: str | None) -> tuple[Pa
     return doc_file, nm
 
 
+@writes("import-collection")
 def import_collection(settings, path: str | Path, fmt: str = "smart", name: str | None = None) -> dict:
     """Import a local corpus into papers/authors/paper_authors/works/citations. Idempotent.
 

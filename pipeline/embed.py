@@ -15,6 +15,14 @@ LanceDB rows carry a ``row_hash``; the sync (LanceDB ``merge_insert``) rewrites 
 changed, deletes rows of chunks/papers that left the warehouse (withdrawn, re-chunked) and inserts
 new ones. Tables are stamped with the model (name, dimension, key) in their schema metadata; a
 different model drops and rebuilds them, so a table never mixes vector spaces.
+
+Crash safety. ``run_embed`` and ``merge_embeddings`` hold the warehouse writer lock
+(``pipeline.writer_lock``), so one process at a time syncs LanceDB; ``embed_shard`` takes no lock (it
+only reads DuckDB and writes its own staging parts). Encoded vectors are staged every
+``embed_checkpoint_texts`` texts, so a killed embed resumes where it stopped. Every LanceDB write is one
+atomic commit (a new table version), so a sync killed at any point leaves each table at its old or its
+new version; before syncing, ``repair_table`` checks each table (opens, reads, one row per key) and
+rebuilds a damaged one from the vector cache. Running ``embed`` again always converges.
 """
 
 from __future__ import annotations
@@ -33,11 +41,13 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import SQL_DIR, Settings
+from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
 
@@ -334,19 +344,35 @@ def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tup
     return list(todo), list(todo.values())
 
 
+def encode_checkpointed(settings: Settings, encoder: Encoder, cache: "VectorCache", part: str, hashes: list[str],
+                        inputs: list) -> int:
+    """Encode ``inputs`` in slices of ``embed_checkpoint_texts``, staging each slice's vectors as its own
+    Parquet part as soon as it is done: a killed embed keeps every finished slice (the rerun's
+    ``_shard_work`` skips staged hashes, and the merge absorbs the parts)."""
+    dim = _model_dim(settings, encoder)
+    step = max(1, int(settings.embed_checkpoint_texts))
+    n_parts = (len(inputs) + step - 1) // step
+    for k, i in enumerate(range(0, len(inputs), step)):
+        vecs = encoder.encode_docs(inputs[i:i + step], show_progress=_tty())
+        name = part if n_parts == 1 else f"{part}-c{k:05d}"
+        cache.write_staged(name, hashes[i:i + step], vecs, dim)
+        if n_parts > 1:
+            log.debug("embed: checkpoint %d/%d (%d texts) staged as %s", k + 1, n_parts, min(len(inputs), i + step), name)
+    return len(inputs)
+
+
 def embed_shard(settings: Settings, shard: dict) -> dict:
     """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes."""
     encoder = get_encoder(settings)
     hashes, inputs = _shard_work(settings, encoder, shard)
     if inputs:
-        vectors = encoder.encode_docs(inputs, show_progress=_tty())
-        dim = _model_dim(settings, encoder)
-        VectorCache(settings, _cache_key(encoder)).write_staged(shard["part"], hashes, vectors, dim)
+        encode_checkpointed(settings, encoder, VectorCache(settings, _cache_key(encoder)), shard["part"], hashes, inputs)
     summary = {"shard": shard["index"], "encoded": len(inputs)}
     log.info("embed shard %d/%d: encoded %d new texts", shard["index"] + 1, shard["count"], len(inputs))
     return summary
 
 
+@writes("embed")
 def merge_embeddings(settings: Settings) -> dict:
     """Absorb staged vectors and bring the LanceDB tables in line with the warehouse (single writer)."""
     from pipeline.warehouse import Warehouse
@@ -372,8 +398,8 @@ def merge_embeddings(settings: Settings) -> dict:
     # texts that appeared after the shards ran: encode them here rather than fail
     missing = {h: x for h, x in zip(p_hashes + f_hashes, p_inputs + f_inputs) if h not in index}
     if missing:
-        vecs = encoder.encode_docs(list(missing.values()), show_progress=_tty())
-        cache.write_staged("merge-" + uuid.uuid4().hex[:8], list(missing), vecs, dim)
+        encode_checkpointed(settings, encoder, cache, "merge-" + uuid.uuid4().hex[:8], list(missing),
+                            list(missing.values()))
         cache.absorb_staged()
         index, mat = cache.load(dim)
 
@@ -394,7 +420,10 @@ def merge_embeddings(settings: Settings) -> dict:
     changes = {}
     for name, table, key in (("chunks", chunks_t, "chunk_id"), ("papers", papers_t, "paper_id"),
                              ("figures", figures_t, "figure_id")):
+        repaired = repair_table(db, settings.lancedb_dir, name, key)
         changes[name] = sync_table(db, name, table, key, facts)
+        if repaired:
+            changes[name]["repaired"] = repaired
     t_sync = time.perf_counter()
     indexes = ensure_indexes(db, settings)
     t_index = time.perf_counter()
@@ -414,6 +443,7 @@ def merge_embeddings(settings: Settings) -> dict:
     return summary
 
 
+@writes("embed")
 def run_embed(settings: Settings) -> dict:
     """Plan one shard, encode what is new, merge: the whole step in this process."""
     t0 = time.perf_counter()
@@ -540,7 +570,6 @@ def sync_table(db, name: str, table: pa.Table, key: str, facts: dict) -> dict:
                 if n:
                     existing.delete("true")
                 return {"inserted": 0, "updated": 0, "deleted": n, "rebuilt": False}
-            before = existing.count_rows()
             res = (existing.merge_insert(key)
                    .when_matched_update_all(where="target.row_hash != source.row_hash")
                    .when_not_matched_insert_all()
@@ -548,13 +577,67 @@ def sync_table(db, name: str, table: pa.Table, key: str, facts: dict) -> dict:
                    .execute(table))
             out = {"inserted": int(res.num_inserted_rows), "updated": int(res.num_updated_rows),
                    "deleted": int(res.num_deleted_rows), "rebuilt": False}
-            assert existing.count_rows() == table.num_rows, (name, before, out)
-            return out
-        reason = "model changed" if not same_model else "schema changed"
-        log.info("LanceDB table %s: %s (%s -> %s): rebuilding", name, reason, m["name"], facts["name"])
-        db.drop_table(name)
+            problem = table_problem(existing, key, expected=table.num_rows)
+            if problem is None:
+                return out
+            # should not happen under the writer lock; rebuild rather than leave a table that fails every later run
+            log.warning("LanceDB table %s after the sync: %s: rebuilding it from the vector cache", name, problem)
+        else:
+            reason = "model changed" if not same_model else "schema changed"
+            log.info("LanceDB table %s: %s (%s -> %s): rebuilding", name, reason, m["name"], facts["name"])
+    _remove_table(db, name)
     db.create_table(name, data=table, schema=table.schema)
     return {"inserted": table.num_rows, "updated": 0, "deleted": 0, "rebuilt": True}
+
+
+def table_problem(table, key: str, expected: int | None = None) -> str | None:
+    """What is wrong with an opened LanceDB table, or None: every data file readable (the key column
+    is scanned), one row per key, and ``expected`` rows when given."""
+    n = table.count_rows()
+    ids = table.search().select([key]).limit(None).to_arrow().column(key)
+    distinct = len(pc.unique(ids))
+    if len(ids) != n:
+        return f"{n} rows counted but {len(ids)} read"
+    if distinct != n:
+        return f"{n} rows for {distinct} {key}s (duplicates from an interrupted or concurrent sync)"
+    if expected is not None and n != expected:
+        return f"{n} rows, the warehouse has {expected}"
+    return None
+
+
+def repair_table(db, root: Path, name: str, key: str) -> str | None:
+    """Before a sync: make sure table ``name`` opens, reads and has one row per key. A damaged table (an
+    older paperkb's concurrent embeds, a data file gone, a create killed half-way) is removed, so the
+    sync rebuilds it from the vector cache: nothing is re-encoded. Returns what was repaired, or None."""
+    path = Path(root) / f"{name}.lance"
+    if name not in table_names(db):
+        if path.exists():  # a create or drop killed half-way: a folder LanceDB does not list as a table
+            shutil.rmtree(path, ignore_errors=True)
+            log.warning("LanceDB table %s: removed the leftovers of an interrupted create", name)
+            return "leftovers removed"
+        return None
+    try:
+        problem = table_problem(db.open_table(name), key)
+    except Exception as exc:  # noqa: BLE001 - any failure to open or read means: rebuild it
+        problem = f"unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    if problem is None:
+        return None
+    log.warning("LanceDB table %s is damaged: %s: rebuilding it from the vector cache", name, problem)
+    _remove_table(db, name, path)
+    return problem
+
+
+def _remove_table(db, name: str, path: Path | None = None) -> None:
+    try:
+        if name in table_names(db):
+            db.drop_table(name)
+    except Exception as exc:  # noqa: BLE001 - a damaged table may not drop cleanly: remove its folder
+        log.debug("drop_table(%s) failed (%s): removing its folder", name, exc)
+    if path is None:
+        uri = getattr(db, "uri", None)
+        path = Path(str(uri)) / f"{name}.lance" if uri else None
+    if path is not None and path.exists():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def table_names(db) -> list[str]:

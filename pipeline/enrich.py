@@ -37,6 +37,7 @@ from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
 from pipeline.sources.s2 import EDGE_KINDS, MAX_EDGE_OFFSET, SOURCE, S2Client, S2NotFound
 from pipeline.warehouse import UpsertStats, Warehouse
+from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
 
@@ -387,6 +388,7 @@ def _maps(wh: Warehouse) -> tuple[dict[str, str], dict[str, str]]:
     return lookup, arxiv
 
 
+@writes("enrich")
 def run_enrich(settings: Settings, replay: bool = False, limit: int | None = None) -> dict[str, Any]:
     """Enrich corpus papers from Semantic Scholar (or rebuild from the raw zone with ``replay``).
 

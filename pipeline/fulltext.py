@@ -36,6 +36,7 @@ from pipeline.chunking import Segment, chunk_records, content_hash
 from pipeline.figures import FigureLegend, find_figures
 from pipeline.pdftext import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
 from pipeline.settings import Settings
+from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
 
@@ -396,6 +397,7 @@ def _complete_parts(settings: Settings) -> list[str]:
     return sorted(p.stem for p in d.glob("*.parquet")) if d.is_dir() else []
 
 
+@writes("fulltext")
 def merge_fulltext(settings: Settings, wh=None, run_id: str | None = None) -> dict:
     """Upsert every complete staging part into chunks / figures / fulltext_docs / rejects. Idempotent:
     a paper's chunks (and figures) are replaced as a set, and only when they differ."""
@@ -489,6 +491,7 @@ def _add_rejects(wh, rows: list[dict], run_id: str | None) -> int:
     return n
 
 
+@writes("fulltext")
 def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | None = None) -> dict:
     """Plan, fetch+extract every batch, merge: the whole step in one process."""
     from pipeline.warehouse import Warehouse

@@ -36,6 +36,8 @@ from typing import Iterator
 import numpy as np
 import scipy.sparse as sp
 
+from pipeline.writer_lock import writes
+
 log = logging.getLogger(__name__)
 
 
@@ -513,6 +515,7 @@ class StageTimer:
         pass
 
 
+@writes("graph")
 def run_graph(settings, meter=None) -> dict:
     """``paperkb graph``: PageRank, power-law fit and weights, CCBC related papers -> DuckDB.
 

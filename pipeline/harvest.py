@@ -54,6 +54,7 @@ from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
 from pipeline.warehouse import RunLog, Warehouse, write_staging
+from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
 
@@ -566,6 +567,7 @@ class Checkpoint:
 # ------------------------------------------------------------------------------------------------
 # the steps
 # ------------------------------------------------------------------------------------------------
+@writes("harvest")
 def run_harvest(settings: Settings, from_date: str | None = None, until_date: str | None = None,
                 replay: bool = False) -> dict[str, Any]:
     """Harvest arXiv metadata into the warehouse (see module doc). Returns a JSON-able summary."""
@@ -726,6 +728,7 @@ def _harvest(settings: Settings, wh: Warehouse, from_arg: str | None, until_date
     return summary
 
 
+@writes("lookup")
 def run_lookup(settings: Settings, ids: Iterable[str]) -> dict[str, Any]:
     """Fetch the given arXiv ids through the arXiv API (Atom, ``id_list``) and merge them.
 

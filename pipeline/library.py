@@ -39,6 +39,7 @@ from pipeline.arxiv_ids import parse_arxiv_id
 from pipeline.errors import UserError
 from pipeline.pdftext import PdfRejected
 from pipeline.settings import Settings
+from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,7 @@ def find_pdfs(folder: str | Path) -> tuple[list[Path], int]:
     return files, other
 
 
+@writes("import-pdfs")
 def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     """Import every PDF under ``folder`` as a paper (see the module doc). Idempotent.
 

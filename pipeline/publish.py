@@ -10,25 +10,24 @@ Stages (a crash at any point leaves the previous snapshot serving)::
     retain    keep the newest ``snapshot_keep`` snapshots, CURRENT, any younger than ``snapshot_min_age_h``,
               and any a reader pins (a lease in ``snapshots/.pins/``, see ``pipeline.pins``)
 
-Only one publish runs at a time (an exclusive lock file); an abandoned ``*.tmp`` folder from a
-killed publish is removed by the next one.
+Only one writer runs at a time on a warehouse, publish included (``pipeline.writer_lock``); an
+abandoned ``*.tmp`` folder from a killed publish is removed by the next one.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import shutil
 import time
 import uuid
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from pipeline import snapshots as snap
+from pipeline import writer_lock
 from pipeline.errors import UserError
 from pipeline.query.configs import weights_for
 from pipeline.settings import Settings
@@ -45,20 +44,6 @@ StageHook = Callable[[str, Path], None]
 def new_snapshot_id(now: datetime | None = None) -> str:
     now = now or datetime.now(timezone.utc)
     return f"{now:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:4]}"
-
-
-@contextmanager
-def _publish_lock(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".publish.lock", "w") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"another publish is running on {root}") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _remove_abandoned(root: Path) -> list[str]:
@@ -280,13 +265,15 @@ def _old_enough(created_at: str | None, now: datetime, min_age_h: float) -> bool
     return (now - created).total_seconds() >= min_age_h * 3600
 
 
+@writer_lock.writes("publish")  # the run_log row at the end too
 def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dict:
     """Build, verify and switch to a new snapshot. ``on_stage(stage, path)`` is called after the stages
     'built', 'verified', 'renamed' and 'swapped' (tests use it to crash a publish at each point)."""
     t0 = time.perf_counter()
     root = settings.snapshots_dir
     hook = on_stage or (lambda stage, path: None)
-    with _publish_lock(root):
+    with writer_lock.hold(settings.warehouse, "publish"):  # reentrant: already held by @writes
+        root.mkdir(parents=True, exist_ok=True)
         abandoned = _remove_abandoned(root)
         if abandoned:
             log.info("removed %d abandoned folder(s) from an interrupted publish: %s", len(abandoned), ", ".join(abandoned))

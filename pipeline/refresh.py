@@ -27,6 +27,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from pipeline.settings import Settings
+from pipeline.writer_lock import task_lock, writes
 
 Window = tuple[date, date]  # inclusive OAI-PMH days (from, until)
 
@@ -169,7 +170,8 @@ def coalesce_task(settings: Settings, *, logical_date: datetime | None, interval
                 "reason": why or (f"{queued} neighbouring run(s) queued: the next one harvests this window"
                                   if defer else "no neighbouring run queued")}
     if defer:
-        defer_window(settings, window, dag_run_id=dag_run_id, message=decision["reason"])
+        with task_lock(settings, "coalesce"):
+            defer_window(settings, window, dag_run_id=dag_run_id, message=decision["reason"])
     log.info("coalesce: %s %s .. %s (%s)", "deferring" if defer else "running", window[0], window[1], decision["reason"])
     return decision
 
@@ -255,6 +257,12 @@ def harvest_task(settings: Settings, interval_start, interval_end, replay: bool 
     """The run's window (data interval, or the ``from``/``until`` params) plus every deferred window,
     joined into the fewest OAI-PMH lists; each list's deferred windows are cleared once it is merged.
     ``replay`` re-parses the raw zone and leaves deferred windows for the next network run."""
+    with task_lock(settings, "harvest"):
+        return _harvest_task(settings, interval_start, interval_end, replay, from_param, until_param)
+
+
+def _harvest_task(settings: Settings, interval_start, interval_end, replay: bool, from_param: str | None,
+                  until_param: str | None) -> dict:
     from pipeline import harvest
 
     own = run_window(interval_start, interval_end, from_param, until_param)
@@ -291,7 +299,8 @@ def _sum_summaries(summaries: list[dict]) -> dict:
 def enrich_task(settings: Settings, replay: bool = False) -> dict:
     from pipeline import enrich
 
-    return enrich.run_enrich(settings, replay=replay)
+    with task_lock(settings, "enrich"):  # Airflow: queue behind another writer
+        return enrich.run_enrich(settings, replay=replay)
 
 
 def fetch_batch_task(settings: Settings, batch: dict, replay: bool = False) -> dict:
@@ -321,13 +330,15 @@ def fulltext_batch_task(settings: Settings, batch: dict, replay: bool = False) -
 def merge_fulltext_task(settings: Settings) -> dict:
     from pipeline import fulltext
 
-    return fulltext.merge_fulltext(settings)
+    with task_lock(settings, "fulltext"):  # Airflow: queue behind another writer
+        return fulltext.merge_fulltext(settings)
 
 
 def graph_task(settings: Settings) -> dict:
     from pipeline import graph
 
-    return graph.run_graph(settings)
+    with task_lock(settings, "graph"):  # Airflow: queue behind another writer
+        return graph.run_graph(settings)
 
 
 def plan_embed_shards(settings: Settings) -> list[dict]:
@@ -345,13 +356,15 @@ def embed_shard_task(settings: Settings, shard: dict) -> dict:
 def merge_embeddings_task(settings: Settings) -> dict:
     from pipeline import embed
 
-    return embed.merge_embeddings(settings)
+    with task_lock(settings, "embed"):  # Airflow: queue behind another writer
+        return embed.merge_embeddings(settings)
 
 
 def publish_task(settings: Settings) -> dict:
     from pipeline import publish
 
-    return publish.run_publish(settings)
+    with task_lock(settings, "publish"):  # Airflow: queue behind another writer
+        return publish.run_publish(settings)
 
 
 def _with_window(summary: Any, from_day: date, until_day: date) -> dict:
@@ -362,6 +375,7 @@ def _with_window(summary: Any, from_day: date, until_day: date) -> dict:
 
 
 # ---- the single-process refresh ---------------------------------------------------------------------------
+@writes("refresh")
 def run_refresh(
     settings: Settings,
     from_date: date | None = None,

@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     embed_truncate_dim: int | None = Field(default=None, description="Matryoshka truncation of the vectors (None = full dimension)")
     embed_max_seq_length: int | None = Field(default=None, description="override the model's max tokens per text")
     embed_batch_size: int = 64
+    embed_checkpoint_texts: int = Field(
+        default=2048, ge=1,
+        description="texts encoded between two checkpoints into the vector cache: a killed embed resumes from the last one")
     embed_cache_dir: Path | None = Field(
         default=None, description="vector cache by (model, content hash); None = <warehouse>/vector_cache. Safe to share")
     embed_device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1, mps")
@@ -188,6 +191,9 @@ class Settings(BaseSettings):
     airflow_retries: int = Field(default=3, ge=0, description="retries per Airflow task")
     airflow_retry_delay_s: float = Field(default=60.0, ge=0, description="first retry delay; doubles on each retry")
     airflow_max_retry_delay_s: float = Field(default=1800.0, ge=0, description="cap on the retry delay")
+    lock_wait_s: float = Field(
+        default=3600.0, description="how long an Airflow task waits for the warehouse writer lock held by another "
+        "step before it fails (and is retried); 0 = no limit. The CLI never waits: it refuses at once")
 
     # --- derived paths ------------------------------------------------------------------------
     @property

@@ -164,12 +164,14 @@ def test_run_refresh_holds_the_lock_once_across_its_steps(settings, monkeypatch)
 
     monkeypatch.setattr(harvest, "run_harvest", fake("harvest"))
     monkeypatch.setattr(enrich, "run_enrich", fake("enrich"))
-    monkeypatch.setattr(refresh, "plan_fulltext_batches", lambda s, replay=False: [])
+    monkeypatch.setattr(refresh, "plan_fulltext_batches", lambda s, replay=False: {"download": [], "in_raw": []})
     monkeypatch.setattr(fulltext, "merge_fulltext", fake("fulltext"))
     monkeypatch.setattr(graph, "run_graph", fake("graph"))
     monkeypatch.setattr(embed, "plan_shards", lambda s, n: [])
     monkeypatch.setattr(embed, "merge_embeddings", fake("embed"))
     monkeypatch.setattr(publish, "run_publish", fake("publish"))
+    # the fakes write no papers: let the refresh go on to publish as it does over a non-empty warehouse
+    monkeypatch.setattr(refresh, "empty_warehouse_reason", lambda s, replay=False: None)
     out = refresh.run_refresh(settings)
     assert out["snapshot_id"] == "x"
     assert [n for n, _ in seen] == list(refresh.STEP_ORDER)
@@ -226,7 +228,7 @@ def test_fan_out_tasks_take_no_lock(settings, tmp_path, shared_data):
         shards = refresh.plan_embed_shards(settings)
         out = [refresh.embed_shard_task(settings, sh) for sh in shards]
         assert sum(o["encoded"] for o in out) == 5
-        assert refresh.plan_fulltext_batches(settings, replay=True) == []
+        assert refresh.plan_fulltext_batches(settings, replay=True) == {"download": [], "in_raw": []}
 
 
 def test_warehouse_that_is_a_file_is_one_line(tmp_path):
@@ -234,8 +236,8 @@ def test_warehouse_that_is_a_file_is_one_line(tmp_path):
     f.write_text("x")
     res = _cli("graph", warehouse=f)
     assert res.returncode == 2
-    assert res.stderr.strip().splitlines() == [
-        f"paperkb: error: warehouse {f} is not a directory: point --warehouse / PAPERKB_WAREHOUSE at a folder"]
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("paperkb: error: ") and str(f) in line and "not a directory" in line and "--warehouse" in line
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere: no read-only warehouse to meet")

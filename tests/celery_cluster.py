@@ -155,13 +155,19 @@ def build_wheel(out: Path, python: str = sys.executable) -> Path:
     return wheels[-1]
 
 
+def _env_without_checkout() -> dict[str, str]:
+    """The environment without PYTHONPATH: with the checkout on it, pip would see the source tree's
+    ``paperkb.egg-info`` (left by ``pip wheel .``) as an installed paperkb and skip the wheel."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def fresh_venv(root: Path, wheel: Path, profile: str | None) -> Path:
     """A new virtualenv with ``torch==2.13.0`` and then ``paperkb[profile]`` from ``wheel``."""
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
     pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q"]
     target = f"{wheel}[{profile}]" if profile else str(wheel)
     for args in ([TORCH_PIN], [target]):
-        out = subprocess.run([*pip, *args], capture_output=True, text=True)
+        out = subprocess.run([*pip, *args], capture_output=True, text=True, env=_env_without_checkout())
         if out.returncode != 0:
             raise RuntimeError(f"pip install {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return root
@@ -170,7 +176,7 @@ def fresh_venv(root: Path, wheel: Path, profile: str | None) -> Path:
 def reinstall(venv: Path, wheel: Path) -> None:
     """Put this checkout's wheel into an existing environment (its dependencies stay)."""
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps",
-                    str(wheel)], check=True, capture_output=True, text=True)
+                    str(wheel)], check=True, capture_output=True, text=True, env=_env_without_checkout())
 
 
 # ---- Airflow -----------------------------------------------------------------------------------------------
@@ -205,7 +211,8 @@ class Cluster:
                               text=True).stdout.strip()
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PAPERKB_", "_PAPERKB"))}
+        # no PYTHONPATH: the processes import paperkb from the installed wheel, never from a checkout
+        env = {k: v for k, v in _env_without_checkout().items() if not k.startswith(("AIRFLOW", "PAPERKB_", "_PAPERKB"))}
         env.update(airflow_env(home=self.home, dags_folder=self.dags_folder, db_url=self.postgres.url,
                                broker_url=self.redis.url, api_url=f"http://127.0.0.1:{self.api_port}"))
         env.update({

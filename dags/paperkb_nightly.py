@@ -48,7 +48,7 @@ import inspect
 from datetime import datetime, timedelta
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, chain, dag, task, task_group
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from pipeline.errors import ServiceUnreachable
 from pipeline.settings import Settings
@@ -297,10 +297,13 @@ def paperkb_nightly():
         ### publish
         Writes `snapshots/<id>.tmp/`, verifies it, renames it and swaps `snapshots/CURRENT`. Emits the
         `paperkb_snapshot` asset event with the snapshot id and path, which schedules downstream DAGs.
+        A warehouse with no papers is not published (the task is skipped, CURRENT stays).
         """
         from pipeline import refresh
 
         summary = refresh.publish_task(_settings())
+        if "skipped" in summary:  # an empty warehouse: no snapshot, no asset event, CURRENT unchanged
+            raise AirflowSkipException(summary["skipped"])
         outlet_events[SNAPSHOT].extra = {k: str(summary[k]) for k in ("snapshot_id", "path") if k in summary}
         return summary
 

@@ -361,9 +361,15 @@ def merge_embeddings_task(settings: Settings) -> dict:
 
 
 def publish_task(settings: Settings) -> dict:
+    """Publish (Airflow: queued behind another writer), unless the warehouse holds no papers: then
+    ``{"skipped": reason}`` and CURRENT stays as it is (the DAG marks the task skipped)."""
     from pipeline import publish
 
     with task_lock(settings, "publish"):  # Airflow: queue behind another writer
+        empty = empty_warehouse_reason(settings)
+        if empty is not None:
+            log.warning("%s", empty)
+            return {"skipped": empty}
         return publish.run_publish(settings)
 
 

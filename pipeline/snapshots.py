@@ -326,8 +326,17 @@ def write_current(settings_or_root: Any, snapshot_id: str) -> None:
 
 
 def rollback(settings_or_root: Any, snapshot_id: str) -> dict:
-    """Make an older (or any complete, intact) snapshot CURRENT again."""
-    root = snapshots_root(settings_or_root)
+    """Make an older (or any complete, intact) snapshot CURRENT again. Given the ``Settings``, it holds the
+    warehouse's writer lock, so a publish running meanwhile cannot swap CURRENT over it (one line instead)."""
+    if hasattr(settings_or_root, "warehouse"):
+        from pipeline import writer_lock
+
+        with writer_lock.hold(settings_or_root.warehouse, "rollback"):
+            return _rollback(snapshots_root(settings_or_root), snapshot_id)
+    return _rollback(snapshots_root(settings_or_root), snapshot_id)
+
+
+def _rollback(root: Path, snapshot_id: str) -> dict:
     folder = resolve(root, snapshot_id)
     problems = verify(root, path=folder)
     if problems:

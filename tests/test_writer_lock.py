@@ -274,3 +274,25 @@ def test_unwritable_warehouse_is_one_line_user_error(settings, monkeypatch, erro
             pytest.fail("writing without the lock")
     assert str(err.value) == f"warehouse {settings.warehouse} {words}" + (
         ": cannot take its writer lock .writer.lock" if "writable" in words else ": steps that write need a writable one")
+
+
+def test_rollback_is_refused_while_a_writer_runs(settings, tmp_path):
+    """`snapshots rollback` swaps CURRENT: while a publish (or any writer) runs, it is refused with one line
+    rather than racing the publish's own swap."""
+    with Holder(settings.warehouse, "publish", 120, tmp_path) as h:
+        res = _cli("snapshots", "rollback", "20260101T000000Z-0000", warehouse=settings.warehouse)
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert "is being written by `publish`" in line and f"pid {h.pid}" in line and "try `rollback` again" in line
+
+
+def test_the_dag_publish_task_skips_an_empty_warehouse(settings):
+    """The nightly DAG's publish over a warehouse with no papers publishes nothing (the task is skipped)."""
+    from pipeline import refresh, snapshots
+    from pipeline.warehouse import Warehouse
+
+    with Warehouse(settings) as wh:
+        wh.init()
+    out = refresh.publish_task(settings)
+    assert "holds no papers" in out["skipped"]
+    assert snapshots.current_id(settings) is None and not list(settings.snapshots_dir.glob("*T*Z-*"))

@@ -133,7 +133,7 @@ def test_kill_minus_nine_concurrent_writers_and_deleted_files_never_break_the_wa
             delay = rng.uniform(0.5, 0.9 * publish_s)
             killed = _kill_after(_start(settings, "publish"), delay)
         elif action in ("two-publishes", "two-embeds"):
-            step = action.split("-")[1][:-1]
+            step = {"two-publishes": "publish", "two-embeds": "embed"}[action]
             procs = [_start(settings, step) for _ in range(2)]
             outs = [p.communicate(timeout=600) for p in procs]
             codes = sorted(p.returncode for p in procs)

@@ -39,6 +39,17 @@ def settings(tmp_path, monkeypatch):
     return Settings.load(warehouse=tmp_path / "warehouse", arxiv_delay_s=0.0, s2_delay_s=0.0, retry_max_backoff_s=0.05)
 
 
+def isolated_settings(warehouse: Path, **overrides):
+    """``Settings`` for ``warehouse`` that ignore the caller's PAPERKB_* environment (but the kept ones)."""
+    from pipeline.settings import Settings
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key in list(os.environ):
+            if key.startswith("PAPERKB_") and key not in KEEP_ENV:
+                mp.delenv(key, raising=False)
+        return Settings.load(warehouse=warehouse, **overrides)
+
+
 # ---- embed / publish (issue 6) ------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def cisi_snapshot(shared_data, tmp_path_factory, request):
@@ -50,15 +61,9 @@ def cisi_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.collections import import_collection
     from pipeline.embed import run_embed
     from pipeline.publish import run_publish
-    from pipeline.settings import Settings
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    root = tmp_path_factory.mktemp("cisi_snapshot")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith("PAPERKB_") and key not in KEEP_ENV:
-                mp.delenv(key, raising=False)
-        settings = Settings.load(warehouse=root / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cisi_snapshot") / "warehouse", embed_cache_dir=cache)
     import_collection(settings, shared_data / "collections" / "cisi")
     try:
         from pipeline.graph import run_graph
@@ -72,6 +77,17 @@ def cisi_snapshot(shared_data, tmp_path_factory, request):
 
 
 @pytest.fixture(scope="session")
+def cacm_warehouse(shared_data, tmp_path_factory):
+    """Settings of a warehouse where CACM (papers, authors, its real citation links) was imported; no
+    graph, vectors or snapshot. Session-scoped: treat it as read-only."""
+    from pipeline.collections import import_collection
+
+    settings = isolated_settings(tmp_path_factory.mktemp("cacm_warehouse") / "warehouse")
+    import_collection(settings, shared_data / "collections" / "cacm")
+    return settings
+
+
+@pytest.fixture(scope="session")
 def cacm_snapshot(shared_data, tmp_path_factory, request):
     """Settings of a warehouse where CACM (with its real citation links) was imported, the graph
     computed, embedded and published. Session-scoped and read-only, like ``cisi_snapshot``; vectors are
@@ -81,15 +97,9 @@ def cacm_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.embed import run_embed
     from pipeline.graph import run_graph
     from pipeline.publish import run_publish
-    from pipeline.settings import Settings
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    root = tmp_path_factory.mktemp("cacm_snapshot")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
-                mp.delenv(key, raising=False)
-        settings = Settings.load(warehouse=root / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cacm_snapshot") / "warehouse", embed_cache_dir=cache)
     import_collection(settings, shared_data / "collections" / "cacm")
     run_graph(settings)
     run_embed(settings)

@@ -18,20 +18,9 @@ from pipeline.query.records import bib_records
 
 
 @pytest.fixture(scope="module")
-def cacm_db(shared_data, tmp_path_factory):
-    """A warehouse with CACM imported (papers, authors, citations), opened read-only."""
-    import os
-
-    from pipeline.collections import import_collection
-    from pipeline.settings import Settings
-
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
-                mp.delenv(key, raising=False)
-        settings = Settings.load(warehouse=tmp_path_factory.mktemp("cacm_export") / "warehouse")
-    import_collection(settings, shared_data / "collections" / "cacm")
-    con = duckdb.connect(str(settings.warehouse / "warehouse.duckdb"), read_only=True)
+def cacm_db(cacm_warehouse):
+    """The CACM warehouse (papers, authors, citations), opened read-only."""
+    con = duckdb.connect(str(cacm_warehouse.db_path), read_only=True)
     yield con
     con.close()
 

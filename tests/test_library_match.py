@@ -17,17 +17,8 @@ from pipeline.settings import SQL_DIR
 
 
 @pytest.fixture(scope="module")
-def cacm_wh(shared_data, tmp_path_factory):
-    from pipeline.collections import import_collection
-    from pipeline.settings import Settings
-
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
-                mp.delenv(key, raising=False)
-        settings = Settings.load(warehouse=tmp_path_factory.mktemp("cacm_match") / "warehouse")
-    import_collection(settings, shared_data / "collections" / "cacm")
-    return settings
+def cacm_wh(cacm_warehouse):
+    return cacm_warehouse
 
 
 @pytest.fixture(scope="module")

@@ -16,17 +16,8 @@ from pipeline.query.paths import shortest_paths
 
 
 @pytest.fixture(scope="module")
-def cacm(shared_data, tmp_path_factory):
-    from pipeline.collections import import_collection
-    from pipeline.settings import Settings
-
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
-                mp.delenv(key, raising=False)
-        settings = Settings.load(warehouse=tmp_path_factory.mktemp("cacm_paths") / "warehouse")
-    import_collection(settings, shared_data / "collections" / "cacm")
-    con = duckdb.connect(str(settings.warehouse / "warehouse.duckdb"), read_only=True)
+def cacm(cacm_warehouse):
+    con = duckdb.connect(str(cacm_warehouse.db_path), read_only=True)
     edges = set(con.execute("SELECT citing_work_id, cited_work_id FROM citations").fetchall())
     yield con, edges
     con.close()

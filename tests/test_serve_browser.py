@@ -4,56 +4,25 @@ Screenshots are kept in test-artifacts/ (and copied into docs/ for the README)."
 
 from __future__ import annotations
 
-import shutil
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from live_server import NEEDS_CHROMIUM, chromium_page, served
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(not CHROMIUM, reason="Debian chromium not installed (apt-get install chromium)")]
+pytestmark = [pytest.mark.browser, NEEDS_CHROMIUM]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def base_url(cisi_snapshot):
-    import uvicorn
-
-    from pipeline.serve import create_app
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(cisi_snapshot), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(cisi_snapshot) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-        )
-        pg = browser.new_page(viewport={"width": 1366, "height": 860})
+    with chromium_page() as pg:
         yield pg
-        browser.close()
 
 
 def test_search_then_paper_graph(base_url, page):

@@ -3,48 +3,22 @@ papers, and the citation paths to another paper drawn as chains of hops; the sea
 
 from __future__ import annotations
 
-import shutil
-import threading
-import time
-
 import pytest
+from live_server import NEEDS_CHROMIUM, chromium_page, served
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(not CHROMIUM, reason="Debian chromium not installed (apt-get install chromium)")]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, NEEDS_CHROMIUM]
 
 
 @pytest.fixture(scope="module")
 def base_url(cacm_snapshot):
-    import socket
-
-    import uvicorn
-
-    from pipeline.serve import create_app
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(cacm_snapshot), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(cacm_snapshot) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu",
-                                                                    "--no-first-run", "--disable-background-networking"])
-        yield browser.new_page(viewport={"width": 1366, "height": 860})
-        browser.close()
+    with chromium_page() as pg:
+        yield pg
 
 
 def test_paper_page_exports_and_paths(base_url, page):

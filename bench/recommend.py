@@ -15,7 +15,8 @@ Methods:
   then the second, ...).
 
 Caveat, the same for every graph method: the snapshot's citation graph holds P's own references, so the
-hidden one is co-cited by P with each positive. ``recommend_vectors`` does not see the graph at all.
+hidden one is co-cited by P with each positive. ``recommend_vectors`` does not see the graph at all;
+``subsets`` splits the sets by whether the hidden paper is linked to a positive other than through P.
 
     .venv/bin/python -m bench.recommend [--warehouse DIR] [--limit N] [--k 20]
 
@@ -56,6 +57,24 @@ def seed_sets(con, min_refs: int = 3, seed: int = 0, limit: int | None = None) -
         sets = random.Random(seed + 1).sample(sets, limit)
         sets.sort(key=lambda s: s["paper"])
     return sets
+
+
+def beyond_citing(con, sets: list[dict]) -> None:
+    """Mark each set with ``graph_beyond_citing``: whether the hidden paper is linked to some positive in
+    the citation graph other than through P (a shared reference, a citer other than P, a direct citation).
+    Where it is not, a graph method can find it only through P's own co-citation (the caveat above)."""
+    edges = con.execute("""SELECT a.paper_id, b.paper_id FROM citations c
+                           JOIN works a ON a.work_id = c.citing_work_id JOIN works b ON b.work_id = c.cited_work_id""").fetchall()
+    refs: dict[str, set] = {}
+    citers: dict[str, set] = {}
+    for a, b in edges:
+        refs.setdefault(a, set()).add(b)
+        citers.setdefault(b, set()).add(a)
+    for st in sets:
+        h, p = st["hidden"], st["paper"]
+        st["graph_beyond_citing"] = any(
+            (refs.get(h, set()) & refs.get(q, set())) or ((citers.get(h, set()) & citers.get(q, set())) - {p})
+            or q in refs.get(h, set()) or h in refs.get(q, set()) for q in st["positives"])
 
 
 def _top(ids, drop: set[str], k: int) -> list[str]:
@@ -112,7 +131,13 @@ def evaluate(searcher, sets: list[dict], k: int = 20) -> dict:
                 rr[m] += 1.0 / rank
         per_set.append({**s, "rank": ranks})
     n = max(1, len(sets))
-    return {"sets": len(sets), "k": k,
+    subsets = {}
+    for name, want in (("graph_beyond_citing", True), ("only_through_citing", False)):
+        sub = [p for p in per_set if p.get("graph_beyond_citing") is want]
+        if sub:
+            subsets[name] = {"sets": len(sub), f"recall@{k}": {
+                m: round(sum(1 for p in sub if p["rank"][m]) / len(sub), 4) for m in METHODS}}
+    return {"sets": len(sets), "k": k, "subsets": subsets,
             f"recall@{k}": {m: round(hits[m] / n, 4) for m in METHODS},
             f"mrr@{k}": {m: round(rr[m] / n, 4) for m in METHODS},
             "hits": hits, "seconds": round(time.perf_counter() - t0, 1), "per_set": per_set}
@@ -157,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     con = searcher.snap.catalog()
     try:
         sets = seed_sets(con, args.min_refs, args.seed, args.limit)
+        beyond_citing(con, sets)
     finally:
         con.close()
     res = evaluate(searcher, sets, args.k)

@@ -136,7 +136,7 @@ def test_bad_input(cacm):
 
 
 def test_benchmark_recall_from_real_seed_sets(cacm):
-    from bench.recommend import METHODS, evaluate, run_methods, seed_sets
+    from bench.recommend import METHODS, beyond_citing, evaluate, run_methods, seed_sets
 
     s, con = cacm
     edges, refs, _ = _refs_and_citers(con)
@@ -145,7 +145,15 @@ def test_benchmark_recall_from_real_seed_sets(cacm):
     for st in sets:  # each set is a real paper's in-corpus references, one hidden
         assert set(st["positives"]) | {st["hidden"]} == refs[st["paper"]] - {st["paper"]}
         assert len(st["positives"]) >= 2 and st["hidden"] not in st["positives"]
+    beyond_citing(con, sets)
+    for st in sets:  # linked to a positive other than through P: a shared reference, another citer, a citation
+        h, p = st["hidden"], st["paper"]
+        linked = any(refs.get(h, set()) & refs.get(q, set()) or q in refs.get(h, set()) or h in refs.get(q, set())
+                     or any(h in refs[c] and q in refs[c] for c in refs if c != p) for q in st["positives"])
+        assert st["graph_beyond_citing"] == bool(linked)
     res = evaluate(s, sets, k=20)
+    subsets = res["subsets"]
+    assert sum(v["sets"] for v in subsets.values()) == 5
     assert res["sets"] == 5 and set(res["recall@20"]) == set(METHODS)
     for m in METHODS:
         hits = sum(1 for p in res["per_set"] if p["rank"][m] is not None)

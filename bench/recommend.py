@@ -7,8 +7,9 @@ and the positives not counted (P is the paper being written: it is dropped from 
 
 Methods:
 
-* ``recommend``: ``pipeline.query.recommend`` (vectors + the stored CCBC, see its docstring);
-  ``recommend_vectors`` and ``recommend_graph`` are its two halves alone;
+* ``recommend``: ``pipeline.query.recommend`` (vectors + the stored CCBC + the citation prior, see its
+  docstring); ``recommend_no_prior`` without the prior; ``recommend_vectors`` and ``recommend_graph``
+  its two halves alone (each with the prior);
 * ``related_sum``: ``Searcher.related`` of each positive (top 50), merged by the sum of each paper's
   related score over the positives;
 * ``related_round_robin``: the same lists interleaved rank by rank (the first of each positive's list,
@@ -38,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-METHODS = ("recommend", "recommend_vectors", "recommend_graph", "related_sum", "related_round_robin")
+METHODS = ("recommend", "recommend_no_prior", "recommend_vectors", "recommend_graph", "related_sum", "related_round_robin")
 
 
 def seed_sets(con, min_refs: int = 3, seed: int = 0, limit: int | None = None) -> list[dict]:
@@ -95,6 +96,7 @@ def run_methods(searcher, s: dict, k: int, related_cache: dict) -> dict[str, lis
     ask = k + 1  # P may be among them
     lists = {
         "recommend": [r.paper_id for r in recommend(searcher, s["positives"], k=ask).results],
+        "recommend_no_prior": [r.paper_id for r in recommend(searcher, s["positives"], k=ask, use_quality=False).results],
         "recommend_vectors": [r.paper_id for r in recommend(searcher, s["positives"], k=ask, use_graph=False).results],
         "recommend_graph": [r.paper_id for r in recommend(searcher, s["positives"], k=ask, use_vectors=False).results],
     }

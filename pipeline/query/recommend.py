@@ -16,7 +16,9 @@ Scoring (pure functions below, Rocchio-style):
 * ``positive = (1 - a) * graph + a * max(0, semantic)``, ``a`` = setting ``query_related_semantic_weight``;
 * negatives push away with the same evidence:
   ``negative = (1 - a) * graph_to_negatives + a * max(0, max over negatives cos(candidate, n))``;
-* ``score = positive - NEGATIVE_WEIGHT * negative``.
+* a prior, as for related papers: ``quality`` = log(1 + citations) over the candidates' best,
+  ``positive' = (1 - b) * positive + b * quality``, ``b`` = setting ``query_related_quality_weight``;
+* ``score = positive' - NEGATIVE_WEIGHT * negative``.
 
 Seeds themselves are never recommended. Every result says why: its nearest positive and the cosine to
 it, its nearest negative (if any), and per seed the graph evidence -- the stored CCBC weight, the
@@ -63,6 +65,7 @@ class Recommendation:
     semantic: float  # the positive semantic similarity (see the module docstring)
     graph: float  # the positive graph evidence in [0, 1]
     negative: float  # what the negatives took off (before NEGATIVE_WEIGHT)
+    quality: float  # log citations over the candidates' best
     nearest_seed: str | None
     nearest_similarity: float | None
     nearest_negative: str | None = None
@@ -96,7 +99,7 @@ class Recommendation:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("score", "semantic", "graph", "negative", "nearest_similarity", "negative_similarity"):
+        for key in ("score", "semantic", "graph", "negative", "quality", "nearest_similarity", "negative_similarity"):
             if d[key] is not None:
                 d[key] = round(float(d[key]), 6)
         for ln in d["links"]:
@@ -164,10 +167,21 @@ def graph_scores(edges: dict[str, dict[str, float]], seeds: list[str], candidate
     return out / len(seeds)
 
 
+def quality_scores(citation_counts: list) -> np.ndarray:
+    """log(1 + citations) over the candidates' best (0 where unknown), as ``related``'s citations component."""
+    v = np.log1p(np.array([max(float(c or 0), 0.0) for c in citation_counts], dtype=np.float64))
+    top = v.max() if len(v) else 0.0
+    return v / top if top > 0 else np.zeros(len(v))
+
+
 def combine(semantic: np.ndarray, graph: np.ndarray, neg_semantic: np.ndarray, neg_graph: np.ndarray,
-            a: float, negative_weight: float = NEGATIVE_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
-    """(score, negative): ``(1-a) graph + a max(0, semantic) - w * ((1-a) neg_graph + a max(0, neg_semantic))``."""
+            a: float, negative_weight: float = NEGATIVE_WEIGHT, quality: np.ndarray | None = None,
+            b: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(score, negative): ``(1-b) ((1-a) graph + a max(0, semantic)) + b quality
+    - w ((1-a) neg_graph + a max(0, neg_semantic))``."""
     positive = (1 - a) * graph + a * np.maximum(semantic, 0.0)
+    if quality is not None and b > 0:
+        positive = (1 - b) * positive + b * quality
     negative = (1 - a) * neg_graph + a * np.maximum(neg_semantic, 0.0)
     return positive - negative_weight * negative, negative
 
@@ -256,10 +270,10 @@ def _check(searcher, pos, neg, k) -> tuple[list[str], list[str]]:
 
 
 def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, use_graph: bool = True,
-              use_vectors: bool = True) -> RecommendResponse:
+              use_vectors: bool = True, use_quality: bool = True) -> RecommendResponse:
     """Papers like the positives and unlike the negatives, best first, each with its reasons.
 
-    ``use_graph`` / ``use_vectors`` switch one kind of evidence off (the benchmark's ablations)."""
+    ``use_graph`` / ``use_vectors`` / ``use_quality`` switch one kind of evidence off (the benchmark's ablations)."""
     pos, neg = _check(searcher, pos, neg, k)
     a = float(searcher.settings.query_related_semantic_weight) if use_graph and use_vectors else (1.0 if use_vectors else 0.0)
     seeds = set(pos) | set(neg)
@@ -310,7 +324,10 @@ def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, 
             s_pos, s_neg = sem["semantic"], sem["neg_sim"]
         else:
             s_pos, s_neg = np.zeros(len(ids)), np.zeros(len(ids))
-        score, negative = combine(s_pos, g_pos, s_neg, g_neg, a)
+        cc = searcher.meta["citation_count"].to_pylist() if "citation_count" in searcher.meta.column_names else []
+        quality = quality_scores([cc[searcher.paper_row[c]] for c in ids] if cc else [0] * len(ids))
+        b = float(searcher.settings.query_related_quality_weight) if use_quality else 0.0
+        score, negative = combine(s_pos, g_pos, s_neg, g_neg, a, quality=quality, b=b)
         order = sorted(range(len(ids)), key=lambda i: (-score[i], ids[i]))[:k]
 
         top = [ids[i] for i in order]
@@ -340,6 +357,7 @@ def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, 
         out.append(Recommendation(
             paper_id=pid, title=m.get("title"), year=m.get("year"), external_id=m.get("external_id"),
             score=float(score[i]), semantic=float(sem["semantic"][i]), graph=float(g_pos[i]), negative=float(negative[i]),
+            quality=float(quality[i]),
             nearest_seed=pos[int(sem["nearest"][i])], nearest_similarity=float(sem["nearest_sim"][i]),
             nearest_negative=neg[nn] if nn >= 0 else None, negative_similarity=float(sem["neg_sim"][i]) if nn >= 0 else None,
             links=links, rank=rank))

@@ -9,7 +9,7 @@ Endpoints (all GET; nothing writes):
     /api/snapshots                    published snapshots and which one is CURRENT
     /api/export?id=...&format=...     papers as BibTeX, RIS or CSL-JSON (also format= on search and related)
     /api/path?from=...&to=...         the shortest citation paths between two papers
-    /api/recommend?pos=...    /api/recommend?pos=...&neg=...   papers likeneg=...    papers like the positive seeds and unlike the negative ones, each with why
+    /api/recommend?pos=...&neg=...    papers like the positive seeds and unlike the negative ones, each with why
     /                                 the search page (static HTML + JS, no CDN)
     /docs, /redoc, /openapi.json      the API documentation (Swagger UI and ReDoc served from static/vendor)
 

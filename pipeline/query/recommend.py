@@ -208,6 +208,9 @@ def shared_evidence(con, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], 
     ``citations`` table, shown as paper ids where the work is a corpus paper) and direct citations."""
     if not pairs:
         return {}
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if not {"citations", "works"} <= tables:  # a snapshot without a citation graph: no graph reasons
+        return {}
     cand = sorted({c for c, _ in pairs})
     seeds = sorted({s for _, s in pairs})
     wanted = set(pairs)

@@ -41,6 +41,15 @@ def test_combine_negatives_only_lower():
     assert score[0] == pytest.approx(0.35) and score[1] < score[0] and negative[1] == pytest.approx(0.4)
 
 
+def test_a_catalog_without_a_citation_graph_gives_no_graph_reasons():
+    import duckdb
+
+    from pipeline.query.recommend import related_edges, shared_evidence
+
+    con = duckdb.connect()
+    assert shared_evidence(con, [("a", "b")]) == {} and related_edges(con, ["a"]) == {}
+
+
 # ---- on the CACM snapshot -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cacm(cacm_snapshot):

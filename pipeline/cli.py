@@ -509,6 +509,38 @@ def path_cmd(
             typer.echo(f"  {arrow:>9} {h.paper_id or h.work_id}  {h.year or '----'}  {h.title or ''}")
 
 
+@app.command("recommend")
+def recommend_cmd(
+    ctx: typer.Context,
+    pos: list[str] = typer.Option(..., "--pos", help="Positive seed paper ids (repeat --pos, or comma-separate)."),
+    neg: Optional[list[str]] = typer.Option(None, "--neg", help="Negative seed paper ids (repeat --neg, or comma-separate): push away from these."),
+    k: int = typer.Option(20, "--k", "-k", min=1, max=1000, help="How many papers."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (every reason, with shared reference / citer ids)."),
+    export_format: Optional[str] = typer.Option(None, "--format", help="Print the recommended papers for a reference manager: bibtex | ris | csl-json."),
+) -> None:
+    """Papers like the positive seeds and unlike the negative ones (vectors + co-citation/coupling), each with why."""
+    import json as _json
+
+    from pipeline.query import Searcher, open_snapshot
+
+    settings = get_settings(ctx)
+    _check_export_format(export_format)
+    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    resp = searcher.recommend(_split_categories(pos) or [], _split_categories(neg) or [], k=k)
+    if export_format:
+        _print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
+        return
+    if as_json:
+        print(_json.dumps(resp.to_dict(), indent=1, ensure_ascii=False, default=str))
+        return
+    negs = f", away from {', '.join(resp.negatives)}" if resp.negatives else ""
+    typer.echo(f"recommend: {len(resp.results)} paper(s) like {', '.join(resp.positives)}{negs} (snapshot {resp.snapshot_id})")
+    for r in resp.results:
+        typer.echo(f"{r.rank:>3}  {r.score:6.3f}  {r.paper_id}  {r.year or '----'}  {r.title or ''}")
+        typer.echo(f"{'':13}why: {r.why() or '-'}")
+
+
 # ==== eval (issue 7) =============================================================================
 @app.command("eval")
 def eval_cmd(

@@ -598,3 +598,9 @@ class Searcher:
         from pipeline.query.related import related_papers
 
         return related_papers(self, self.resolve_id(paper_id), k=k)
+
+    def recommend(self, pos, neg=None, k: int = 20):
+        """Papers like the positive seeds and unlike the negative ones, each with why (pipeline.query.recommend)."""
+        from pipeline.query.recommend import recommend
+
+        return recommend(self, pos, neg, k=k)

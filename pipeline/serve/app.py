@@ -9,6 +9,7 @@ Endpoints (all GET; nothing writes):
     /api/snapshots                    published snapshots and which one is CURRENT
     /api/export?id=...&format=...     papers as BibTeX, RIS or CSL-JSON (also format= on search and related)
     /api/path?from=...&to=...         the shortest citation paths between two papers
+    /api/recommend?pos=...&neg=...    papers like the positive seeds and unlike the negative ones, each with why
     /                                 the search page (static HTML + JS, no CDN)
     /docs, /redoc, /openapi.json      the API documentation (Swagger UI and ReDoc served from static/vendor)
 
@@ -390,6 +391,23 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             con.close()
         res.snapshot_id = cur.snapshot_id
         return res.to_dict()
+
+    @app.get("/api/recommend", summary="Papers like the positive seeds and unlike the negative ones, each with why",
+             responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
+    def recommend(
+        pos: list[str] = Query(..., min_length=1, max_length=MAX_K, description="positive seed paper ids (repeat or comma-separate)"),
+        neg: list[str] | None = Query(None, max_length=MAX_K, description="negative seed paper ids (repeat or comma-separate)"),
+        k: int = Query(20, ge=1, le=MAX_K, description="number of papers"),
+        format: EXPORT_FORMATS | None = Query(None, description="answer with the recommended papers as bibtex, ris or csl-json instead of JSON"),
+    ) -> dict[str, Any]:
+        positives, negatives = _split(pos), _split(neg)
+        if not positives:
+            raise HTTPException(status_code=400, detail="no positive seed paper ids given")
+        cur = opened()
+        resp = cur.searcher.recommend(positives, negatives, k=k)
+        if format:
+            return _export_response(cur.searcher.snap, [r.paper_id for r in resp.results], format, "recommend")
+        return resp.to_dict()
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from pipeline.serve.connected import COSINE_THRESHOLD, connected_graph, force_layout
 
@@ -80,3 +81,51 @@ def test_connected_graph_edges_kinds_weights_and_layout():
     e13 = [e for e in g2["edges"] if {e["source"], e["target"]} == {"p1", "p3"}]
     assert len(e13) == 1 and e13[0]["kind"] == "cosine" and e13[0]["ccbc"] is None
     assert abs(e13[0]["cosine"] - c) < 1e-9 and e13[0]["weight"] < 1e-5
+
+
+@pytest.mark.slow
+def test_related_api_returns_the_graph_among_the_related_papers(cacm_snapshot):
+    from fastapi.testclient import TestClient
+
+    from pipeline.serve import create_app
+
+    # the cacm_snapshot fixture drops PAPERKB_SERVE_ALLOWED_HOSTS: answer TestClient's Host here
+    app = create_app(cacm_snapshot.model_copy(update={"serve_allowed_hosts": ["testserver"]}))
+    with TestClient(app) as c:
+        for pid, k in (("cacm:1785", 20), ("cacm:1", 5), ("cacm:2000", 50)):
+            r = c.get(f"/api/papers/{pid}/related", params={"k": k})
+            assert r.status_code == 200, r.text
+            d = r.json()
+            assert d["cosine_threshold"] == COSINE_THRESHOLD
+            ids = [x["paper_id"] or x["work_id"] for x in d["related"]]
+            nodes = {pid, *ids}
+            assert set(d["layout"]) == nodes and d["layout"][pid] == [0.0, 0.0]
+            assert all(len(xy) == 2 and all(-1.0 <= v <= 1.0 for v in xy) for xy in d["layout"].values())
+            edges = d["edges"]
+            # edges only among the returned papers, one per pair, weights and similarities in range
+            assert all(e["source"] in nodes and e["target"] in nodes and e["source"] != e["target"] for e in edges)
+            assert len({frozenset((e["source"], e["target"])) for e in edges}) == len(edges)
+            assert all(0.0 <= e["weight"] <= 1.0 for e in edges)
+            related = [e for e in edges if e["kind"] == "related"]
+            assert sorted(e["target"] for e in related) == sorted(ids) and all(e["source"] == pid for e in related)
+            inner = [e for e in edges if e["kind"] != "related"]
+            assert all(pid not in (e["source"], e["target"]) for e in inner)
+            assert all(e["kind"] in ("ccbc", "cosine", "ccbc+cosine") for e in inner)
+            for e in inner:
+                assert ("ccbc" in e["kind"]) == (e["ccbc"] is not None and e["ccbc"] > 0)
+                assert ("cosine" in e["kind"]) == (e["cosine"] is not None and COSINE_THRESHOLD <= e["cosine"] <= 1.0)
+            if pid == "cacm:1785":  # real citations: the related papers are linked to each other both ways
+                kinds = {e["kind"] for e in inner}
+                assert {"ccbc", "cosine"} <= kinds, kinds
+        # the CCBC edges are those of the snapshot's related table, whichever side lists the pair
+        import duckdb
+
+        d = c.get("/api/papers/cacm:1785/related", params={"k": 20}).json()
+        ids = [x["paper_id"] for x in d["related"] if x["paper_id"]]
+        con = duckdb.connect(str(cacm_snapshot.snapshots_dir / d["snapshot_id"] / "catalog.duckdb"), read_only=True)
+        rows = con.execute("SELECT paper_id, related_paper_id, ccbc_weighted FROM related WHERE paper_id IN (SELECT unnest(?)) "
+                           "AND related_paper_id IN (SELECT unnest(?)) AND ccbc_weighted > 0", [ids, ids]).fetchall()
+        con.close()
+        want = {frozenset((a, b)) for a, b, _ in rows}
+        got = {frozenset((e["source"], e["target"])) for e in d["edges"] if "ccbc" in e["kind"] and e["kind"] != "related"}
+        assert got == want and want

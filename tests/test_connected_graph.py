@@ -129,3 +129,25 @@ def test_related_api_returns_the_graph_among_the_related_papers(cacm_snapshot):
         want = {frozenset((a, b)) for a, b, _ in rows}
         got = {frozenset((e["source"], e["target"])) for e in d["edges"] if "ccbc" in e["kind"] and e["kind"] != "related"}
         assert got == want and want
+
+
+def test_cosine_edges_are_capped_per_paper():
+    # twelve papers all alike (one topic): every pair is above the threshold, yet each paper starts
+    # at most COSINE_EDGES_PER_PAPER cosine edges (its most similar ones)
+    from pipeline.serve.connected import COSINE_EDGES_PER_PAPER
+
+    rng = np.random.default_rng(3)
+    base = _unit(rng.normal(size=16))
+    vectors = {f"p{i}": _unit(base + 0.1 * rng.normal(size=16)) for i in range(12)}
+    items = [{"paper_id": p, "work_id": p, "ccbc_weighted": 0.0, "semantic": 0.9} for p in vectors]
+    edges = [e for e in connected_graph("c", items, [], vectors)["edges"] if e["kind"] == "cosine"]
+    assert edges and len(edges) <= 12 * COSINE_EDGES_PER_PAPER
+    m = np.stack(list(vectors.values()))
+    assert (m @ m.T).min() >= COSINE_THRESHOLD
+    assert len(edges) < 12 * 11 // 2
+    # each kept pair is among the 3 most similar of one side
+    names = list(vectors)
+    cos = m @ m.T
+    np.fill_diagonal(cos, -1)
+    top = {n: {names[j] for j in np.argsort(-cos[i])[:COSINE_EDGES_PER_PAPER]} for i, n in enumerate(names)}
+    assert all(e["target"] in top[e["source"]] or e["source"] in top[e["target"]] for e in edges)

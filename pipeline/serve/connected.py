@@ -8,8 +8,10 @@ which neighbours belong together):
 - ``cosine``: the cosine between the two papers' doc vectors (abstract vectors when a paper has no
   full text), kept when it is at least ``COSINE_THRESHOLD``. With all-MiniLM-L6-v2 (measured on 400
   random CACM papers) the median random pair is at 0.15, the 90th percentile at 0.33 and the 99th at
-  0.50, while a paper's 20 related papers are at 0.3-0.6 from it: 0.5 keeps pairs that share a topic
-  and about 2 cosine edges per related paper at k=20 (CACM).
+  0.50, while a paper's 20 related papers are at 0.3-0.6 from it: 0.5 keeps pairs that share a topic.
+  In a one-topic collection (CISI) most related pairs pass it, so a pair also has to be among the
+  ``COSINE_EDGES_PER_PAPER`` (3) most similar related papers of one of the two (a k-nearest-neighbour
+  graph): at most 3 cosine edges start from each paper.
 
 Every edge has a ``weight`` in [0, 1], its strength for the layout and the drawing: the larger of the
 CCBC over the largest CCBC among the drawn papers and ``(cosine - threshold) / (1 - threshold)``.
@@ -26,7 +28,9 @@ from typing import Any, Iterable
 import numpy as np
 
 COSINE_THRESHOLD = 0.5
-"""Neighbours whose doc vectors are at least this similar are linked (kind ``cosine``)."""
+"""Neighbours whose doc vectors are at least this similar are linked (kind ``cosine``) ..."""
+COSINE_EDGES_PER_PAPER = 3
+"""... when the pair is among the 3 most similar related papers of one of the two."""
 
 
 def force_layout(n: int, edges: Iterable[tuple[int, int, float]], *, fixed: int | None = 0,
@@ -82,7 +86,8 @@ def unit_vectors(searcher, ids: list[str]) -> dict[str, np.ndarray]:
 
 
 def connected_graph(center_id: str, items: list[dict[str, Any]], ccbc_pairs: Iterable[tuple[str, str, float]],
-                    vectors: dict[str, np.ndarray], *, threshold: float = COSINE_THRESHOLD) -> dict[str, Any]:
+                    vectors: dict[str, np.ndarray], *, threshold: float = COSINE_THRESHOLD,
+                    per_paper: int = COSINE_EDGES_PER_PAPER) -> dict[str, Any]:
     """Edges among the paper and its related papers, and their layout.
 
     ``items``: the related papers (``paper_id`` or ``work_id``, ``ccbc_weighted``, ``semantic``);
@@ -104,9 +109,15 @@ def connected_graph(center_id: str, items: list[dict[str, Any]], ccbc_pairs: Ite
     if len(with_vec) > 1:
         m = np.stack([np.asarray(vectors[i], dtype=float) for i in with_vec])
         cos = m @ m.T
+        np.fill_diagonal(cos, -np.inf)
+        # a pair counts when it is among the per_paper most similar of either paper: in a one-topic
+        # corpus (CISI) nearly every pair passes the threshold, and the graph would be a hairball
+        order = np.argsort(-cos, axis=1, kind="stable")[:, :per_paper]
+        top_of = np.zeros(cos.shape, dtype=bool)
+        np.put_along_axis(top_of, order, True, axis=1)
         for x in range(len(with_vec)):
             for y in range(x + 1, len(with_vec)):
-                if cos[x, y] >= threshold:
+                if cos[x, y] >= threshold and (top_of[x, y] or top_of[y, x]):
                     a, b = with_vec[x], with_vec[y]
                     pairs.setdefault((min(a, b), max(a, b)), {})["cosine"] = float(min(1.0, cos[x, y]))
     center_ccbc = {i: float(by_id[i].get("ccbc_weighted") or 0.0) for i in ids}

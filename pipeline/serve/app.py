@@ -325,6 +325,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         }
 
     @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them",
+             description="`related`: the connected papers with their components; `edges`: the paper to each "
+                         "(`kind` `related`) and the related papers among themselves (`ccbc`, `cosine` at least "
+                         "`cosine_threshold`, or `ccbc+cosine`), each with a `weight` in [0, 1]; `layout`: "
+                         "`{id: [x, y]}` in [-1, 1] with the paper at the origin (similar papers close together).",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K),
                 format: EXPORT_FORMATS | None = Query(None, description="answer with the related papers as bibtex, ris or csl-json instead of JSON"),

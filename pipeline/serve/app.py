@@ -326,6 +326,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         }
 
     @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them",
+             description="`related`: the connected papers with their components; `edges`: the paper to each "
+                         "(`kind` `related`) and the related papers among themselves (`ccbc`, `cosine` at least "
+                         "`cosine_threshold`, or `ccbc+cosine`), each with a `weight` in [0, 1]; `layout`: "
+                         "`{id: [x, y]}` in [-1, 1] with the paper at the origin (similar papers close together).",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K),
                 format: EXPORT_FORMATS | None = Query(None, description="answer with the related papers as bibtex, ris or csl-json instead of JSON"),
@@ -335,8 +339,14 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         items = [r.to_dict() for r in cur.searcher.related(paper_id, k=k)]
         if format:
             return _export_response(cur.searcher.snap, [r["paper_id"] or r["work_id"] for r in items], format, "related")
-        return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items,
-                "edges": _edges(cur.path, paper_id, items)}
+        # the graph among them: CCBC and cosine edges, laid out server-side (pipeline/serve/connected.py)
+        from pipeline.serve.connected import COSINE_THRESHOLD, connected_graph, unit_vectors
+
+        cid = center.get("paper_id") or paper_id
+        pairs = [(e["source"], e["target"], e["weight"]) for e in _edges(cur.path, cid, items)]
+        graph = connected_graph(cid, items, pairs, unit_vectors(cur.searcher, [r["paper_id"] for r in items if r["paper_id"]]))
+        return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items, **graph,
+                "cosine_threshold": COSINE_THRESHOLD}
 
     @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, abstract, figure legends and metrics",
              responses=_errors(400, 404, 422, 503))
@@ -488,7 +498,7 @@ def _edges(snapshot_path: Path, center: str, items: list[dict[str, Any]]) -> lis
         target = "related_paper_id" if "related_paper_id" in cols else "related_work_id"
         rows = con.execute(
             f"SELECT paper_id, {target}, ccbc_weighted FROM related WHERE paper_id IN (SELECT unnest(?)) "
-            f"AND {target} IN (SELECT unnest(?)) AND paper_id < {target}",
+            f"AND {target} IN (SELECT unnest(?))",  # both directions: a pair may be in one top 50 only
             [ids, ids],
         ).fetchall()
     finally:

@@ -27,7 +27,7 @@ async function main() {
     $("related").innerHTML = data.related.map((r) => `<li><a href="/paper?id=${encodeURIComponent(r.paper_id || r.work_id)}">${esc(r.title || r.paper_id || r.work_id)}</a>
       <span class="meta">${r.year ? esc(r.year) + " · " : ""}ccbc ${fmt(r.ccbc_weighted ?? 0)} · score ${fmt(r.score ?? 0)}</span></li>`).join("");
     $("relexport").innerHTML = exportLinks(data.related.map((r) => r.paper_id || r.work_id), "Export connected papers");
-    drawGraph($("graph"), data.paper, data.related, data.edges);
+    drawGraph($("graph"), data.paper, data.related, data.edges, data.layout);
   } catch (e) { $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 }
 // Citation paths from this paper to another: each shortest path drawn as a chain of hops

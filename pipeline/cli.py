@@ -707,7 +707,7 @@ def _mro_names(exc: BaseException) -> set[str]:
 
 
 def _lance_line(msg: str) -> str:
-    """``lance error: LanceError(IO): Read-only file system (os error 30) at path "...", /root/.cargo/...rs:1:2``
+    """``lance error: LanceError(IO): Read-only file system (os error 30) at path "...", ~/.cargo/...rs:1:2``
     -> ``LanceDB cannot write its files: Read-only file system (os error 30) at path "..."``."""
     text = re.sub(r"^lance error:\s*", "", msg, flags=re.I)
     text = re.sub(r"^LanceError\(\w+\):\s*", "", text)

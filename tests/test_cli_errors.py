@@ -161,7 +161,7 @@ def test_describe_error_families(tmp_path):
     code, line = describe_error(PermissionError(errno.EACCES, "Permission denied", "/srv/wh/snapshots/.publish.lock"))
     assert code == 2 and "/srv/wh/snapshots/.publish.lock" in line
     code, line = describe_error(OSError('lance error: LanceError(IO): Read-only file system (os error 30) at path '
-                                        '"/wh/lancedb/chunks.lance/x", /root/.cargo/registry/src/lance-io/src/a.rs:10:3'))
+                                        '"/wh/lancedb/chunks.lance/x", ~/.cargo/registry/src/lance-io/src/a.rs:10:3'))
     assert code == 2 and line == ('LanceDB cannot write its files: Read-only file system (os error 30) at path '
                                   '"/wh/lancedb/chunks.lance/x": check the permissions of the warehouse (--warehouse)')
     code, line = describe_error(RuntimeError("lance error: Not found: /wh/lancedb/chunks.lance/data/a.lance\nmore"))

@@ -8,7 +8,7 @@ publishes an immutable snapshot that downstream DAGs and apps read.
 ```
 coalesce -> harvest -> enrich -> plan_fulltext       -> [fetch_batch -> extract_batch][*] -> merge_fulltext
                                -> plan_raw_extraction -> extract_raw_batch[*] ---------------->
-         -> graph -> plan_embed -> embed_shard[*] -> merge_embeddings -> publish
+         -> graph -> plan_embed -> embed_shard[*] -> merge_embeddings -> publish -> feeds
 ```
 
 * **Backfills** cost what their days cost: `airflow backfill create --dag-id paperkb_nightly
@@ -32,7 +32,8 @@ coalesce -> harvest -> enrich -> plan_fulltext       -> [fetch_batch -> extract_
   `PAPERKB_AIRFLOW_RETRY_DELAY_S`); a failed task reruns alone. A service that cannot be reached at
   all (its host does not resolve, or refuses) fails the task at once, without retries.
 * **Assets**: each step declares the warehouse tables it writes; `publish` emits `paperkb_snapshot`
-  with the snapshot id in the event's extra (see `paperkb_consumer_example`).
+  with the snapshot id in the event's extra (see `paperkb_consumer_example`); `feeds` emits
+  `paperkb_feeds` with the new matching papers per saved interest (and mails the digest if configured).
 * **Params**: `replay=true` re-parses arXiv/S2 from the raw zone instead of the network;
   `from`/`until` (YYYY-MM-DD, empty by default) replace the data interval's harvest window, e.g. one run
   over a whole week.
@@ -69,6 +70,7 @@ CHUNKS, FIGURES, FULLTEXT_DOCS = _table("chunks"), _table("figures"), _table("fu
 PAPER_METRICS, RELATED, POWERLAW_FITS = _table("paper_metrics"), _table("related"), _table("powerlaw_fits")
 LANCEDB = Asset(name="paperkb.lancedb", uri="x-paperkb://warehouse/lancedb", group="paperkb-warehouse")
 SNAPSHOT = Asset(name="paperkb_snapshot", uri="x-paperkb://snapshots/current", group="paperkb")
+FEEDS = Asset(name="paperkb_feeds", uri="x-paperkb://snapshots/current/feeds", group="paperkb")
 
 
 def _settings() -> Settings:
@@ -307,14 +309,31 @@ def paperkb_nightly():
         outlet_events[SNAPSHOT].extra = {k: str(summary[k]) for k in ("snapshot_id", "path") if k in summary}
         return summary
 
+    @step(outlets=[FEEDS])
+    def feeds(published: dict, *, outlet_events=None) -> dict:
+        """
+        ### feeds
+        The snapshot holds, per saved interest (`paperkb interests add`), a feed of its new papers that match
+        (Atom, JSON Feed, Markdown and HTML under `snapshots/<id>/feeds/`). This task mails the digest when
+        `PAPERKB_FEED_SMTP_HOST` and `PAPERKB_FEED_MAIL_TO` are set (each recipient once per snapshot) and
+        emits the `paperkb_feeds` asset event with the snapshot id and the matches per feed, so downstream
+        DAGs can send their own notifications.
+        """
+        from pipeline import refresh
+
+        out = refresh.feeds_task(_settings(), published.get("snapshot_id"))
+        outlet_events[FEEDS].extra = {"snapshot_id": out["snapshot_id"], "feeds": out["feeds"]}
+        return out
+
     plans = [plan_fulltext(), plan_raw_extraction()]
     shards = plan_embed()
     extractions = [fulltext.expand(batch=plans[0]), extract_raw_batch.expand(fetched=plans[1])]
     chain(coalesce(), harvest(), enrich(), plans)
     plans[1] >> extractions[0].operator.task_group  # both plans see the raw zone before this run downloads into it
     plans[0] >> extractions[1]
-    chain(extractions, merge_fulltext(), graph(), shards, embed_shard.expand(shard=shards), merge_embeddings(),
-          publish())
+    published = publish()
+    chain(extractions, merge_fulltext(), graph(), shards, embed_shard.expand(shard=shards), merge_embeddings(), published)
+    feeds(published)
 
 
 paperkb_nightly()

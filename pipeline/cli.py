@@ -541,6 +541,120 @@ def recommend_cmd(
         typer.echo(f"{'':13}why: {r.why() or '-'}")
 
 
+# ==== interests and feeds (issue 15) ===============================================================
+interests_app = typer.Typer(help="Saved searches and seed sets whose new papers each publish lists as feeds.", no_args_is_help=True)
+app.add_typer(interests_app, name="interests")
+
+
+@interests_app.command("add")
+def interests_add(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="Feed name: letters, digits, '.', '_', '-'."),
+    query: Optional[str] = typer.Option(None, "--query", "-q", help="A saved search: new papers near this query."),
+    seed: Optional[list[str]] = typer.Option(None, "--seed", help="A seed set: new papers like these (repeat --seed, or comma-separate)."),
+    library: Optional[Path] = typer.Option(None, "--from", help="A seed set from a reference-manager export (.bib, .ris, CSL-JSON .json), "
+                                           "matched by DOI, arXiv id, then title; unmatched entries are listed."),
+    library_format: Optional[str] = typer.Option(None, "--library-format", help="bibtex | ris | csl-json (default: from the file)."),
+    year_from: Optional[int] = typer.Option(None, "--year-from", help="Query interests: only papers from this year on."),
+    year_to: Optional[int] = typer.Option(None, "--year-to", help="Query interests: only papers up to this year."),
+    category: Optional[list[str]] = typer.Option(None, "--category", help="Query interests: only these categories."),
+    author: Optional[list[str]] = typer.Option(None, "--author", help="Query interests: only papers with an author name containing this."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="Cosine similarity a new paper needs (default: setting "
+                                              "feed_query_threshold 0.50 for a query, feed_seed_threshold 0.75 for seeds)."),
+    replace: bool = typer.Option(False, "--replace", help="Replace an interest of the same name."),
+) -> None:
+    """Save an interest; from the next publish on, its snapshot holds a feed of the new papers that match it."""
+    from pipeline.interests import add_interest
+    from pipeline.query.filters import Filters
+
+    filters = Filters(year_from=year_from, year_to=year_to, categories=_split_categories(category) or [], authors=author or [])
+    it = add_interest(get_settings(ctx), name, query=query, filters=filters, seeds=_split_categories(seed),
+                      library=library, library_format=library_format, threshold=threshold, replace=replace)
+    typer.echo(f"interests: saved {it.name} ({it.describe()})")
+    for u in it.unmatched:
+        typer.echo(f"  unmatched #{u['index']:<4} {u['key'] or '-'}: {u['title'] or '(no title)'} [{u['reason']}]")
+
+
+@interests_app.command("list")
+def interests_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Saved interests, by name."""
+    from pipeline.interests import list_interests
+
+    items = list_interests(get_settings(ctx))
+    if as_json:
+        print(json.dumps([i.to_dict() for i in items], indent=1, ensure_ascii=False))
+        return
+    if not items:
+        typer.echo("interests: none (add one with `paperkb interests add NAME --query TEXT | --seed ID | --from FILE`)")
+    for i in items:
+        th = f"threshold {i.threshold:.2f}" if i.threshold is not None else "default threshold"
+        typer.echo(f"{i.name:<20} {i.kind:<6} {th:<18} {i.describe()}" + (f" ({len(i.unmatched)} unmatched)" if i.unmatched else ""))
+
+
+@interests_app.command("remove")
+def interests_remove(ctx: typer.Context, name: str = typer.Argument(..., help="Interest name.")) -> None:
+    """Forget an interest (feeds already published stay in their snapshots)."""
+    from pipeline.interests import remove_interest
+
+    remove_interest(get_settings(ctx), name)
+    typer.echo(f"interests: removed {name}")
+
+
+FEED_PRINT_FORMATS = ("md", "atom", "json", "html", "bibtex", "ris", "csl-json")
+
+
+@app.command("feeds")
+def feeds_cmd(
+    ctx: typer.Context,
+    name: Optional[str] = typer.Argument(None, help="A feed (interest) name; omit to list the snapshot's feeds."),
+    feed_format: str = typer.Option("md", "--format", help="md | atom | json (JSON Feed) | html, or the papers for a reference "
+                                     "manager: bibtex | ris | csl-json."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    send: bool = typer.Option(False, "--send", help="Mail the snapshot's digest now (settings PAPERKB_FEED_SMTP_*, PAPERKB_FEED_MAIL_TO); "
+                              "each recipient gets a snapshot's digest once."),
+    as_json: bool = typer.Option(False, "--json", help="List as JSON (the feeds index)."),
+) -> None:
+    """The feeds a snapshot holds: the papers new in it that match each interest (Atom, JSON Feed, digest)."""
+    from pipeline import feeds as feeds_mod
+    from pipeline import snapshots
+
+    settings = get_settings(ctx)
+    if send:
+        from pipeline.feed_mail import deliver
+
+        out = deliver(settings, snapshot)
+        typer.echo(f"feeds: snapshot {out['snapshot_id']}: " + (f"mailed to {', '.join(out['sent_to'])}" if out["sent_to"]
+                                                                else f"not mailed: {out['skipped']}"))
+        return
+    path = snapshots.resolve(settings.snapshots_dir, snapshot)
+    if name is None:
+        index = feeds_mod.read_index(path)
+        if as_json:
+            print(json.dumps(index, indent=1, ensure_ascii=False))
+            return
+        if not index:
+            typer.echo(f"feeds: snapshot {path.name} has none (interests are added with `paperkb interests add`; "
+                       "feeds appear from the next publish on)")
+            return
+        since = index.get("previous_snapshot_id") or "none (first snapshot)"
+        typer.echo(f"feeds of snapshot {path.name}: {index['new_papers']} new paper(s) since {since}")
+        for n, f in index["feeds"].items():
+            typer.echo(f"{n:<20} {f['matched']:>4} matching  {f['description']}" + "".join(f"; {x}" for x in f.get("notes", [])))
+        return
+    if feed_format not in FEED_PRINT_FORMATS:
+        raise UserError(f"unknown feed format {feed_format!r}: choose one of {', '.join(FEED_PRINT_FORMATS)}")
+    if feed_format in feeds_mod.FORMATS:
+        sys.stdout.write(feeds_mod.feed_file(path, name, feed_format).read_text(encoding="utf-8"))
+        return
+    from pipeline.query import open_snapshot
+
+    ids = feeds_mod.item_ids(feeds_mod.read_feed(path, name))
+    if not ids:
+        typer.echo(f"feeds: {name} lists no paper in snapshot {path.name}", err=True)
+        return
+    _print_export(open_snapshot(settings, path.name), ids, feed_format)
+
+
 # ==== eval (issue 7) =============================================================================
 @app.command("eval")
 def eval_cmd(

@@ -114,7 +114,7 @@ def _date_parts(r: BibRecord) -> list[int]:
     return [int(r.year)] if r.year else []
 
 
-def _url(r: BibRecord) -> str | None:
+def record_url(r: BibRecord) -> str | None:
     if r.url:
         return r.url
     if r.arxiv_id:
@@ -196,7 +196,7 @@ def to_bibtex(records: list[BibRecord]) -> str:
                 fields.append(("primaryClass", r.primary_category))
             if kind == "preprint":
                 fields.append(("howpublished", f"arXiv:{r.arxiv_id}"))
-        url = _url(r)
+        url = record_url(r)
         if url:
             fields.append(("url", url))
         if r.categories:
@@ -234,7 +234,7 @@ def to_ris(records: list[BibRecord]) -> str:
             lines.append(_ris_line("JO", r.journal))
         if r.doi:
             lines.append(_ris_line("DO", r.doi))
-        url = _url(r)
+        url = record_url(r)
         if url:
             lines.append(_ris_line("UR", url))
         for c in r.categories:
@@ -274,7 +274,7 @@ def csl_items(records: list[BibRecord]) -> list[dict]:
             it["number"] = f"arXiv:{r.arxiv_id}"
             if kind == "preprint":
                 it["publisher"] = "arXiv"
-        url = _url(r)
+        url = record_url(r)
         if url:
             it["URL"] = url
         if r.categories:

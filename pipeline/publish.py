@@ -2,7 +2,8 @@
 
 Stages (a crash at any point leaves the previous snapshot serving)::
 
-    build     snapshots/<id>.tmp/{catalog.duckdb, lancedb/, manifest.json}   readers never look here
+    build     snapshots/<id>.tmp/{catalog.duckdb, lancedb/, feeds/, manifest.json}   readers never look here
+              (feeds/: each interest's new matching papers since CURRENT, see ``pipeline.feeds``)
     verify    counts match the warehouse, LanceDB tables + indexes open, probe queries answer,
               every file matches its sha256 in the manifest
     rename    <id>.tmp -> <id>          complete but not yet CURRENT (rollback target)
@@ -35,7 +36,7 @@ from pipeline.settings import Settings
 log = logging.getLogger(__name__)
 
 # tables that describe runs of the pipeline rather than papers: not copied into a snapshot
-OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows"}
+OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
 LANCE_TABLES = ("chunks", "papers", "figures")
 
 StageHook = Callable[[str, Path], None]
@@ -203,6 +204,14 @@ def lance_indexes(lance_dir: Path) -> dict[str, list[dict]]:
     return out
 
 
+def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: dict) -> dict:
+    """Every interest's feed of new papers (against CURRENT, the snapshot this one follows) into ``tmp/feeds``."""
+    from pipeline.feeds import write_feeds
+
+    prev = snap.current_id(root)
+    return write_feeds(tmp, manifest, root / prev if prev and (root / prev).is_dir() else None, settings)
+
+
 # ---- publish -------------------------------------------------------------------------------------------
 def write_manifest(folder: Path, manifest: dict) -> None:
     files = snap.snapshot_files(folder)
@@ -300,6 +309,10 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             lance_counts = verify_contents(tmp, counts)
             manifest["counts"].update(lance_counts)
             manifest["indexes"] = lance_indexes(tmp / "lancedb")
+            feeds = write_snapshot_feeds(settings, root, tmp, manifest)
+            if feeds:
+                manifest["layout"]["feeds"] = "feeds"
+                manifest["feeds"] = {n: f["matched"] for n, f in feeds["feeds"].items()}
             write_manifest(tmp, manifest)
             hook("built", tmp)
             problems = snap.verify(root, path=tmp)

@@ -373,6 +373,15 @@ def publish_task(settings: Settings) -> dict:
         return publish.run_publish(settings)
 
 
+def feeds_task(settings: Settings, snapshot_id: str | None = None) -> dict:
+    """After publish: mail the snapshot's feed digest when mail is configured (once per recipient) and say
+    how many new papers each feed lists (the DAG puts that on the ``paperkb_feeds`` asset event)."""
+    from pipeline.feed_mail import deliver
+
+    with task_lock(settings, "feeds"):  # it records deliveries in the warehouse
+        return deliver(settings, snapshot_id)
+
+
 def _with_window(summary: Any, from_day: date, until_day: date) -> dict:
     out = dict(summary) if isinstance(summary, dict) else {"result": summary}
     out.setdefault("from_date", from_day.isoformat())

@@ -182,6 +182,26 @@ class Settings(BaseSettings):
         description="Host header values `paperkb serve` answers (others get 400; guards against DNS rebinding): add the "
                     "names the server is reached by when serving beyond loopback; '*.example.com' a domain, '*' any")
 
+    # --- interests and feeds (issue 15) -------------------------------------------------------
+    feed_query_threshold: float = Field(
+        default=0.50, ge=-1.0, le=1.0,
+        description="a new paper matches a saved query when the query's vector is at least this cosine from its abstract "
+                    "or one of its passages (per interest: `interests add --threshold`)")
+    feed_seed_threshold: float = Field(
+        default=0.75, ge=-1.0, le=1.0,
+        description="a new paper matches a seed set when its vector is at least this cosine from a seed's (or it cites "
+                    "or is cited by a seed)")
+    feed_max_items: int = Field(default=100, ge=1, description="papers listed per feed and snapshot (the most similar first)")
+    feed_base_url: str | None = Field(
+        default=None, description="public URL of `paperkb serve` (e.g. https://papers.example.org): feeds then carry self links")
+    feed_smtp_host: str | None = Field(default=None, description="SMTP server that mails the feed digest after each publish (None = no mail)")
+    feed_smtp_port: int = Field(default=587, ge=1, le=65535, description="SMTP port")
+    feed_smtp_starttls: bool = Field(default=True, description="upgrade the SMTP connection with STARTTLS before logging in")
+    feed_smtp_user: str | None = Field(default=None, description="SMTP login (None = no login)")
+    feed_smtp_password: str | None = Field(default=None, description="SMTP password")
+    feed_mail_from: str = Field(default="paperkb@localhost", description="sender address of the digest")
+    feed_mail_to: list[str] = Field(default=[], description='recipients of the digest, e.g. ["me@example.org"]')
+
     # --- refresh / airflow (issue 8) ---------------------------------------------------------
     embed_shards: int = Field(default=4, ge=1, description="mapped embed tasks per refresh (Airflow fans them out)")
     airflow_schedule: str = Field(

@@ -33,6 +33,7 @@ EXPECTED_UPSTREAM = {
     "embed_shard": {"plan_embed"},
     "merge_embeddings": {"embed_shard"},
     "publish": {"merge_embeddings"},
+    "feeds": {"publish"},
 }
 
 
@@ -126,6 +127,7 @@ def test_every_task_retries_with_exponential_backoff_and_has_docs(nightly):
 def test_assets_tables_per_step_and_snapshot_on_publish(nightly, bag):
     outlets = {t.task_id: {a.name for a in t.outlets} for t in nightly.tasks}
     assert outlets["publish"] == {"paperkb_snapshot"}
+    assert outlets["feeds"] == {"paperkb_feeds"}  # downstream DAGs mail their own alerts from it
     assert {"paperkb.warehouse.papers", "paperkb.warehouse.authors"} <= outlets["harvest"]
     assert {"paperkb.warehouse.works", "paperkb.warehouse.citations"} <= outlets["enrich"]
     assert {"paperkb.warehouse.chunks", "paperkb.warehouse.figures"} <= outlets["merge_fulltext"]

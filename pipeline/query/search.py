@@ -503,6 +503,10 @@ class Searcher:
         resp.notes.append(f"RM3 feedback terms (top {len(top)} passages): {', '.join(t for t, _ in terms[:10])}"
                           + (", ..." if len(terms) > 10 else ""))
 
+    def paper_vectors(self, paper_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(document vectors, abstract vectors) of ``paper_ids`` (ids of this snapshot), rows in that order."""
+        return self._paper_vectors(paper_ids)
+
     def _paper_vectors(self, paper_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         resident = self._resident[0]
         if resident is not None:

@@ -126,7 +126,7 @@ def best_passages(searcher, qv: np.ndarray, ids: list[str]) -> dict[str, tuple[f
         if not n:
             continue
         t = (searcher.chunks.search(qv.astype(np.float32), vector_column_name="vector").where(where, prefilter=True)
-             .select(["paper_id", "section", "text", "page_start", "vector"]).limit(n).to_arrow())
+             .select(["paper_id", "section", "text", "page_start", "vector", "_distance"]).limit(n).to_arrow())
         sims = _unit(vector_matrix(t["vector"], searcher.dim)) @ qv
         for pid, section, text, page, s in zip(t["paper_id"].to_pylist(), t["section"].to_pylist(), t["text"].to_pylist(),
                                                t["page_start"].to_pylist(), sims):

@@ -190,7 +190,7 @@ def test_dag_test_runs_the_whole_dag_and_publishes_a_snapshot(first_run, warehou
     assert set(states) == {t for t in ("coalesce", "harvest", "enrich", "plan_fulltext", "fetch_batch", "extract_batch",
                                        "plan_raw_extraction", "extract_raw_batch",
                                        "merge_fulltext", "graph", "plan_embed", "embed_shard", "merge_embeddings",
-                                       "publish")}
+                                       "publish", "feeds")}
     assert all(s in ("success", "skipped") for tis in states.values() for _, s, _ in tis), states
     assert len(states["embed_shard"]) == 4  # PAPERKB_EMBED_SHARDS default: four mapped tasks
 
@@ -198,6 +198,9 @@ def test_dag_test_runs_the_whole_dag_and_publishes_a_snapshot(first_run, warehou
     assert (harvest["from_date"], harvest["until_date"]) == ("2026-11-20", "2026-11-20")  # the data interval
     assert harvest["lists"] == [["2026-11-20", "2026-11-20"]] and harvest["deferred_windows"] == []
     assert xcom(first_run, "coalesce", "decision")["defer"] is False  # nothing queued after it: a nightly run
+    feeds = xcom(first_run, "feeds")  # no interest saved: nothing to list or mail (tests/test_feeds.py has them)
+    assert feeds["snapshot_id"] == xcom(first_run, "publish")["snapshot_id"] and feeds["sent_to"] == []
+    assert feeds["skipped"] == "no interests (see `paperkb interests add`)"
 
     ids = recorded_record_ids(shared_data) + recorded_pdf_ids(shared_data)
     manifest = current_manifest(warehouse)

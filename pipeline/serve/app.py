@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Path as Path_
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -52,6 +53,16 @@ EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
     "application/x-research-info-systems": {"schema": {"type": "string"}},
     "application/vnd.citationstyles.csl+json": {"schema": {"type": "array", "items": {"type": "object"}}},
 }, "description": "JSON, or with `format` the papers as BibTeX, RIS or CSL-JSON"}}
+
+FEED_FORMATS = Literal["json", "atom", "md", "html", "bibtex", "ris", "csl-json"]
+FEED_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
+    "application/feed+json": {"schema": {"type": "object"}},
+    "application/atom+xml": {"schema": {"type": "string"}},
+    "text/markdown": {"schema": {"type": "string"}},
+    "text/html": {"schema": {"type": "string"}},
+    **EXPORT_RESPONSES[200]["content"],
+}, "description": "the feed as JSON Feed 1.1 (default), Atom 1.0, a Markdown or HTML digest, or its papers as "
+                  "BibTeX, RIS or CSL-JSON"}}
 
 # The page, Swagger UI (/docs) and ReDoc (/redoc) load only files of this origin and run no inline script;
 # inline *styles* stay allowed (Swagger UI, ReDoc and the page's style attributes use them), and ReDoc
@@ -77,7 +88,7 @@ class ErrorDetail(BaseModel):
 
 _ERROR_TEXT = {
     400: "bad input (e.g. an empty query, year_from after year_to) or a Host header the server does not answer",
-    404: "no such paper in the snapshot",
+    404: "no such paper (or feed) in the snapshot",
     422: "a parameter is invalid (one line: which one and why, e.g. 'query parameter k: must be <= 100')",
     503: "nothing to serve: no snapshot published yet, or the served snapshot is unavailable",
 }
@@ -418,6 +429,46 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         if format:
             return _export_response(cur.searcher.snap, [r.paper_id for r in resp.results], format, "recommend")
         return resp.to_dict()
+
+    @app.get("/api/feeds", summary="The served snapshot's feeds: per saved interest, how many new papers match",
+             responses=_errors(400, 503))
+    def feeds_index() -> dict[str, Any]:
+        from urllib.parse import quote
+
+        from pipeline.feeds import read_index
+
+        cur = opened()
+        index = read_index(cur.searcher.snap.path)
+        out = {"snapshot_id": cur.snapshot_id, "previous_snapshot_id": index.get("previous_snapshot_id"),
+               "new_papers": index.get("new_papers", 0), "feeds": {}}
+        for name, f in index.get("feeds", {}).items():
+            out["feeds"][name] = {k: v for k, v in f.items() if k != "files"}
+            out["feeds"][name]["links"] = {fmt: f"/api/feeds/{quote(name)}?format={fmt}" for fmt in ("json", "atom", "md", "html")}
+        return out
+
+    @app.get("/api/feeds/{name}", summary="One feed: the new papers of the served snapshot that match a saved interest",
+             responses={**FEED_RESPONSES, **_errors(400, 404, 422, 503)})
+    def feed(
+        name: str = Path_(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="the interest's name"),
+        format: FEED_FORMATS = Query("json", description="json (JSON Feed 1.1) | atom | md | html | bibtex | ris | csl-json"),
+    ) -> Response:
+        from pipeline import feeds as feeds_mod
+
+        cur = opened()
+        path = cur.searcher.snap.path
+        if name not in feeds_mod.read_index(path).get("feeds", {}):
+            raise HTTPException(status_code=404, detail=f"no feed {name!r} in snapshot {cur.snapshot_id}")
+        if format in feeds_mod.FORMATS:
+            f = feeds_mod.feed_file(path, name, format)
+            return Response(content=f.read_bytes(), media_type=feeds_mod.FORMATS[format][1])
+        ids = feeds_mod.item_ids(feeds_mod.read_feed(path, name))
+        if not ids:
+            raise HTTPException(status_code=404, detail=f"feed {name!r} lists no paper in snapshot {cur.snapshot_id}")
+        return _export_response(cur.searcher.snap, ids, format, name)
+
+    @app.get("/feeds", include_in_schema=False)
+    def feeds_page() -> FileResponse:
+        return FileResponse(STATIC / "feeds.html")
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -274,11 +274,9 @@ def test_the_digest_is_mailed_once_per_recipient(nights):
             got.append((list(envelope.rcpt_tos), envelope.content))
             return "250 OK"
 
-    import socket
+    from live_server import free_port
 
-    with socket.socket() as probe:  # a free port (aiosmtpd's controller connects to its own port to start)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # not 0: aiosmtpd's controller connects to its own port to start
     ctl = Controller(Handler(), hostname="127.0.0.1", port=port)
     ctl.start()
     try:
@@ -361,3 +359,27 @@ def test_http_api_serves_each_feed_format(nights):
         assert c.get("/api/feeds/nope").status_code == 404
         assert c.get("/api/feeds/nmt", params={"format": "pdf"}).status_code == 422
         assert c.get("/feeds").status_code == 200
+
+
+@pytest.mark.browser
+def test_the_feeds_page_lists_each_feeds_papers_with_why(nights):
+    from live_server import NEEDS_CHROMIUM, chromium_page, served
+
+    if NEEDS_CHROMIUM.args[0]:
+        pytest.skip(NEEDS_CHROMIUM.kwargs["reason"])
+    s = nights["settings"]
+    errors: list[str] = []
+    with served(s) as url, chromium_page() as page:
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}/feeds")
+        page.wait_for_selector("section.feed li.feeditem")
+        for name in ("nmt", "branes", "my-library"):
+            shown = page.locator(f'section[data-feed="{name}"] li.feeditem')
+            assert [shown.nth(i).get_attribute("data-paper") for i in range(shown.count())] == _ids(_feed(s, nights["second"], name))
+        first = page.locator('section[data-feed="nmt"] li.feeditem').first
+        assert "why:" in first.inner_text() and "similarity" in first.inner_text()
+        assert page.locator('section[data-feed="nmt"] a.export').count() == 3
+        assert page.locator('section[data-feed="nmt"] a.feedlink[data-format=atom]').get_attribute("href") == "/api/feeds/nmt?format=atom"
+        assert nights["first"] in page.inner_text("#summary")
+        page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "feeds.png"), full_page=False)  # docs/feeds.png
+    assert errors == []

@@ -18,8 +18,11 @@ Methods:
 Caveat, the same for every graph method: the snapshot's citation graph holds P's own references, so the
 hidden one is co-cited by P with each positive. ``recommend_vectors`` does not see the graph at all;
 ``subsets`` splits the sets by whether the hidden paper is linked to a positive other than through P.
+The leak-free mode (``--mode leak-free``, or ``both``: the default) removes the caveat: for each set
+every method gets the graph evidence and citation counts computed as if P did not exist
+(``bench/leak_free.py``); its results are under ``leak_free`` in the JSON.
 
-    .venv/bin/python -m bench.recommend [--warehouse DIR] [--limit N] [--k 20]
+    .venv/bin/python -m bench.recommend [--warehouse DIR] [--limit N] [--k 20] [--mode both|stored|leak-free]
 
 With no ``--warehouse`` it builds one from ``../shared/data/collections/cacm`` (import, graph, embed,
 publish) in a temporary folder. Prints the JSON; writes it to bench/out/recommend.json.
@@ -36,6 +39,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.leak_free import LeakFreeGraph
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -88,20 +93,28 @@ def _top(ids, drop: set[str], k: int) -> list[str]:
     return out
 
 
-def run_methods(searcher, s: dict, k: int, related_cache: dict) -> dict[str, list[str]]:
-    """Each method's top-k paper ids for one seed set (P and the positives dropped)."""
+def run_methods(searcher, s: dict, k: int, related_cache: dict, evidence=None) -> dict[str, list[str]]:
+    """Each method's top-k paper ids for one seed set (P and the positives dropped). ``evidence`` (a
+    ``bench.leak_free.LeakFreeEvidence``): the graph and citation counts without P instead of the snapshot's."""
     from pipeline.query.recommend import recommend
+    from pipeline.query.related import related_papers
 
     drop = {s["paper"], *s["positives"]}
     ask = k + 1  # P may be among them
+    pos = s["positives"]
+    over = {} if evidence is None else {"graph": evidence.recommend_edges(), "citation_counts": evidence.citation_counts}
     lists = {
-        "recommend": [r.paper_id for r in recommend(searcher, s["positives"], k=ask).results],
-        "recommend_no_prior": [r.paper_id for r in recommend(searcher, s["positives"], k=ask, use_quality=False).results],
-        "recommend_vectors": [r.paper_id for r in recommend(searcher, s["positives"], k=ask, use_graph=False).results],
-        "recommend_graph": [r.paper_id for r in recommend(searcher, s["positives"], k=ask, use_vectors=False).results],
+        "recommend": [r.paper_id for r in recommend(searcher, pos, k=ask, **over).results],
+        "recommend_no_prior": [r.paper_id for r in recommend(searcher, pos, k=ask, use_quality=False, **over).results],
+        "recommend_vectors": [r.paper_id for r in recommend(searcher, pos, k=ask, use_graph=False, **over).results],
+        "recommend_graph": [r.paper_id for r in recommend(searcher, pos, k=ask, use_vectors=False, **over).results],
     }
     rel = []
-    for p in s["positives"]:
+    for p in pos:
+        if evidence is not None:  # depends on P: not cached
+            rel.append([(r.paper_id, r.score) for r in related_papers(
+                searcher, p, k=50, graph=evidence.related[p], citation_counts=evidence.citation_counts)])
+            continue
         if p not in related_cache:
             related_cache[p] = [(r.paper_id, r.score) for r in searcher.related(p, k=50)]
         rel.append(related_cache[p])
@@ -115,15 +128,17 @@ def run_methods(searcher, s: dict, k: int, related_cache: dict) -> dict[str, lis
     return {m: _top(v, drop, k) for m, v in lists.items()}
 
 
-def evaluate(searcher, sets: list[dict], k: int = 20) -> dict:
-    """recall@k of the hidden reference per method (one hidden per set, so recall = hit rate), and MRR."""
+def evaluate(searcher, sets: list[dict], k: int = 20, leak_free=None) -> dict:
+    """recall@k of the hidden reference per method (one hidden per set, so recall = hit rate), and MRR.
+    ``leak_free`` (a ``bench.leak_free.LeakFreeGraph``): each set's methods see the graph without P."""
     hits = {m: 0 for m in METHODS}
     rr = {m: 0.0 for m in METHODS}
     per_set = []
     cache: dict = {}
     t0 = time.perf_counter()
     for s in sets:
-        lists = run_methods(searcher, s, k, cache)
+        ev = leak_free.evidence(s["paper"], s["positives"]) if leak_free is not None else None
+        lists = run_methods(searcher, s, k, cache, ev)
         ranks = {}
         for m in METHODS:
             rank = lists[m].index(s["hidden"]) + 1 if s["hidden"] in lists[m] else None
@@ -143,6 +158,21 @@ def evaluate(searcher, sets: list[dict], k: int = 20) -> dict:
             f"recall@{k}": {m: round(hits[m] / n, 4) for m in METHODS},
             f"mrr@{k}": {m: round(rr[m] / n, 4) for m in METHODS},
             "hits": hits, "seconds": round(time.perf_counter() - t0, 1), "per_set": per_set}
+
+
+def check_stored(con, leak_free, sets: list[dict]) -> None:
+    """The leak-free graph, with nothing removed, must give the snapshot's own ``related`` rows (same
+    graph settings as when the snapshot was built); SystemExit otherwise."""
+    seeds = sorted({p for s in sets for p in s["positives"]})
+    ev = leak_free.evidence(None, seeds)
+    stored: dict[str, list[tuple]] = {}
+    for pid, rid, w in con.execute("SELECT paper_id, related_work_id, ccbc_weighted FROM related "
+                                   "WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY paper_id, rank", [seeds]).fetchall():
+        stored.setdefault(pid, []).append((rid, round(float(w), 9)))
+    mine = {p: [(r["work_id"], round(r["ccbc_weighted"], 9)) for r in rows] for p, rows in ev.related.items() if rows}
+    if mine != stored:
+        raise SystemExit("bench.recommend: the graph recomputed here differs from the snapshot's related table "
+                         "(built with other graph settings?): leak-free results would not be comparable")
 
 
 def build_cacm(root: Path):
@@ -169,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-refs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT / "recommend.json")
+    ap.add_argument("--mode", choices=("both", "stored", "leak-free"), default="both",
+                    help="the snapshot's graph (stored), the graph without each set's citing paper (leak-free), or both")
     args = ap.parse_args(argv)
 
     from pipeline.query import Searcher, open_snapshot
@@ -181,20 +213,31 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="paperkb-bench-recommend-")
         settings = build_cacm(Path(tmp.name))
     searcher = Searcher(open_snapshot(settings), settings)
+    load = [round(x, 2) for x in os.getloadavg()]
     con = searcher.snap.catalog()
+    leak_free = None
     try:
         sets = seed_sets(con, args.min_refs, args.seed, args.limit)
         beyond_citing(con, sets)
+        if args.mode != "stored":
+            leak_free = LeakFreeGraph(con, settings)
+            check_stored(con, leak_free, sets[:5])
     finally:
         con.close()
-    res = evaluate(searcher, sets, args.k)
+    res = evaluate(searcher, sets, args.k) if args.mode != "leak-free" else {}
+    if leak_free is not None:
+        lf = evaluate(searcher, sets, args.k, leak_free=leak_free)
+        res = {**res, "leak_free": lf} if res else {"mode": "leak-free", **lf}
     res = {"bench": "recommend", "snapshot_id": searcher.snap.snapshot_id, "min_refs": args.min_refs, "seed": args.seed,
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                       "load_average_1_5_15": {"start": load, "end": [round(x, 2) for x in os.getloadavg()]}},
            **res}
     searcher.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=1))
     summary = {k: v for k, v in res.items() if k != "per_set"}
+    if isinstance(summary.get("leak_free"), dict):
+        summary["leak_free"] = {k: v for k, v in summary["leak_free"].items() if k != "per_set"}
     print(json.dumps(summary, indent=1))
     if tmp is not None:
         tmp.cleanup()

@@ -198,17 +198,23 @@ def import_collection_cmd(
 @app.command("import-pdfs")
 def import_pdfs_cmd(
     ctx: typer.Context,
-    folder: Path = typer.Argument(..., help="Folder of PDFs (sub-folders included; other files are ignored), or one PDF file."),
+    folder: Path = typer.Argument(..., help="Folder of PDFs (sub-folders included; other files are ignored), one PDF "
+                                   "file, or a library (.bib, .json CSL-JSON, .ris) whose entries point at PDFs."),
 ) -> None:
     """Bring your own library: add local PDFs as papers (arXiv id from the side stamp or file name, else local:<sha256>).
 
-    Title, abstract, version and category come from the PDF itself; the bytes go to the raw zone like a
-    download, so `paperkb fulltext` extracts them without the network. Unusable files go to rejects.
+    Title, abstract, version and category come from the PDF itself; from a library file, the entry's
+    arXiv id, title, authors, year and DOI win. The bytes go to the raw zone like a download, so
+    `paperkb fulltext` extracts them without the network. Unusable files, and library entries without a
+    PDF or with a missing one, go to rejects (and each such entry is listed).
     """
-    from pipeline.library import import_pdfs, summary_line
+    from pipeline.library import entry_lines, import_pdfs, summary_line
 
     settings = get_settings(ctx)
-    typer.echo(summary_line(import_pdfs(settings, folder)))
+    s = import_pdfs(settings, folder)
+    typer.echo(summary_line(s))
+    for line in entry_lines(s):
+        typer.echo(line)
 
 
 # ==== embed + publish + snapshots (issue 6) ======================================================

@@ -1,4 +1,6 @@
-"""Bring your own library: a folder of local PDFs imported as papers (``paperkb import-pdfs DIR``).
+"""Bring your own library: a folder of local PDFs imported as papers (``paperkb import-pdfs DIR``), or the
+PDFs a reference-manager library points at (``paperkb import-pdfs library.bib``; the entry's metadata
+wins over the PDF's: :mod:`pipeline.library_file`).
 
 Each ``*.pdf`` file under the folder (sub-folders included, hidden files skipped) becomes one paper:
 
@@ -22,7 +24,12 @@ file's bytes are new to the raw zone (or differ from the PDF it holds for that p
 and a ``fulltext_docs`` row of the paper made from other bytes or from a failed download is dropped,
 so the next ``fulltext`` run extracts the imported file. Files that
 cannot be used (not a PDF, empty, encrypted, truncated, corrupt, too large, a second file for the
-same paper) go to ``rejects`` (step ``import-pdfs``) with the reason; the run continues.
+same paper) go to ``rejects`` (step ``import-pdfs``) with the reason; the run continues. So do the
+entries of a library without a PDF or whose PDF is missing.
+
+Metadata precedence: a row from arXiv's own metadata (harvest, lookup) is never overwritten here, a row
+from a library entry (``metadata_source = 'library'``) only by a library import, a row from a PDF alone
+(``'pdf'``) by any import.
 """
 
 from __future__ import annotations
@@ -74,8 +81,10 @@ class PdfPaper:
     primary_category: str | None = None
     stamp_date: date | None = None
     year: int | None = None
-    id_from: str = "sha256"  # stamp | file name | sha256
-    title_from: str | None = None  # metadata | first page
+    id_from: str = "sha256"  # stamp | file name | sha256 | library
+    title_from: str | None = None  # metadata | first page | library
+    doi: str | None = None  # from a library entry only
+    metadata_source: str = METADATA_SOURCE  # 'pdf', or 'library' when a library entry gave some of it
 
 
 # ================================================================================================
@@ -255,7 +264,7 @@ def find_pdfs(folder: str | Path) -> tuple[list[Path], int]:
         raise UserError(f"{p}: no such folder")
     if p.is_file():
         if p.suffix.lower() != ".pdf":
-            raise UserError(f"{p}: not a folder or a .pdf file")
+            raise UserError(f"{p}: not a folder, a .pdf file or a library (.bib, .json CSL-JSON, .ris)")
         return [p], 0
     files, other = [], 0
     for f in sorted(p.rglob("*")):
@@ -271,53 +280,81 @@ def find_pdfs(folder: str | Path) -> tuple[list[Path], int]:
     return files, other
 
 
+_METADATA_RANK = {METADATA_SOURCE: 0, "library": 1}  # a row written from these may be overwritten by a better one
+
+
 @writes("import-pdfs")
 def import_pdfs(settings: Settings, folder: str | Path) -> dict:
-    """Import every PDF under ``folder`` as a paper (see the module doc). Idempotent.
+    """Import every PDF under ``folder`` (or that the library file ``folder`` points at) as a paper
+    (see the module doc). Idempotent.
 
     Returns a summary: files, papers, arxiv, local, rejected, ignored, upserts per table,
-    pdfs_stored (new or changed bytes in the raw zone), refetch (fulltext rows dropped), run_id, seconds.
+    pdfs_stored (new or changed bytes in the raw zone), refetch (fulltext rows dropped), run_id, seconds;
+    for a library also library, format, entries, problems, imported (entry -> paper) and not_imported
+    (each entry left out, with the reason).
     """
+    from pipeline.library_file import apply_entry, entry_label, is_library_file, library_pdfs
     from pipeline.raw import RawZone
     from pipeline.sources.pdf import SOURCE as PDF_SOURCE
     from pipeline.sources.pdf import raw_relpath
     from pipeline.warehouse import Warehouse
 
     t0 = time.perf_counter()
-    files, ignored = find_pdfs(folder)
+    lib = library_pdfs(folder) if is_library_file(Path(folder)) else None
+    if lib is not None:
+        items, ignored = [(e.path, e.entry) for e in lib.pdfs], 0
+    else:
+        files, ignored = find_pdfs(folder)
+        items = [(f, None) for f in files]
     raw = RawZone(settings.raw_dir)
     papers: dict[str, tuple[PdfPaper, Path, bytes]] = {}
-    rejects: list[dict] = []
-    for f in files:
+    rejects: list[dict] = [{"record_key": f"{lib.source}#{n['index']}", "reason": n["reason"],
+                            "detail": f"entry {n['key'] or n['index']}: {n['detail']}"} for n in (lib.not_imported if lib else [])]
+    not_imported = list(lib.not_imported) if lib else []
+    imported = []
+    for f, entry in items:
         try:
             data = f.read_bytes()
             if len(data) > settings.pdf_max_bytes:
                 raise PdfRejected("too_large", f"{len(data)} bytes > pdf_max_bytes")
             paper = read_pdf(data, f.name)
+            if entry is not None:
+                paper = apply_entry(paper, entry)
         except PdfRejected as rej:
             rejects.append({"record_key": str(f), "reason": rej.reason, "detail": rej.detail})
-            continue
         except OSError as exc:
             rejects.append({"record_key": str(f), "reason": "unreadable", "detail": f"{type(exc).__name__}: {exc}"})
-            continue
-        if paper.paper_id in papers:
-            rejects.append({"record_key": str(f), "reason": "duplicate_paper",
-                            "detail": f"{paper.paper_id} is also {papers[paper.paper_id][1]}"})
-            continue
-        papers[paper.paper_id] = (paper, f, data)
+        else:
+            if paper.paper_id in papers:
+                rejects.append({"record_key": str(f), "reason": "duplicate_paper",
+                                "detail": f"{paper.paper_id} is also {papers[paper.paper_id][1]}"})
+            else:
+                papers[paper.paper_id] = (paper, f, data)
+                if entry is not None:
+                    imported.append({**entry_label(entry), "paper_id": paper.paper_id, "file": str(f)})
+                continue
+        if entry is not None:
+            not_imported.append({**entry_label(entry), "reason": rejects[-1]["reason"],
+                                 "detail": f"{f}: {rejects[-1]['detail']}"})
 
-    summary: dict = {"files": len(files), "papers": len(papers), "rejected": len(rejects), "ignored": ignored,
+    summary: dict = {"files": len(items), "papers": len(papers), "rejected": len(rejects), "ignored": ignored,
                      "arxiv": sum(1 for p, _, _ in papers.values() if p.source == "arxiv"),
                      "local": sum(1 for p, _, _ in papers.values() if p.source == LOCAL_SOURCE),
                      "pdfs_stored": 0, "refetch": 0, "paper_ids": sorted(papers)}
+    if lib is not None:
+        summary.update(library=lib.source, format=lib.format, entries=lib.entries, problems=lib.problems,
+                       imported=imported, not_imported=sorted(not_imported, key=lambda n: n["index"]))
     with Warehouse(settings) as wh:
         wh.init()
         with wh.run(STEP) as run:
             ids = list(papers)
             known = dict(wh.con.execute(
                 "SELECT paper_id, metadata_source FROM papers WHERE paper_id IN (SELECT unnest(?))", [ids]).fetchall()) if ids else {}
-            # rows from arXiv's own metadata (harvest, lookup) are better than what a PDF says: keep them
-            mine = [papers[pid][0] for pid in ids if known.get(pid, METADATA_SOURCE) in (METADATA_SOURCE, None)]
+            # rows from arXiv's own metadata (harvest, lookup) are better than what a PDF says, and a
+            # library entry's better than a PDF alone: keep them
+            mine = [papers[pid][0] for pid in ids
+                    if known.get(pid) is None
+                    or _METADATA_RANK.get(known[pid], 99) <= _METADATA_RANK[papers[pid][0].metadata_source]]
             summary["kept_metadata"] = len(ids) - len(mine)
             with wh.transaction():
                 for pid, (paper, f, data) in papers.items():
@@ -335,7 +372,7 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
                 summary["upserts"] = _write_rows(wh, mine)
                 if rejects:
                     summary["rejects_recorded"] = _add_rejects(wh, rejects, run.run_id)
-            run.count("in", len(files))
+            run.count("in", len(items))
             run.count("out", len(papers))
             run.count("rejected", len(rejects))
             run.count("pdfs_stored", summary["pdfs_stored"])
@@ -364,7 +401,8 @@ def _write_rows(wh, papers: list[PdfPaper]) -> dict:
         "primary_category": [p.primary_category for p in papers],
         "year": pa.array([p.year for p in papers], pa.int32()),
         "latest_version": pa.array([p.version for p in papers], pa.int32()),
-        "metadata_source": [METADATA_SOURCE] * len(papers),
+        "doi": [p.doi for p in papers],
+        "metadata_source": [p.metadata_source for p in papers],
     }
     out = {"papers": _upsert(wh, "papers", rows, ["paper_id"])}
     names: dict[str, str] = {}
@@ -406,8 +444,22 @@ def _add_rejects(wh, rows: list[dict], run_id: str) -> int:
 def summary_line(s: dict) -> str:
     """One line for the CLI: counts in, out, rejected."""
     up = s.get("upserts", {}).get("papers", {})
-    return (f"import-pdfs: {s.get('files', 0)} PDF files in, {s.get('papers', 0)} papers ({s.get('arxiv', 0)} arXiv, "
+    head, tail = "import-pdfs:", f", {s.get('ignored', 0)} other files ignored"
+    if s.get("library"):
+        left = s.get("not_imported", [])
+        head = (f"import-pdfs {Path(s['library']).name} ({s['format']}, {s['entries']} entries, "
+                f"{sum(n['reason'] == 'no_pdf' for n in left)} without a PDF, "
+                f"{sum(n['reason'] == 'missing_file' for n in left)} with a missing file):")
+        tail = f", {len(s['problems'])} unparsable blocks" if s.get("problems") else ""
+    return (f"{head} {s.get('files', 0)} PDF files in, {s.get('papers', 0)} papers ({s.get('arxiv', 0)} arXiv, "
             f"{s.get('local', 0)} local; {up.get('inserted', 0)} new, {up.get('updated', 0)} updated, "
-            f"{up.get('unchanged', 0)} unchanged, {s.get('kept_metadata', 0)} kept their arXiv metadata), "
-            f"{s.get('pdfs_stored', 0)} PDFs stored in the raw zone, {s.get('rejected', 0)} rejected, "
-            f"{s.get('ignored', 0)} other files ignored [{s.get('seconds', 0)}s]")
+            f"{up.get('unchanged', 0)} unchanged, {s.get('kept_metadata', 0)} kept their arXiv or library metadata), "
+            f"{s.get('pdfs_stored', 0)} PDFs stored in the raw zone, {s.get('rejected', 0)} rejected"
+            f"{tail} [{s.get('seconds', 0)}s]")
+
+
+def entry_lines(s: dict) -> list[str]:
+    """One line per library entry that was not imported (and per unparsable block): nothing is dropped silently."""
+    lines = [f"  not imported #{n['index']:<4} {n['key'] or '-'}: {n['reason']}: {n['detail']}"
+             + (f" [{n['title']}]" if n.get("title") else "") for n in s.get("not_imported", [])]
+    return lines + [f"  unparsable   {p}" for p in s.get("problems", [])]

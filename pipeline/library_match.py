@@ -11,15 +11,25 @@ letters and digits only, so case, accents, LaTeX braces, punctuation and spacing
 must keep at least 10 characters, and one that names several papers is ambiguous, not a match). An
 entry that matches nothing is listed with the reason, never dropped. Used by ``paperkb match-library``
 and meant for seed sets (``paperkb interests add NAME --from FILE``).
+
+Each entry also lists the PDFs it points at (``LibraryEntry.files``, absolute paths; what
+``paperkb import-pdfs library.bib`` imports): BibTeX ``file`` (and ``pdf``) fields as Zotero, JabRef and
+Better BibTeX write them (``Full Text PDF:/abs/x.pdf:application/pdf``, ``:files/12/x.pdf:PDF``, a bare
+path; several separated by ``;``; backslash escapes undone) and a ``file://`` ``url``; RIS ``L1`` lines;
+CSL-JSON ``file`` / ``files`` (a path or ``file://`` URL, or a list of them) and a ``file://`` ``URL``.
+An attachment counts when its path ends in ``.pdf`` or its type says PDF; relative paths are resolved
+against the library file's folder, ``~`` against the home folder.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pipeline.arxiv_ids import parse_arxiv_id
 from pipeline.errors import UserError
@@ -42,6 +52,7 @@ class LibraryEntry:
     year: int | None = None
     authors: list[str] = field(default_factory=list)
     type: str | None = None
+    files: list[str] = field(default_factory=list)  # the PDFs it points at (absolute once read_library resolved them)
 
 
 @dataclass
@@ -120,6 +131,83 @@ def arxiv_from(*texts: str | None) -> str | None:
     return None
 
 
+def _split_escaped(text: str, sep: str) -> list[str]:
+    """``text`` split on ``sep`` where it is not backslash-escaped (the escapes are kept)."""
+    parts, cur, i = [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            cur.append(text[i:i + 2])
+            i += 2
+            continue
+        if ch == sep:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def _is_pdf(path: str, kind: str | None = None) -> bool:
+    return path.lower().endswith(".pdf") or "pdf" in (kind or "").lower()
+
+
+def file_field_paths(value: str | None) -> list[str]:
+    """The PDF paths of a BibTeX ``file`` field: ``;``-separated attachments, each a bare path or
+    ``description:path:type`` (Zotero, JabRef: ``\\:`` and ``\\;`` escaped). Other attachments (an HTML
+    snapshot) are left out; paths are returned as written (relative ones are not resolved here)."""
+    out = []
+    for item in _split_escaped(value or "", ";"):
+        item = item.strip()
+        if not item:
+            continue
+        parts = _split_escaped(item, ":")
+        kind = None
+        if len(parts) >= 3:  # description:path:type (a Windows drive's colon escaped, or not)
+            kind, path = parts[-1], ":".join(parts[1:-1])
+        elif len(parts) == 2 and len(parts[0]) == 1 and parts[0].isalpha():  # C:\x.pdf
+            path = item
+        elif len(parts) == 2 and parts[0].lower() == "file":  # file:///x.pdf
+            path = item
+        elif len(parts) == 2:  # description:path
+            path = parts[1]
+        else:
+            path = item
+        path = _unescape(path.strip())
+        if path and _is_pdf(path, kind):
+            out.append(path)
+    return out
+
+
+def _file_urls(*values) -> list[str]:
+    """The ``file://`` URLs and plain paths among ``values`` (strings or lists of strings) that name PDFs."""
+    out = []
+    for v in values:
+        for s in (v if isinstance(v, list) else [v]):
+            if isinstance(s, str) and s.strip() and _is_pdf(s.strip()) and (
+                    s.strip().lower().startswith("file:") or "://" not in s):
+                out.append(s.strip())
+    return out
+
+
+def resolve_file(path: str, base: Path) -> str:
+    """An attachment path as an absolute path: ``file://`` URLs decoded, ``~`` expanded, a relative path
+    taken from ``base`` (the library file's folder)."""
+    if path.lower().startswith("file:"):
+        u = urlparse(path)
+        path = unquote(u.path)
+        if u.netloc and u.netloc != "localhost":
+            path = f"//{u.netloc}{path}"
+    p = Path(os.path.expanduser(path))
+    return os.path.normpath(p if p.is_absolute() else base / p)
+
+
 def _year(value) -> int | None:
     m = re.search(r"\b(\d{4})\b", str(value or ""))
     return int(m.group(1)) if m else None
@@ -160,6 +248,9 @@ def read_library(path: Path, fmt: str | None = None) -> tuple[str, list[LibraryE
     if parser is None:
         raise UserError(f"unknown library format {fmt!r}: use bibtex, ris or csl-json")
     entries, problems = parser(text, str(path))
+    base = path.absolute().parent
+    for e in entries:
+        e.files = list(dict.fromkeys(resolve_file(f, base) for f in e.files))
     return fmt, entries, problems
 
 
@@ -167,10 +258,12 @@ def parse_bibtex(text: str, where: str = "library") -> tuple[list[LibraryEntry],
     import bibtexparser
     from bibtexparser.middlewares import LatexDecodingMiddleware
 
-    lib = bibtexparser.parse_string(text, append_middleware=[LatexDecodingMiddleware()])
+    raw = bibtexparser.parse_string(text)  # file paths and URLs as written (LaTeX decoding eats '~', '%', '\\')
+    lib = LatexDecodingMiddleware(allow_inplace_modification=False).transform(raw)
     entries = []
-    for i, e in enumerate(lib.entries, start=1):
+    for i, (e, r) in enumerate(zip(lib.entries, raw.entries), start=1):
         f = {k.lower(): (v.value if isinstance(v.value, str) else str(v.value)) for k, v in e.fields_dict.items()}
+        verbatim = {k.lower(): str(v.value) for k, v in r.fields_dict.items()}
         prefix = (f.get("archiveprefix") or f.get("eprinttype") or "").lower()
         eprint = f.get("eprint") if prefix in ("", "arxiv") else None
         authors = [a.strip() for a in re.split(r"\s+and\s+", f.get("author", "")) if a.strip()]
@@ -178,7 +271,9 @@ def parse_bibtex(text: str, where: str = "library") -> tuple[list[LibraryEntry],
             index=i, key=e.key, title=_clean(f.get("title")), doi=normalize_doi(f.get("doi")),
             arxiv_id=arxiv_from(eprint, f.get("arxivid"), f.get("arxiv"), f.get("doi"), f.get("url"),
                                 f.get("journal"), f.get("note"), f.get("howpublished")),
-            year=_year(f.get("year") or f.get("date")), authors=authors, type=e.entry_type.lower()))
+            year=_year(f.get("year") or f.get("date")), authors=authors, type=e.entry_type.lower(),
+            files=file_field_paths(verbatim.get("file")) + file_field_paths(verbatim.get("pdf"))
+            + _file_urls(verbatim.get("url"))))
     problems = [f"{where}: a block near line {getattr(b, 'start_line', '?')} could not be parsed"
                 for b in lib.failed_blocks]
     return entries, problems
@@ -188,7 +283,7 @@ def parse_ris(text: str, where: str = "library") -> tuple[list[LibraryEntry], li
     import rispy
 
     try:
-        records = rispy.loads(text)
+        records = rispy.loads(text, list_tags=[*rispy.LIST_TYPE_TAGS, "L1"])
     except Exception as exc:  # rispy raises IOError/ValueError subclasses for files that are not RIS
         raise UserError(f"{where}: not a RIS file ({exc})") from None
     entries = []
@@ -200,7 +295,8 @@ def parse_ris(text: str, where: str = "library") -> tuple[list[LibraryEntry], li
             index=i, key=r.get("id"), title=_clean(title), doi=normalize_doi(r.get("doi")),
             arxiv_id=arxiv_from(r.get("doi"), *urls, *notes, r.get("journal_name"), r.get("number")),
             year=_year(r.get("year") or r.get("publication_year") or r.get("date")),
-            authors=list(r.get("authors") or r.get("first_authors") or []), type=r.get("type_of_reference")))
+            authors=list(r.get("authors") or r.get("first_authors") or []), type=r.get("type_of_reference"),
+            files=_file_urls(r.get("file_attachments1"), *urls)))
     return entries, []
 
 
@@ -229,7 +325,8 @@ def parse_csl_json(text: str, where: str = "library") -> tuple[list[LibraryEntry
             index=i, key=str(it["id"]) if it.get("id") is not None else None, title=_clean(it.get("title")),
             doi=normalize_doi(it.get("DOI")),
             arxiv_id=arxiv_from(it.get("arxiv"), it.get("DOI"), it.get("number"), it.get("URL"), it.get("note")),
-            year=_year(year), authors=authors, type=it.get("type")))
+            year=_year(year), authors=authors, type=it.get("type"),
+            files=_file_urls(it.get("file"), it.get("files"), it.get("URL"))))
     return entries, problems
 
 

@@ -148,7 +148,7 @@ def test_benchmark_recall_from_real_seed_sets(cacm):
     from bench.recommend import METHODS, beyond_citing, evaluate, run_methods, seed_sets
 
     s, con = cacm
-    edges, refs, _ = _refs_and_citers(con)
+    edges, refs, citers = _refs_and_citers(con)
     sets = seed_sets(con, limit=5, seed=0)
     assert len(sets) == 5
     for st in sets:  # each set is a real paper's in-corpus references, one hidden
@@ -174,6 +174,29 @@ def test_benchmark_recall_from_real_seed_sets(cacm):
     for m in METHODS:
         assert st["paper"] not in lists[m] and not set(st["positives"]) & set(lists[m])
         assert st["rank"][m] == (lists[m].index(st["hidden"]) + 1 if st["hidden"] in lists[m] else None)
+
+    # leak-free: the same sets with the graph as if P did not exist (bench/leak_free.py; its equality with a
+    # full recompute is tests/test_recommend_leak_free.py)
+    from bench.leak_free import LeakFreeGraph
+    from bench.recommend import check_stored
+
+    lf = LeakFreeGraph(con, s.settings)
+    check_stored(con, lf, sets)  # nothing removed: the snapshot's own related rows
+    free = evaluate(s, sets, k=20, leak_free=lf)
+    assert free["sets"] == 5 and set(free["recall@20"]) == set(METHODS)
+    for m in METHODS:
+        hits = sum(1 for p in free["per_set"] if p["rank"][m] is not None)
+        assert free["hits"][m] == hits and free["recall@20"][m] == pytest.approx(hits / 5)
+    for st in free["per_set"]:
+        ev = lf.evidence(st["paper"], st["positives"])
+        lists = run_methods(s, st, 20, {}, ev)
+        for m in METHODS:
+            assert st["rank"][m] == (lists[m].index(st["hidden"]) + 1 if st["hidden"] in lists[m] else None)
+        # no trace of P: it cites nothing, and where P was the hidden paper's only link it is no related paper
+        assert all(r["paper_id"] != st["paper"] for rows in ev.related.values() for r in rows)
+        if not st["graph_beyond_citing"]:
+            assert all(r["paper_id"] != st["hidden"] for rows in ev.related.values() for r in rows)
+        assert ev.citation_counts[st["hidden"]] == len(citers.get(st["hidden"], set()) - {st["paper"]})
 
 
 def test_cli_and_http(cacm_snapshot, capsys):

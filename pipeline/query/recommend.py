@@ -273,10 +273,15 @@ def _check(searcher, pos, neg, k) -> tuple[list[str], list[str]]:
 
 
 def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, use_graph: bool = True,
-              use_vectors: bool = True, use_quality: bool = True) -> RecommendResponse:
+              use_vectors: bool = True, use_quality: bool = True, graph: dict[str, dict[str, dict]] | None = None,
+              citation_counts: dict[str, int] | None = None) -> RecommendResponse:
     """Papers like the positives and unlike the negatives, best first, each with its reasons.
 
-    ``use_graph`` / ``use_vectors`` / ``use_quality`` switch one kind of evidence off (the benchmark's ablations)."""
+    ``use_graph`` / ``use_vectors`` / ``use_quality`` switch one kind of evidence off (the benchmark's ablations).
+    ``graph`` (seed -> paper -> row, as :func:`related_edges` returns) and ``citation_counts`` (paper ->
+    count, for the prior) replace the snapshot's evidence where given: the benchmark's leak-free mode passes
+    them computed without the citing paper. The reasons' shared references and citers are still read
+    from the snapshot's ``citations``."""
     pos, neg = _check(searcher, pos, neg, k)
     a = float(searcher.settings.query_related_semantic_weight) if use_graph and use_vectors else (1.0 if use_vectors else 0.0)
     seeds = set(pos) | set(neg)
@@ -308,7 +313,9 @@ def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, 
     edges: dict[str, dict[str, dict]] = {}
     con = searcher.snap.catalog() if searcher.snap.catalog_path.is_file() else None
     try:
-        if con is not None:
+        if graph is not None:
+            edges = {s: graph[s] for s in seeds if s in graph}
+        elif con is not None:
             edges = related_edges(con, sorted(seeds))
         if use_graph:
             for p in pos:
@@ -328,7 +335,10 @@ def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, 
         else:
             s_pos, s_neg = np.zeros(len(ids)), np.zeros(len(ids))
         cc = searcher.meta["citation_count"].to_pylist() if "citation_count" in searcher.meta.column_names else []
-        quality = quality_scores([cc[searcher.paper_row[c]] for c in ids] if cc else [0] * len(ids))
+        if citation_counts is not None:
+            quality = quality_scores([citation_counts.get(c, 0) for c in ids])
+        else:
+            quality = quality_scores([cc[searcher.paper_row[c]] for c in ids] if cc else [0] * len(ids))
         b = float(searcher.settings.query_related_quality_weight) if use_quality else 0.0
         score, negative = combine(s_pos, g_pos, s_neg, g_neg, a, quality=quality, b=b)
         order = sorted(range(len(ids)), key=lambda i: (-score[i], ids[i]))[:k]

@@ -74,7 +74,7 @@ def author_records(con, paper_ids: list[str]) -> dict[str, float]:
     return {pid: float(v or 0) for pid, v in con.execute(sql, [paper_ids]).fetchall()}
 
 
-def citation_counts(con, paper_ids: list[str]) -> dict[str, int]:
+def _citation_counts(con, paper_ids: list[str]) -> dict[str, int]:
     """Citation counts of corpus papers from the graph metrics (falls back to papers.citation_count)."""
     metrics = _columns(con, "paper_metrics")
     if not paper_ids or not {"paper_id", "citation_count"} <= metrics:
@@ -89,7 +89,12 @@ def _log_norm(values: dict[str, float]) -> dict[str, float]:
     return {k: (math.log1p(max(v, 0.0)) / top if top > 0 else 0.0) for k, v in values.items()}
 
 
-def related_papers(searcher, paper_id: str, k: int = 20) -> list[Related]:
+def related_papers(searcher, paper_id: str, k: int = 20, *, graph: list[dict] | None = None,
+                   citation_counts: dict[str, int] | None = None) -> list[Related]:
+    """The ``k`` best related papers of ``paper_id`` (see the module doc). ``graph`` (rows as
+    :func:`graph_neighbours` returns them) and ``citation_counts`` (corpus paper -> count) replace the
+    snapshot's where given: the recommendation benchmark's leak-free mode passes them computed without the
+    citing paper (the ``authors`` quality component still reads the snapshot)."""
     s = searcher.settings
     a, b = s.query_related_semantic_weight, s.query_related_quality_weight
     if not isinstance(k, int) or k < 1 or k > 1000:
@@ -100,11 +105,11 @@ def related_papers(searcher, paper_id: str, k: int = 20) -> list[Related]:
     row = searcher.paper_row[paper_id]
 
     # graph evidence
-    graph: list[dict] = []
     con = None
     if searcher.snap.catalog_path.is_file():
         con = searcher.snap.catalog()
-        graph = graph_neighbours(con, paper_id)
+    if graph is None:
+        graph = graph_neighbours(con, paper_id) if con is not None else []
 
     # semantic evidence: nearest doc vectors
     doc_v, abs_v = searcher._paper_vectors([paper_id])
@@ -160,9 +165,11 @@ def related_papers(searcher, paper_id: str, k: int = 20) -> list[Related]:
         for pid, cval in zip(missing, cos):
             cands[pid]["semantic"] = float(cval)
     authors: dict[str, float] = {}
-    if con is not None:
-        for pid, n in citation_counts(con, corpus).items():
+    counts = citation_counts if citation_counts is not None else (_citation_counts(con, corpus) if con is not None else {})
+    for pid, n in counts.items():
+        if pid in cands and pid in searcher.paper_row:
             cands[pid]["cc"] = n
+    if con is not None:
         authors = author_records(con, corpus)
         con.close()
 

@@ -11,6 +11,7 @@ Endpoints (all GET; nothing writes):
     /api/path?from=...&to=...         the shortest citation paths between two papers
     /api/recommend?pos=...&neg=...    papers like the positive seeds and unlike the negative ones, each with why
     /                                 the search page (static HTML + JS, no CDN)
+    /paper?id=..., /recommend         a paper's page; recommendations from the seeds liked on the pages
     /docs, /redoc, /openapi.json      the API documentation (Swagger UI and ReDoc served from static/vendor)
 
 Hardened for serving beyond loopback: only the Host names of the setting ``serve_allowed_hosts`` are
@@ -477,6 +478,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     @app.get("/paper", include_in_schema=False)
     def paper_page() -> FileResponse:
         return FileResponse(STATIC / "paper.html")
+
+    @app.get("/recommend", include_in_schema=False)
+    def recommend_page() -> FileResponse:
+        return FileResponse(STATIC / "recommend.html")
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui() -> FileResponse:

@@ -1,5 +1,6 @@
 import { esc, getJSON, fmt, showSnapshot, exportLinks } from "/static/common.js";
 import { drawGraph } from "/static/graph.js";
+import { seedButtons, showBasket, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
 const id = new URLSearchParams(location.search).get("id");
@@ -11,7 +12,7 @@ function renderPaper(p) {
   $("paper").innerHTML = `
     <h1>${esc(p.title || id)}</h1>
     <div class="meta">${esc((p.authors || []).join(", "))}${p.year ? " · " + esc(p.year) : ""} · ${esc(p.external_id ?? id)}</div>
-    <div class="meta">${exportLinks([p.paper_id || id], "Cite")}</div>
+    <div class="meta">${exportLinks([p.paper_id || id], "Cite")} ${seedButtons(p.paper_id || id, p.title)}</div>
     <h2>Abstract</h2><p>${esc(p.abstract || "(no abstract)")}</p>
     <h2>Metrics</h2><table class="metrics">${Object.entries(metrics).map(([k, v]) => `<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`).join("")}</table>
     <h2>Figure legends (${figs.length})</h2>
@@ -25,7 +26,8 @@ async function main() {
     renderPaper(data.paper);
     $("status").textContent = `${data.related.length} connected papers`;
     $("related").innerHTML = data.related.map((r) => `<li><a href="/paper?id=${encodeURIComponent(r.paper_id || r.work_id)}">${esc(r.title || r.paper_id || r.work_id)}</a>
-      <span class="meta">${r.year ? esc(r.year) + " · " : ""}ccbc ${fmt(r.ccbc_weighted ?? 0)} · score ${fmt(r.score ?? 0)}</span></li>`).join("");
+      <span class="meta">${r.year ? esc(r.year) + " · " : ""}ccbc ${fmt(r.ccbc_weighted ?? 0)} · score ${fmt(r.score ?? 0)}</span>
+      ${r.paper_id ? seedButtons(r.paper_id, r.title) : ""}</li>`).join("");
     $("relexport").innerHTML = exportLinks(data.related.map((r) => r.paper_id || r.work_id), "Export connected papers");
     drawGraph($("graph"), data.paper, data.related, data.edges, data.layout);
   } catch (e) { $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
@@ -54,7 +56,9 @@ $("pathform").addEventListener("submit", async (ev) => {
   catch (e) { $("paths").innerHTML = ""; $("pathstatus").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 });
 
+wireSeedButtons(document.querySelector("main"));
 main();
+showBasket();
 showSnapshot();
 // Back to the results page the user came from (its query is in the URL); a plain link to / otherwise.
 // A listener, not a javascript: URL, which the Content-Security-Policy (script-src 'self') blocks.

@@ -1,4 +1,5 @@
 import { esc, getJSON, fmt, showSnapshot, exportLinks } from "/static/common.js";
+import { seedButtons, showBasket, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
 const SIGNALS = ["ck", "doc", "abs", "fig", "pr"];
@@ -21,7 +22,7 @@ function render(data) {
     const keys = SIGNALS.concat(Object.keys(sig).filter((k) => !SIGNALS.includes(k)));
     const authors = (r.authors || []).slice(0, 6).join(", ") + ((r.authors || []).length > 6 ? ", …" : "");
     return `<li class="result">
-      <a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${esc(r.title || r.paper_id)}</a>
+      <a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${esc(r.title || r.paper_id)}</a> ${seedButtons(r.paper_id, r.title)}
       <div class="meta">${esc(authors)}${r.year ? " · " + esc(r.year) : ""} · ${esc(r.external_id ?? r.paper_id)}${r.page ? " · p. " + esc(r.page) : ""}</div>
       <p class="passage">${esc((r.passage || "").slice(0, 400))}${(r.passage || "").length > 400 ? "…" : ""}</p>
       <div class="signals"><span class="score">score ${fmt(r.score)}</span>${keys.filter((k) => k in sig).map((k) => `<span class="sig-${esc(k)}">${esc(k)} ${fmt(sig[k])}</span>`).join("")}</div>
@@ -45,4 +46,6 @@ document.addEventListener("keydown", (ev) => {
 });
 const init = new URLSearchParams(location.search);
 if (init.get("q")) { $("q").value = init.get("q"); run(false); }
+wireSeedButtons($("results"));
+showBasket();
 showSnapshot();

@@ -14,7 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import _airflow_env
@@ -401,3 +401,43 @@ def test_paperkb_refresh_runs_the_same_steps_in_one_process(first_run, warehouse
     assert [line.split()[1] for line in out.splitlines() if line.startswith("[")] == \
         ["harvest", "enrich", "fulltext", "graph", "embed", "publish"]
     assert data_counts(current_manifest(other)) == data_counts(current_manifest(warehouse))
+
+
+def test_the_next_night_feeds_list_exactly_its_new_matching_papers(first_run, nightly, warehouse, shared_data, monkeypatch):
+    """Issue 15's researcher: interests saved, the nightly DAG runs again with new papers (the other recorded
+    OAI page: 3 hep-th / quant-ph records), and the `feeds` task announces the snapshot's feeds."""
+    import duckdb
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from pipeline import feeds, snapshots
+    from pipeline.interests import add_interest
+    from pipeline.settings import Settings
+
+    settings = Settings.load()  # the module's environment: this warehouse, the replay server
+    add_interest(settings, "branes", query="thick branes in Weyl geometry")
+    add_interest(settings, "translation", seeds=["1409.0473"])
+    before = snapshots.current_id(settings.snapshots_dir)
+    monkeypatch.setenv("PAPERKB_OAI_METADATA_PREFIX", "arXiv")
+    dr = nightly.test(logical_date=LOGICAL + timedelta(days=3))
+    assert str(dr.state) == "success", task_states(dr)
+    sid = xcom(dr, "publish")["snapshot_id"]
+    path = settings.snapshots_dir / sid
+    con = duckdb.connect(str(path / "catalog.duckdb"), read_only=True)
+    con.execute(f"ATTACH '{settings.snapshots_dir / before / 'catalog.duckdb'}' AS prev (READ_ONLY)")
+    new = {r[0] for r in con.execute("SELECT paper_id FROM papers EXCEPT SELECT paper_id FROM prev.papers").fetchall()}
+    titles = dict(con.execute("SELECT paper_id, title FROM papers").fetchall())
+    con.close()
+    assert len(new) == 3
+    index = feeds.read_index(path)
+    assert index["previous_snapshot_id"] == before and index["new_papers"] == 3
+    branes = feeds.item_ids(feeds.read_feed(path, "branes"))
+    assert len(branes) == 1 and set(branes) <= new and "thick branes" in titles[branes[0]].lower()
+    assert feeds.item_ids(feeds.read_feed(path, "translation")) == []  # nothing new near a translation paper
+    out = xcom(dr, "feeds")
+    assert out["snapshot_id"] == sid and out["feeds"] == {"branes": 1, "translation": 0}
+    with create_session() as session:
+        extras = session.scalars(select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                                 .where(AssetModel.name == "paperkb_feeds")).all()
+    assert {"snapshot_id": sid, "feeds": {"branes": 1, "translation": 0}} in extras

@@ -89,10 +89,10 @@ def cacm_topics(warehouse: Path, dest: Path, min_links: int = CACM_MIN_LINKS) ->
               JOIN works a ON a.work_id = c.citing_work_id JOIN works b ON b.work_id = c.cited_work_id
               WHERE a.paper_id IS NOT NULL AND b.paper_id IS NOT NULL AND a.paper_id <> b.paper_id),
             both_ways AS (SELECT p, q FROM links UNION SELECT q, p FROM links)
-            SELECT pp.external_id, pp.title, list(DISTINCT qp.external_id ORDER BY qp.external_id)
+            SELECT pp.external_id AS ext, pp.title, list(DISTINCT qp.external_id ORDER BY qp.external_id)
             FROM both_ways l JOIN papers pp ON pp.paper_id = l.p JOIN papers qp ON qp.paper_id = l.q
             WHERE pp.title IS NOT NULL AND length(trim(pp.title)) > 0
-            GROUP BY ALL HAVING count(DISTINCT l.q) >= ? ORDER BY try_cast(pp.external_id AS INTEGER), pp.external_id""",
+            GROUP BY pp.external_id, pp.title HAVING count(DISTINCT l.q) >= ? ORDER BY try_cast(ext AS INTEGER), ext""",
             [min_links]).fetchall()
     finally:
         con.close()
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cacm: {n} citation topics (papers with >= {CACM_MIN_LINKS} corpus links)", flush=True)
         else:
             qpath, rpath = d / qry, d / rel
-        eval_args = ["eval", "--queries", str(qpath), "--qrels", str(rpath), "--json",
+        eval_args = ["eval", "--queries", str(Path(qpath).resolve()), "--qrels", str(Path(rpath).resolve()), "--json",
                      *([] if args.no_ablations else ["--ablations"])]
         t0 = time.perf_counter()
         summary = json.loads(paperkb(wh, *eval_args, capture=True))

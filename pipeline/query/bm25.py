@@ -68,16 +68,22 @@ class Analyzer:
     """Text -> index terms, as LanceDB's default full-text index analyses ``chunks.text``."""
 
     def __init__(self, stop_words: Iterable[str] = STOP_WORDS):
-        import Stemmer  # PyStemmer: the Snowball stemmers, as tantivy's (rust-stemmers) Stemmer
-
-        self._stemmer = Stemmer.Stemmer("english")
+        self._stemmers = threading.local()  # PyStemmer objects are not to be shared between threads
         self._stop = frozenset(stop_words)
         self._memo: dict[str, str] = {}
+
+    def _stem(self, word: str) -> str:
+        stemmer = getattr(self._stemmers, "english", None)
+        if stemmer is None:
+            import Stemmer  # PyStemmer: the Snowball stemmers, as tantivy's (rust-stemmers) Stemmer
+
+            stemmer = self._stemmers.english = Stemmer.Stemmer("english")
+        return stemmer.stemWord(word)
 
     def _term(self, word: str) -> str:
         if len(word.encode()) >= MAX_TOKEN_BYTES:
             return ""
-        stem = self._stemmer.stemWord(word)
+        stem = self._stem(word)
         return "" if stem in self._stop else _fold(stem)
 
     def terms(self, text: str) -> list[str]:

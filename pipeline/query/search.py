@@ -509,15 +509,17 @@ class Searcher:
         order = sig.best_per_paper([c.paper_id for c in cands], total)
 
         # optional stages on each paper's best passage
-        best = [(i, float(total[i]), {n: float(S[n][i]) for n in S}) for i in order]
+        # (passage, score, signals added by the optional stages); each result's full signals are read at the end
+        best = [(i, float(total[i]), {}) for i in order]
         if title_boost:
             best = self._title_boost(q, best, cands, f)
         if rerank:
             best = self._rerank(q, best, cands, resp)
         best.sort(key=lambda b: -b[1])
 
-        for rank, (i, score_i, signals_i) in enumerate(best[:k], start=1):
+        for rank, (i, score_i, added) in enumerate(best[:k], start=1):
             c = cands[i]
+            signals_i = {**{n: float(S[n][i]) for n in S}, **added}
             row, m = self.paper_row[c.paper_id], self._meta_lists
             resp.results.append(Result(
                 paper_id=c.paper_id, external_id=m["external_id"][row], title=m["title"][row], authors=m["authors"][row] or [],

@@ -41,11 +41,13 @@ _QUERY_CACHE = 4096  # query vectors remembered (oldest dropped first)
 _PREFILTER_MAX_IDS = 2000  # larger allowed sets are filtered after retrieval (an IN list that long costs more than it saves)
 # Up to this many chunks held in memory, one full-text call scores every matching chunk and serves both
 # the BM25 candidates and the exact BM25 of the vector-only ones (CISI, 1.5k chunks: 4 ms, against 5 ms
-# for a top-50 call plus 6 ms for a row-id-prefiltered one). Returning every match grows with the table,
-# so larger tables keep the top-k call and the prefiltered one.
+# for a top-50 call plus 6 ms for a row-id-prefiltered one; since then from an in-memory index, see
+# _resident_index). Returning every match grows with the table, so larger tables keep the top-k call and
+# score the candidates' BM25 from their own text (_rm3).
 _SCORE_ALL_MAX_ROWS = 20_000
 # Collection statistics for BM25 over the candidates' own text (pipeline.query.bm25): every
-# passage up to this many, else a fixed-seed uniform sample of this many (read once, ~1 s at 1M chunks).
+# passage up to this many, else a fixed-seed uniform sample of this many (read once when the searcher
+# loads: 4.2 s at 1M chunks on the loaded benchmark machine).
 _STATS_SAMPLE_ROWS = 20_000
 
 

@@ -8,11 +8,18 @@ which itself costs CPU on this 2-core machine). Reports requests/s, p50/p95 late
 workers included: the number that stays comparable when the machine is busy).
 
     .venv/bin/python -m bench.serve [--clients 20] [--seconds 30] [--workers N] [--expand off|rm3] [--python]
+                                    [--baseline-ref 67fac46 [--rounds 3]]
+
+With ``--baseline-ref REF`` the same benchmark also serves the code of commit REF (``git archive`` into a
+temporary folder, imported through PYTHONPATH) on the same snapshot: the two alternate run by run (who goes
+first alternates by round), so both see the same load, and the report gives each side's median and the
+ratios (this code / REF). Results: bench/out/serve.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -101,32 +108,26 @@ def python_load(base: str, queries: list[str], clients: int, seconds: float) -> 
     return len(lat), errors, wall, float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--clients", type=int, default=20)
-    ap.add_argument("--seconds", type=float, default=30.0)
-    ap.add_argument("--python", action="store_true", help="use the Python load generator even when wrk is installed")
-    ap.add_argument("--workers", type=int, default=None, help="server processes (paperkb serve --workers; default: its own default)")
-    ap.add_argument("--cold", action="store_true", help="warm up with 20 queries only: the run's first request of each other query encodes it")
-    ap.add_argument("--expand", default=None, help="query expansion the server uses (PAPERKB_QUERY_EXPAND; default: the product default)")
-    args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    root = OUT / "cisi"
-    build_cisi(root)
+def baseline_tree(ref: str, dest: Path) -> Path:
+    """The code of git ``ref`` (e.g. 67fac46) extracted into ``dest`` with ``git archive`` (no worktree, no checkout)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
 
-    from pipeline.qrels import read_queries
 
-    queries = list(read_queries(DATA / "collections" / "cisi" / "CISI.QRY", "smart").values())
+def serve_once(code: Path, root: Path, queries: list[str], args, label: str) -> dict:
+    """Start ``paperkb serve`` from the code in ``code`` on the warehouse ``root``, warm it, load it, stop it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ)
+    env["PYTHONPATH"] = str(code)  # the server imports `pipeline` from this tree
     if args.expand:
         env["PAPERKB_QUERY_EXPAND"] = args.expand
-    cmd = [sys.executable, "-m", "pipeline.cli", "--warehouse", str(root), "serve", "--port", str(port)]
+    cmd = [sys.executable, "-m", "pipeline.cli", "--warehouse", str(root.resolve()), "serve", "--port", str(port)]
     if args.workers is not None:
         cmd += ["--workers", str(args.workers)]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    server = subprocess.Popen(cmd, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -141,6 +142,7 @@ def main() -> int:
         warm = queries[:20] if args.cold else queries * max(1, args.workers or 1)
         for q in warm:
             requests.get(base + "/api/search", params={"q": q[:300], "k": 10}, timeout=60)
+        load_before = os.getloadavg()
         cpu0 = server_cpu_s(server.pid)
         if shutil.which("wrk") and not args.python:
             n, errors, dur, p50, p95 = run_wrk(base, queries, args.clients, args.seconds)
@@ -149,17 +151,76 @@ def main() -> int:
             n, errors, dur, p50, p95 = python_load(base, queries, args.clients, args.seconds)
             load = f"{args.clients} Python client threads"
         cpu = server_cpu_s(server.pid) - cpu0
+        load_after = os.getloadavg()
     finally:
         server.terminate()
         server.wait(timeout=30)
+    res = {"code": label, "requests": n, "errors": errors, "wall_s": round(dur, 2), "rps": round(n / dur, 1),
+           "p50_ms": round(p50, 1), "p95_ms": round(p95, 1), "cpu_ms_per_request": round(cpu / max(n, 1) * 1000, 2),
+           "load_generator": load, "load_avg_before": [round(x, 2) for x in load_before],
+           "load_avg_after": [round(x, 2) for x in load_after]}
+    print(f"  {label:>9}: {res['rps']:.1f} req/s  p50 {p50:.0f} ms  p95 {p95:.0f} ms  errors {errors}  "
+          f"server CPU {res['cpu_ms_per_request']:.1f} ms/request  (load average {load_before[0]:.1f} -> {load_after[0]:.1f})",
+          flush=True)
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--python", action="store_true", help="use the Python load generator even when wrk is installed")
+    ap.add_argument("--workers", type=int, default=None, help="server processes (paperkb serve --workers; default: its own default)")
+    ap.add_argument("--cold", action="store_true", help="warm up with 20 queries only: the run's first request of each other query encodes it")
+    ap.add_argument("--expand", default=None, help="query expansion the server uses (PAPERKB_QUERY_EXPAND; default: the product default)")
+    ap.add_argument("--baseline-ref", default=None,
+                    help="also serve the code of this git commit (e.g. 67fac46, extracted with git archive into a temp dir) "
+                         "on the same snapshot, alternating with this checkout's code, and report both and their ratios")
+    ap.add_argument("--rounds", type=int, default=None, help="runs per side (default 1; 3 with --baseline-ref, alternating who goes first)")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    root = OUT / "cisi"
+    build_cisi(root)
+
+    from pipeline.qrels import read_queries
+
+    queries = list(read_queries(DATA / "collections" / "cisi" / "CISI.QRY", "smart").values())
+    rounds = args.rounds or (3 if args.baseline_ref else 1)
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
     print(f"command: python -m bench.serve --clients {args.clients} --seconds {args.seconds:g}"
           + (f" --workers {args.workers}" if args.workers is not None else "") + (f" --expand {args.expand}" if args.expand else "")
-          + (" --cold" if args.cold else "")
-          + f"  (load: {load})")
-    print(f"requests: {n}  errors: {errors}  wall: {dur:.1f}s")
-    print(f"throughput: {n / dur:.1f} req/s   p50: {p50:.0f} ms   p95: {p95:.0f} ms   server CPU: {cpu / max(n, 1) * 1000:.1f} ms/request")
-    return 0 if errors == 0 else 1
+          + (" --cold" if args.cold else "") + (f" --baseline-ref {args.baseline_ref} --rounds {rounds}" if args.baseline_ref else ""),
+          flush=True)
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="paperkb-baseline-") as tmp:
+        sides = [("this code", ROOT)]
+        if args.baseline_ref:
+            sides.append((args.baseline_ref, baseline_tree(args.baseline_ref, Path(tmp))))
+        for i in range(rounds):
+            print(f"round {i + 1}/{rounds}", flush=True)
+            for label, code in (sides if i % 2 == 0 else sides[::-1]):
+                runs.append(serve_once(code, root, queries, args, label))
+    summary: dict = {"command": sys.argv[1:], "runs": runs}
+    for label, _ in sides:
+        mine = [r for r in runs if r["code"] == label]
+        summary[label] = {k: float(np.median([r[k] for r in mine])) for k in ("rps", "p50_ms", "p95_ms", "cpu_ms_per_request")}
+        summary[label]["errors"] = sum(r["errors"] for r in mine)
+    if args.baseline_ref:
+        new, old = summary["this code"], summary[args.baseline_ref]
+        summary["ratios"] = {"cpu_per_request": round(new["cpu_ms_per_request"] / old["cpu_ms_per_request"], 3),
+                             "p95": round(new["p95_ms"] / old["p95_ms"], 3), "p50": round(new["p50_ms"] / old["p50_ms"], 3),
+                             "rps": round(new["rps"] / old["rps"], 3)}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "serve.json").write_text(json.dumps(summary, indent=2))
+    for label, _ in sides:
+        m = summary[label]
+        print(f"{label} (median of {rounds}): {m['rps']:.1f} req/s  p50 {m['p50_ms']:.0f} ms  p95 {m['p95_ms']:.0f} ms  "
+              f"server CPU {m['cpu_ms_per_request']:.1f} ms/request  errors {m['errors']}")
+    if args.baseline_ref:
+        r = summary["ratios"]
+        print(f"this code / {args.baseline_ref}: server CPU per request {r['cpu_per_request']:.2f}x, p95 {r['p95']:.2f}x, "
+              f"p50 {r['p50']:.2f}x, requests/s {r['rps']:.2f}x")
+    return 0 if all(summary[label]["errors"] == 0 for label, _ in sides) else 1
 
 
 WRK_SCRIPT = """

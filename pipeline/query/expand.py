@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -82,10 +83,16 @@ def relevance_model(passages: Sequence[tuple[str, float]]) -> Counter:
     return model
 
 
-def _stem(words: list[str]) -> list[str]:
-    import Stemmer  # PyStemmer (Snowball): used only to recognise variants of the query's own words
+_STEMMERS = threading.local()  # a PyStemmer stemmer is not to be shared between threads: one per thread
 
-    return Stemmer.Stemmer("english").stemWords(words)
+
+def _stem(words: list[str]) -> list[str]:
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        import Stemmer  # PyStemmer (Snowball): used only to recognise variants of the query's own words
+
+        stemmer = _STEMMERS.english = Stemmer.Stemmer("english")
+    return stemmer.stemWords(words)
 
 
 def feedback_terms(query: str, passages: Sequence[tuple[str, float]], n_terms: int) -> list[tuple[str, float]]:

@@ -118,6 +118,9 @@ class FlatChunks:
         codes = rows["paper_id"].combine_chunks().dictionary_encode()
         self.paper_code = np.asarray(codes.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
         self.code_of = {p: i for i, p in enumerate(codes.dictionary.to_pylist())}
+        # the display columns as Python lists by position: a candidate's fields are list look-ups, not an
+        # Arrow take and a conversion per search
+        self.lists = {c: self.rows[c].to_pylist() for c in self.rows.column_names if c != "_rowid"}
 
     @staticmethod
     def has_ann_index(chunks) -> bool:
@@ -143,8 +146,20 @@ class FlatChunks:
         pos = np.searchsorted(self.rowids, rowids)
         return self.rows.take(pa.array(pos)), self.vectors[pos]
 
+    def positions(self, rowids: np.ndarray) -> np.ndarray:
+        """Positions (in :attr:`rows`, :attr:`vectors`, :attr:`lists`) of the chunks with these row ids."""
+        return np.searchsorted(self.rowids, rowids)
+
     def search(self, vec: np.ndarray, k: int, allowed: set[str] | None = None) -> tuple[pa.Table, np.ndarray]:
         """The ``k`` nearest chunks (allowed papers only), nearest first, with ``_distance``; and their vectors."""
+        top, dist = self.nearest(vec, k, allowed)
+        if not len(top):
+            return pa.table({}), np.zeros((0, self.vectors.shape[1]), dtype=np.float32)
+        out = self.rows.take(pa.array(top))
+        return out.append_column("_distance", pa.array(dist)), self.vectors[top]
+
+    def nearest(self, vec: np.ndarray, k: int, allowed: set[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of the ``k`` nearest chunks (allowed papers only), nearest first, and their distances."""
         v = np.asarray(vec, dtype=np.float32)
         dist = self.sq_norms - 2.0 * (self.vectors @ v) + float(v @ v)
         if allowed is not None:
@@ -152,8 +167,7 @@ class FlatChunks:
             dist = np.where(np.isin(self.paper_code, codes), dist, np.inf)
         k = min(k, int(np.isfinite(dist).sum()))
         if k <= 0:
-            return pa.table({}), np.zeros((0, self.vectors.shape[1]), dtype=np.float32)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         top = np.argpartition(dist, k - 1)[:k]
         top = top[np.lexsort((top, dist[top]))]  # nearest first; ties by row order
-        out = self.rows.take(pa.array(top))
-        return out.append_column("_distance", pa.array(dist[top])), self.vectors[top]
+        return top, dist[top]

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
+from pipeline.query.bm25 import Analyzer, CandidateBM25, CollectionStats, ResidentIndex
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
 from pipeline.query.fts import FullText
@@ -40,9 +41,14 @@ _QUERY_CACHE = 4096  # query vectors remembered (oldest dropped first)
 _PREFILTER_MAX_IDS = 2000  # larger allowed sets are filtered after retrieval (an IN list that long costs more than it saves)
 # Up to this many chunks held in memory, one full-text call scores every matching chunk and serves both
 # the BM25 candidates and the exact BM25 of the vector-only ones (CISI, 1.5k chunks: 4 ms, against 5 ms
-# for a top-50 call plus 6 ms for a row-id-prefiltered one). Returning every match grows with the table,
-# so larger tables keep the top-k call and the prefiltered one.
+# for a top-50 call plus 6 ms for a row-id-prefiltered one; since then from an in-memory index, see
+# _resident_index). Returning every match grows with the table, so larger tables keep the top-k call and
+# score the candidates' BM25 from their own text (_rm3).
 _SCORE_ALL_MAX_ROWS = 20_000
+# Collection statistics for BM25 over the candidates' own text (pipeline.query.bm25): every
+# passage up to this many, else a fixed-seed uniform sample of this many (read once when the searcher
+# loads: 4.2 s at 1M chunks on the loaded benchmark machine).
+_STATS_SAMPLE_ROWS = 20_000
 
 
 @dataclass
@@ -112,6 +118,11 @@ class Searcher:
         return t
 
     @cached_property
+    def _meta_lists(self) -> dict[str, list]:
+        """The metadata columns a result shows, as Python lists by paper row (no Arrow slice per result)."""
+        return {c: self.meta[c].to_pylist() for c in ("external_id", "title", "authors", "year")}
+
+    @cached_property
     def paper_row(self) -> dict[str, int]:
         return {pid: i for i, pid in enumerate(self.meta["paper_id"].to_pylist())}
 
@@ -159,13 +170,49 @@ class Searcher:
         """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first."""
         from lancedb.query import MatchQuery
 
+        index = self._resident_index
+        if index is not None and where is None and isinstance(query, str):  # the same scores, from memory
+            return index.search(query)
         t = self.fts.query(MatchQuery(query, "text") if isinstance(query, str) else query, ["_score"],
                            len(self._resident[2].rowids), where)
         return t["_rowid"].to_numpy(), t["_score"].to_numpy().astype(np.float64)
 
+    @cached_property
+    def _cand_bm25(self) -> CandidateBM25:
+        """BM25 over candidate passages from their own text, with the table's statistics (counted once)."""
+        t0 = time.perf_counter()
+        analyzer = Analyzer()
+        flat = self._resident[2]
+        n = self.chunks.count_rows()
+        if flat is not None and len(flat.rowids) <= _STATS_SAMPLE_ROWS:  # every passage, already in memory
+            rowids, texts = flat.rowids, flat.rows["text"].to_pylist()
+        elif n <= _STATS_SAMPLE_ROWS:
+            t = scan(self.chunks, ["text"])
+            rowids, texts = t["_rowid"].to_numpy(), t["text"].to_pylist()
+        else:  # a uniform sample, the same in every process (fixed seed): the same scores everywhere
+            offsets = np.sort(np.random.default_rng(0).choice(n, _STATS_SAMPLE_ROWS, replace=False))
+            t = self.chunks.take_offsets(offsets.tolist()).select(["text"]).to_arrow()
+            rowids, texts = None, t["text"].to_pylist()
+        texts = [x or "" for x in texts]
+        stats = CollectionStats.count(analyzer, texts, n_docs=n)
+        scorer = CandidateBM25(analyzer, stats, capacity=max(100_000, len(texts)))
+        if rowids is not None:
+            scorer.remember(rowids, texts)  # a small table: every passage analysed once, scoring is a look-up
+        log.info("snapshot %s: BM25 statistics from %d of %d passages (%.1f s)", self.snap.snapshot_id,
+                 stats.sampled, n, time.perf_counter() - t0)
+        return scorer
+
+    @cached_property
+    def _resident_index(self) -> ResidentIndex | None:
+        """The BM25 inverted index of a small resident table (see :class:`pipeline.query.bm25.ResidentIndex`)."""
+        flat = self._resident[2]
+        if not self._score_all or len(flat.rowids) > _STATS_SAMPLE_ROWS:
+            return None
+        return ResidentIndex(self._cand_bm25, flat.rowids)
+
     def warm(self) -> Searcher:
-        """Load what every search needs now (metadata, resident vectors), not on the first query."""
-        _ = self.paper_row, self._resident, self._pagerank
+        """Load what every search needs now (metadata, resident vectors, BM25 statistics), not on the first query."""
+        _ = self.paper_row, self._meta_lists, self._resident, self._pagerank, self._cand_bm25, self._resident_index
         return self
 
     def close(self) -> None:
@@ -271,9 +318,9 @@ class Searcher:
                     allowed: set[str] | None = None, memo: dict | None = None):
         """Fused candidates for one query: (ids, fused score, bm25 normalised, rows by id)."""
         s = self.settings
-        if self._resident[2] is not None:  # the vector side is a sub-millisecond numpy scan: a thread costs more
-            sparse, sp_vecs = self._sparse(text, k_sparse, where, memo)
-            dense, de_vecs = self._dense(vec, k_dense, where, allowed)
+        flat = self._resident[2]
+        if flat is not None:  # the vector side is a sub-millisecond numpy scan: a thread costs more
+            return self._resident_candidates(flat, text, vec, where, fusion, k_sparse, k_dense, allowed, memo)
         else:  # both sides are LanceDB searches: run them side by side
             fs = self._pool.submit(self._sparse, text, k_sparse, where)
             dense, de_vecs = self._dense(vec, k_dense, where, allowed)
@@ -296,6 +343,47 @@ class Searcher:
                                      k_merge=s.query_k_merge, rrf_k=s.query_rrf_k)
         bm25 = dict(zip(sp_ids, fusion_mod.normalise_max(sp_scores)))
         return ids, fused, bm25, rows
+
+    def _resident_candidates(self, flat: FlatChunks, text: str, vec: np.ndarray, where: str | None, fusion: str,
+                             k_sparse: int, k_dense: int, allowed: set[str] | None, memo: dict | None):
+        """:meth:`_candidates` on a table held in memory: both sides as positions in it, fields by look-up."""
+        s = self.settings
+        sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo)
+        de_pos, _ = flat.nearest(vec, k_dense, allowed)
+        cols = flat.lists
+        chunk_ids, paper_ids, texts = cols["chunk_id"], cols["paper_id"], cols["text"]
+        sections, pages = cols.get("section"), cols.get("page_start")
+        rows: dict[str, _Cand] = {}
+        for p in [*sp_pos.tolist(), *de_pos.tolist()]:
+            cid = chunk_ids[p]
+            if cid not in rows:
+                rows[cid] = _Cand(cid, paper_ids[p], texts[p] or "", sections[p] if sections else None,
+                                  pages[p] if pages else None, flat.vectors[p], int(flat.rowids[p]))
+        sp_ids = [chunk_ids[p] for p in sp_pos.tolist()]
+        de_ids = [chunk_ids[p] for p in de_pos.tolist()]
+        de_scores = np.array([float(rows[c].vector @ vec) for c in de_ids])
+        ids, fused = fusion_mod.fuse(fusion, sp_ids, sp_scores, de_ids, de_scores, w_sparse=s.query_blend_sparse_weight,
+                                     k_merge=s.query_k_merge, rrf_k=s.query_rrf_k)
+        bm25 = dict(zip(sp_ids, fusion_mod.normalise_max(sp_scores)))
+        return ids, fused, bm25, rows
+
+    def _sparse_positions(self, flat: FlatChunks, text: str, k: int, where: str | None,
+                          memo: dict | None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_sparse` as (positions in the resident table, raw BM25), best first."""
+        from lancedb.query import MatchQuery
+
+        try:
+            if self._score_all:  # every match scored once (kept in memo for the exact BM25)
+                rids, scores = self._all_scores(text, where)
+                if memo is not None and where is None:
+                    memo[text] = rids, scores
+                top = np.lexsort((rids, -scores))[:k]  # best first; ties by row id, as LanceDB's top-k
+                return flat.positions(rids[top]), scores[top]
+            t = self.fts.query(MatchQuery(text, "text"), ["_score"], k, where)
+            return flat.positions(t["_rowid"].to_numpy()), t["_score"].to_numpy().astype(np.float64)
+        except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
+            log.debug("full-text search found nothing for %r: %s", text, exc)
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
 
     # ---- filters ------------------------------------------------------------------------------
     def _allowed(self, f: Filters) -> tuple[set[str] | None, str | None]:
@@ -423,54 +511,41 @@ class Searcher:
         order = sig.best_per_paper([c.paper_id for c in cands], total)
 
         # optional stages on each paper's best passage
-        best = [(i, float(total[i]), {n: float(S[n][i]) for n in S}) for i in order]
+        # (passage, score, signals added by the optional stages); each result's full signals are read at the end
+        best = [(i, float(total[i]), {}) for i in order]
         if title_boost:
             best = self._title_boost(q, best, cands, f)
         if rerank:
             best = self._rerank(q, best, cands, resp)
         best.sort(key=lambda b: -b[1])
 
-        for rank, (i, score_i, signals_i) in enumerate(best[:k], start=1):
+        for rank, (i, score_i, added) in enumerate(best[:k], start=1):
             c = cands[i]
-            m = self.meta.slice(self.paper_row[c.paper_id], 1).to_pylist()[0]
+            signals_i = {**{n: float(S[n][i]) for n in S}, **added}
+            row, m = self.paper_row[c.paper_id], self._meta_lists
             resp.results.append(Result(
-                paper_id=c.paper_id, external_id=m.get("external_id"), title=m.get("title"), authors=m.get("authors") or [],
-                year=m.get("year"), score=score_i, signals=signals_i, passage=c.text, page=c.page, section=c.section,
+                paper_id=c.paper_id, external_id=m["external_id"][row], title=m["title"][row], authors=m["authors"][row] or [],
+                year=m["year"][row], score=score_i, signals=signals_i, passage=c.text, page=c.page, section=c.section,
                 chunk_id=c.chunk_id, rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
         resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return resp
 
-    def _lexical(self, query, rowids: list[int], cands: list[_Cand], memo: dict | None = None) -> np.ndarray:
-        """Raw BM25 of ``query`` (text or a LanceDB FTS query) for exactly the candidate passages.
-
-        The FTS index's own scoring (same analyzer and collection statistics as the candidate
-        search), restricted by a ``_rowid`` prefilter, so a passage found only by vector search
-        gets its real BM25 instead of 0. 0 where the passage does not match.
-        """
-        from lancedb.query import MatchQuery
-
-        if self._score_all:
-            try:
-                hit = (memo or {}).get(query) if isinstance(query, str) else None
-                rids, scores = hit if hit is not None else self._all_scores(query)
-            except Exception as exc:  # e.g. only stopwords: nothing matches
-                log.debug("full-text scoring failed for %r: %s", query, exc)
-                return np.zeros(len(cands))
-            got = dict(zip(rids.tolist(), scores.tolist()))
-            return np.array([got.get(c.rowid, 0.0) for c in cands])
-        if isinstance(query, str):
-            query = MatchQuery(query, "text")
+    def _lexical(self, query: str, cands: list[_Cand], memo: dict | None = None) -> np.ndarray:
+        """Raw BM25 of ``query`` for exactly the candidate passages, on a table whose every chunk the first
+        pass scored (``_score_all``): a look-up in this search's ``memo`` (else one scoring of every chunk).
+        0 where the passage does not match."""
         try:
-            t = self.fts.query(query, ["chunk_id", "_score"], len(rowids), f"_rowid IN ({', '.join(map(str, rowids))})")
+            hit = (memo or {}).get(query)
+            rids, scores = hit if hit is not None else self._all_scores(query)
         except Exception as exc:  # e.g. only stopwords: nothing matches
-            log.debug("full-text scoring of the candidates failed for %r: %s", query, exc)
+            log.debug("full-text scoring failed for %r: %s", query, exc)
             return np.zeros(len(cands))
-        got = dict(zip(t["chunk_id"].to_pylist(), t["_score"].to_pylist())) if t.num_rows else {}
-        return np.array([float(got.get(c.chunk_id, 0.0)) for c in cands])
+        got = dict(zip(rids.tolist(), scores.tolist()))
+        return np.array([got.get(c.rowid, 0.0) for c in cands])
 
     def _rm3(self, q: str, fb: RM3Feedback, cands: list[_Cand], S: dict[str, np.ndarray], w: dict[str, float],
              resp: SearchResponse, memo: dict | None = None) -> None:
-        """Lexical RM3 feedback: sets the exact ``bm25`` of every candidate and the ``rm3`` signal.
+        """Lexical RM3 feedback: sets the ``bm25`` of every candidate and the ``rm3`` signal.
 
         1. the first-pass ranking (``rm3 = bm25``); its top ``fb.fb_docs`` papers' best passages, weighted
            by exp(score), give the relevance model P(w|R) (:func:`pipeline.query.expand.feedback_terms`);
@@ -478,22 +553,28 @@ class Searcher:
            every candidate, over its best; the weights interpolate it with ``bm25`` as RM3 does;
         3. meanwhile ``bm25`` becomes the original query's BM25 for every candidate (vector-only ones
            included, instead of 0), over its best.
-        """
-        from lancedb.query import BooleanQuery, MatchQuery, Occur
 
+        Both BM25s come from the candidates' own text and the table's statistics
+        (:mod:`pipeline.query.bm25`), not from a second and third full-text query: on tables of up to
+        ``_STATS_SAMPLE_ROWS`` passages they are the index's own scores; above, the statistics (N,
+        mean length, document frequencies) are estimated from a fixed sample of that many passages.
+        """
         rowids = [c.rowid for c in cands]
         if any(r is None for r in rowids):
             return
-        # a second LanceDB query runs beside the feedback query below; on small tables the first pass
-        # already scored every chunk, so it is a look-up at the end instead (no thread needed)
-        exact = None if self._score_all else self._pool.submit(self._lexical, q, rowids, cands, memo)
+        texts = [c.text for c in cands]
         first = sig.score({**S, "rm3": S["bm25"]}, w)
         top = sig.best_per_paper([c.paper_id for c in cands], first)[: fb.fb_docs]
         terms = fb.terms(q, [(cands[i].text, math.exp(first[i])) for i in top])
         if terms:
+            # BM25 of the feedback terms (each boosted by P(w|R) over the best), over the candidates' own
+            # text with the table's statistics: what LanceDB's index answers for the same boolean query,
+            # without walking 30 posting lists over the whole table (pipeline.query.bm25)
             best = max(p for _, p in terms) or 1.0
-            e = self._lexical(BooleanQuery([(Occur.SHOULD, MatchQuery(t, "text", boost=p / best)) for t, p in terms]), rowids, cands)
-        ex = self._lexical(q, rowids, cands, memo) if exact is None else exact.result()
+            e = self._cand_bm25.score([(t, p / best) for t, p in terms], rowids, texts)
+        # the original query's BM25 for every candidate (vector-only ones included): on small tables the first
+        # pass scored every chunk (a look-up); else from the candidates' text, as the feedback terms above
+        ex = self._lexical(q, cands, memo) if self._score_all else self._cand_bm25.score([(q, 1.0)], rowids, texts)
         if ex.max() > 0:
             S["bm25"] = ex / ex.max()
         if not terms:

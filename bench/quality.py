@@ -12,7 +12,10 @@ row is re-scored on each half from the TREC run files, so a gain that exists on 
 one collection) shows up.
 
     .venv/bin/python -m bench.quality [--collections cisi,cranfield] [--workdir DIR] [--rebuild]
-                                      [--no-ablations] [--md PATH]
+                                      [--no-ablations] [--md PATH] [--json PATH]
+
+The embedding backend and precision come from the environment like every setting
+(``PAPERKB_EMBED_BACKEND=openvino PAPERKB_EMBED_PRECISION=bf16``): give each its own --workdir.
 """
 
 from __future__ import annotations
@@ -143,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rebuild", action="store_true", help="rebuild the warehouses even if a snapshot exists")
     ap.add_argument("--no-ablations", action="store_true", help="only default, BM25 only, dense only")
     ap.add_argument("--md", type=Path, default=OUT / "quality.md")
+    ap.add_argument("--json", type=Path, default=OUT / "quality.json", help="where the raw results go")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
         print(f"skipped: real test data not found at {DATA}")
@@ -160,12 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = {"summary": summary, "halves": halves(summary, d / rel), "build_seconds": build_s,
                          "eval_seconds": round(time.perf_counter() - t0, 1)}
         print(json.dumps({r["name"]: r["measures"] for r in summary["rows"]}, indent=1), flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "quality.json").write_text(json.dumps(results, indent=2))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
     cmdline = "python -m bench.quality " + " ".join(argv if argv is not None else sys.argv[1:])
     args.md.parent.mkdir(parents=True, exist_ok=True)
     args.md.write_text(markdown(results, cmdline.strip()))
-    print(f"wrote {OUT / 'quality.json'} and {args.md}")
+    print(f"wrote {args.json} and {args.md}")
     return 0
 
 

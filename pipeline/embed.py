@@ -282,7 +282,10 @@ class VectorCache:
 
 
 def vector_cache_root(settings: Settings) -> Path:
-    return Path(settings.embed_cache_dir) if settings.embed_cache_dir else settings.warehouse / "vector_cache"
+    """The vector cache (``<model key>/`` folders) and the exported models (``models/``)."""
+    from pipeline.encoders import cache_root
+
+    return cache_root(settings)
 
 
 def _cache_meta_path(settings: Settings, key: str) -> Path:
@@ -312,7 +315,7 @@ def model_facts(settings: Settings, encoder: Encoder | None = None) -> dict:
     s = encoder.spec
     return {"name": s.name, "query_model": s.query_name, "doc_format": s.doc_format, "dim": dim,
             "truncate_dim": s.truncate_dim, "max_seq_length": s.max_seq_length, "key": _cache_key(encoder),
-            "path": s.doc_model, "query_path": s.query_model}
+            "path": s.doc_model, "query_path": s.query_model, "backend": s.backend, "precision": s.precision}
 
 
 # ---- fan-out API ------------------------------------------------------------------------------------------
@@ -344,21 +347,96 @@ def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tup
     return list(todo), list(todo.values())
 
 
+def length_order(inputs: list) -> np.ndarray:
+    """Positions of ``inputs`` longest first (characters, a pair's parts added): batches of similar
+    length pad little. Stable, so equal lengths keep their order."""
+    lengths = np.array([len(x) if isinstance(x, str) else sum(len(p or "") for p in x) for x in inputs], dtype=np.int64)
+    return np.argsort(-lengths, kind="stable")
+
+
+def encode_in_length_order(encode, inputs: list) -> np.ndarray:
+    """``encode(inputs)`` computed on the inputs sorted by length, rows returned in the original order."""
+    if not inputs:
+        return encode(inputs)
+    order = length_order(inputs)
+    vecs = encode([inputs[i] for i in order])
+    out = np.empty_like(vecs)
+    out[order] = vecs
+    return out
+
+
 def encode_checkpointed(settings: Settings, encoder: Encoder, cache: "VectorCache", part: str, hashes: list[str],
-                        inputs: list) -> int:
+                        inputs: list, *, overlap: bool = True) -> int:
     """Encode ``inputs`` in slices of ``embed_checkpoint_texts``, staging each slice's vectors as its own
     Parquet part as soon as it is done: a killed embed keeps every finished slice (the rerun's
-    ``_shard_work`` skips staged hashes, and the merge absorbs the parts)."""
+    ``_shard_work`` skips staged hashes, and the merge absorbs the parts).
+
+    The shard's texts are taken longest first (less padding per batch, the GPU's main waste); rows are
+    staged by content hash, so the order does not matter downstream. With ``overlap`` a writer thread
+    stages slice k (Arrow conversion, Parquet, rename) while the encoder works on slice k + 1, through a
+    queue of at most 2 slices: the encoder never waits for the disk, and memory stays bounded."""
     dim = _model_dim(settings, encoder)
     step = max(1, int(settings.embed_checkpoint_texts))
+    order = length_order(inputs)
+    hashes = [hashes[i] for i in order]
+    inputs = [inputs[i] for i in order]
     n_parts = (len(inputs) + step - 1) // step
-    for k, i in enumerate(range(0, len(inputs), step)):
-        vecs = encoder.encode_docs(inputs[i:i + step], show_progress=_tty())
+
+    def stage(k: int, i: int, vecs: np.ndarray) -> None:
         name = part if n_parts == 1 else f"{part}-c{k:05d}"
         cache.write_staged(name, hashes[i:i + step], vecs, dim)
         if n_parts > 1:
             log.debug("embed: checkpoint %d/%d (%d texts) staged as %s", k + 1, n_parts, min(len(inputs), i + step), name)
+
+    slices = [(k, i) for k, i in enumerate(range(0, len(inputs), step))]
+    if not overlap or n_parts < 2:
+        for k, i in slices:
+            stage(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
+        return len(inputs)
+    with StagingWriter(stage, depth=2) as writer:
+        for k, i in slices:
+            writer.put(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
     return len(inputs)
+
+
+class StagingWriter:
+    """A writer thread fed through a bounded queue: ``put`` blocks while ``depth`` slices wait; leaving
+    the ``with`` block waits for every write, and re-raises the first write error in the caller."""
+
+    def __init__(self, write, depth: int = 2):
+        import queue
+        import threading
+
+        self._write = write
+        self._q: "queue.Queue" = queue.Queue(maxsize=max(1, depth))
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="paperkb-embed-writer", daemon=True)
+
+    def __enter__(self) -> "StagingWriter":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    self._write(*item)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    self._error = exc
+
+    def put(self, *item) -> None:
+        if self._error is not None:
+            raise self._error
+        self._q.put(item)
+
+    def __exit__(self, *exc) -> None:
+        self._q.put(None)
+        self._thread.join()
+        if self._error is not None and exc[0] is None:
+            raise self._error
 
 
 def embed_shard(settings: Settings, shard: dict) -> dict:
@@ -540,7 +618,9 @@ def _stamp(schema: pa.Schema, facts: dict) -> pa.Schema:
                  f"{META_PREFIX}path".encode(): str(facts["path"]).encode(),
                  f"{META_PREFIX}query_path".encode(): str(facts["query_path"]).encode(),
                  f"{META_PREFIX}truncate_dim".encode(): str(facts["truncate_dim"] or "").encode(),
-                 f"{META_PREFIX}max_seq_length".encode(): str(facts["max_seq_length"] or "").encode()})
+                 f"{META_PREFIX}max_seq_length".encode(): str(facts["max_seq_length"] or "").encode(),
+                 f"{META_PREFIX}backend".encode(): str(facts.get("backend") or "torch").encode(),
+                 f"{META_PREFIX}precision".encode(): str(facts.get("precision") or "fp32").encode()})
     return schema.with_metadata(meta)
 
 
@@ -552,7 +632,9 @@ def table_model(table) -> dict:
     return {"name": get("model"), "query_model": get("query_model"), "dim": int(dim) if dim else None,
             "key": get("model_key"), "doc_format": get("doc_format"), "path": get("path"),
             "query_path": get("query_path"), "truncate_dim": int(trunc) if trunc else None,
-            "max_seq_length": int(seq) if seq else None}
+            "max_seq_length": int(seq) if seq else None,
+            # tables from before backends existed were embedded with torch fp32
+            "backend": get("backend") or "torch", "precision": get("precision") or "fp32"}
 
 
 def sync_table(db, name: str, table: pa.Table, key: str, facts: dict) -> dict:

@@ -191,9 +191,8 @@ class Searcher:
             from pathlib import Path
 
             if Path(path).exists():
-                m = encoders.load_model(path, device=getattr(self.settings, "embed_device", "cpu"),
-                                        truncate_dim=model.get("truncate_dim"), max_seq_length=model.get("max_seq_length"))
-                return lambda qs: np.asarray(m.encode(list(qs), normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
+                # the backend and precision the snapshot's documents were embedded with (older snapshots: torch fp32)
+                return encoders.snapshot_query_encoder(path, model, self.settings)
         return encoders.get_query_encoder(self.settings)
 
     def encode(self, queries: list[str]) -> np.ndarray:
@@ -224,6 +223,8 @@ class Searcher:
 
         if not bf16_wanted(getattr(self.settings, "query_bf16", None)):
             return contextlib.nullcontext()
+        if ((self.snap.manifest.get("model") or {}).get("backend") or "torch") != "torch":
+            return contextlib.nullcontext()  # ONNX Runtime / OpenVINO: the precision is the snapshot's, not autocast's
         import torch
 
         return torch.autocast("cpu", dtype=torch.bfloat16)

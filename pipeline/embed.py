@@ -326,8 +326,14 @@ def plan_shards(settings: Settings, n_shards: int = 1) -> list[dict]:
     return [{"index": i, "count": n, "part": f"{run}-{i:03d}"} for i in range(n)]
 
 
-def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tuple[list[str], list]:
-    """(hashes, inputs) of this shard's texts that are not cached or staged yet, deduplicated."""
+# a shard is sorted by length in windows of this many checkpoints: reading and hashing the next window
+# overlaps with encoding this one, and within a window the batches are of similar length
+SORT_WINDOW_CHECKPOINTS = 4
+
+
+def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, block: int):
+    """This shard's texts that are not cached or staged yet, deduplicated, as (hashes, inputs) blocks of
+    at most ``block``: the DuckDB read and the cache's known hashes first, then hashing block by block."""
     con = _open_read(settings)
     try:
         passages = read_passages(con)
@@ -336,15 +342,74 @@ def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tup
         con.close()
     inputs = passage_inputs(encoder, passages) + figure_inputs(encoder, figures)
     known = VectorCache(settings, _cache_key(encoder)).known_hashes()
-    todo: dict[str, Any] = {}
+    seen: set[str] = set()
+    hashes: list[str] = []
+    todo: list = []
     for x in inputs:
         h = input_hash(x)
-        if h in known or h in todo:
+        if h in known or h in seen:
             continue
         if shard is not None and shard_of(h, shard["count"]) != shard["index"]:
             continue
-        todo[h] = x
-    return list(todo), list(todo.values())
+        seen.add(h)
+        hashes.append(h)
+        todo.append(x)
+        if len(todo) >= block:
+            yield hashes, todo
+            hashes, todo = [], []
+    if todo:
+        yield hashes, todo
+
+
+def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tuple[list[str], list]:
+    """(hashes, inputs) of this shard's texts that are not cached or staged yet, deduplicated."""
+    hashes: list[str] = []
+    inputs: list = []
+    for h, x in _shard_blocks(settings, encoder, shard, block=1 << 62):
+        hashes += h
+        inputs += x
+    return hashes, inputs
+
+
+def prefetch(items: Iterable, depth: int = 1):
+    """Iterate ``items`` in a background thread, at most ``depth`` items ahead of the caller; an error
+    there is raised here. Leaving early stops the thread at its next item."""
+    import queue
+    import threading
+
+    q: "queue.Queue" = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(msg) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(msg, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for it in items:
+                if not put(("item", it)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            put(("error", exc))
+
+    t = threading.Thread(target=run, name="paperkb-embed-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, val = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise val
+            yield val
+    finally:
+        stop.set()
 
 
 def length_order(inputs: list) -> np.ndarray:
@@ -440,13 +505,20 @@ class StagingWriter:
 
 
 def embed_shard(settings: Settings, shard: dict) -> dict:
-    """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes."""
+    """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes.
+
+    Three stages overlap: a reader thread reads the warehouse and hashes the texts window by window
+    (``SORT_WINDOW_CHECKPOINTS`` checkpoints each), this thread encodes a window longest text first (the
+    model loads while the first window is read), and a writer thread stages each checkpoint's vectors."""
     encoder = get_encoder(settings)
-    hashes, inputs = _shard_work(settings, encoder, shard)
-    if inputs:
-        encode_checkpointed(settings, encoder, VectorCache(settings, _cache_key(encoder)), shard["part"], hashes, inputs)
-    summary = {"shard": shard["index"], "encoded": len(inputs)}
-    log.info("embed shard %d/%d: encoded %d new texts", shard["index"] + 1, shard["count"], len(inputs))
+    cache = VectorCache(settings, _cache_key(encoder))
+    window = max(1, int(settings.embed_checkpoint_texts)) * SORT_WINDOW_CHECKPOINTS
+    encoded = 0
+    for j, (hashes, inputs) in enumerate(prefetch(_shard_blocks(settings, encoder, shard, window))):
+        part = shard["part"] if j == 0 else f"{shard['part']}-w{j:05d}"
+        encoded += encode_checkpointed(settings, encoder, cache, part, hashes, inputs)
+    summary = {"shard": shard["index"], "encoded": encoded}
+    log.info("embed shard %d/%d: encoded %d new texts", shard["index"] + 1, shard["count"], encoded)
     return summary
 
 
@@ -507,7 +579,7 @@ def merge_embeddings(settings: Settings) -> dict:
     t_index = time.perf_counter()
 
     summary = {
-        "model": facts["name"], "dim": dim, "encoded": len(missing),
+        "model": facts["name"], "dim": dim, "encoded": len(missing), "runtime": encoder.spec.runtime.label(),
         "passages": chunks_t.num_rows, "papers": papers_t.num_rows, "figures": figures_t.num_rows,
         "changes": changes, "indexes_built": indexes, "seconds": round(time.perf_counter() - t0, 2),
         "timings": {"read_and_encode_s": round(t_read - t0, 2), "build_s": round(t_build - t_read, 2),

@@ -200,11 +200,23 @@ def _example(st_model, names: list[str]):
     return tuple(feats[k] for k in names)
 
 
+def require_backend(rt: Runtime) -> None:
+    """One line naming what to install when the backend's packages are missing (checked before loading)."""
+    if rt.backend == "onnx":
+        try:
+            import onnx  # noqa: F401  (torch's exporter and the quantizer need it)
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:
+            raise UserError(f"embed_backend onnx needs ONNX Runtime and onnx ({exc.name} is missing): "
+                            f"pip install '{ONNX_EXTRA}'") from exc
+    elif rt.backend == "openvino":
+        try:
+            import openvino  # noqa: F401
+        except ImportError as exc:
+            raise UserError("embed_backend openvino needs OpenVINO (a dependency of paperkb): pip install openvino") from exc
+
+
 def _export_onnx_fp32(st_model, out: Path) -> None:
-    try:
-        import onnx  # noqa: F401  (torch's exporter needs it)
-    except ImportError as exc:
-        raise UserError(f"embed_backend onnx needs the onnx packages: pip install '{ONNX_EXTRA}'") from exc
     import torch
 
     names = _input_names(st_model)
@@ -240,7 +252,7 @@ def _export(st_model, name_or_path: str, root: Path, rt: Runtime, tmp: Path) -> 
         raise ValueError(rt.backend)
 
 
-_EXPORT_LOCK = threading.Lock()
+_EXPORT_LOCK = threading.RLock()  # reentrant: the int8 export first makes (or takes) the fp32 one
 
 
 def ensure_export(st_model, name_or_path: str, root: Path, rt: Runtime) -> Path:
@@ -308,10 +320,8 @@ def _make_module(run, config, input_names: list[str]):
 
 
 def _onnx_runner(path: Path, threads: int | None):
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise UserError(f"embed_backend onnx needs ONNX Runtime: pip install '{ONNX_EXTRA}'") from exc
+    import onnxruntime as ort
+
     so = ort.SessionOptions()
     if threads:
         so.intra_op_num_threads = threads
@@ -352,6 +362,7 @@ def attach(st_model, name_or_path: str, root: Path, rt: Runtime, threads: int | 
     if not isinstance(first, Transformer):
         raise UserError(f"embed_backend {rt.backend} needs a transformer model; {name_or_path!r} starts with "
                         f"{type(first).__name__}: use embed_backend torch")
+    require_backend(rt)
     path = ensure_export(st_model, name_or_path, root, rt)
     if rt.backend == "onnx":
         run, names = _onnx_runner(path, threads)

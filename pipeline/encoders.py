@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.encoder_backends import Runtime, attach, resolve
+from pipeline.encoder_backends import Runtime, attach, require_backend, resolve
 from pipeline.errors import UserError
 from pipeline.settings import Settings
 
@@ -138,6 +138,7 @@ def load_model(name_or_path: str, *, device: str = "cpu", truncate_dim: int | No
     else:
         threads = None  # torch threads are process-wide: the caller sets them
     key = (name_or_path, device, truncate_dim, max_seq_length, runtime, str(export_root), threads)
+    require_backend(runtime)
     with _LOCK:
         model = _MODELS.get(key)
         if model is None:

@@ -129,6 +129,21 @@ def test_bad_setting_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("paperkb: error: embed_precision int8 does not go with embed_backend torch")
 
 
+def test_missing_onnx_extra_is_one_line_naming_it(shared_data, tmp_path):
+    from embed_helpers import make_settings
+
+    import_cisi_subset(make_settings(tmp_path), shared_data, 2)
+    code = ("import sys; sys.modules['onnxruntime'] = None; from pipeline.cli import main;"
+            f"sys.argv = ['paperkb', '--warehouse', {str(tmp_path / 'warehouse')!r}, 'embed']; sys.exit(main())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_")}
+    env.update(PAPERKB_EMBED_BACKEND="onnx", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO_ROOT))
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "Warning" not in ln and not ln.startswith(" ")]
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert lines[-1].startswith("paperkb: error: embed_backend onnx needs ONNX Runtime and onnx")
+    assert "pip install 'paperkb[onnx]'" in lines[-1] and sum(ln.startswith("paperkb:") for ln in lines) == 1
+
+
 # ---- exports and vectors --------------------------------------------------------------------------------
 def test_onnx_fp32_matches_torch(texts, torch_vectors, tmp_path, export_cache):
     v = _encoder(tmp_path, export_cache, "onnx", "fp32").encode_docs(texts)
@@ -183,6 +198,19 @@ def test_second_load_reuses_the_export(tmp_path, export_cache):
     assert first.stat().st_mtime_ns == stamp
 
 
+def test_int8_export_into_an_empty_cache_makes_the_fp32_one_first(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from pipeline.encoder_backends import Runtime, ensure_export, exported_file
+    from pipeline.encoders import default_model_path
+
+    path = default_model_path()
+    got = ensure_export(SentenceTransformer(path, device="cpu"), path, tmp_path, Runtime("onnx", "int8"))
+    fp32 = exported_file(tmp_path, path, Runtime("onnx", "fp32"))
+    assert got.is_file() and fp32.is_file()
+    assert got.stat().st_size < 0.7 * fp32.stat().st_size  # MatMul weights int8 (the embedding table stays fp32)
+
+
 # ---- the GPU path's pieces, run on the CPU ----------------------------------------------------------------
 def test_length_order_restores_the_original_order(texts, torch_vectors, tmp_path, export_cache):
     from pipeline.embed import encode_in_length_order, length_order
@@ -223,6 +251,54 @@ def test_overlapped_staging_writes_the_same_rows_as_sequential(shared_data, tmp_
     assert rows[False].keys() == rows[True].keys()
     for h in hashes:
         np.testing.assert_array_equal(np.array(rows[False][h]), np.array(rows[True][h]))
+
+
+def test_streamed_shard_stages_the_same_rows_as_sequential_encoding(shared_data, tmp_path, export_cache):
+    """embed_shard (reader thread, windows sorted by length, writer thread) against the same windows
+    read, encoded and staged one after the other in this thread."""
+    from pipeline.embed import (SORT_WINDOW_CHECKPOINTS, VectorCache, _cache_key, _shard_blocks, _shard_work, embed_shard,
+                                encode_checkpointed, plan_shards)
+    from pipeline.encoders import get_encoder
+
+    s = _settings(tmp_path, export_cache, embed_backend="onnx", embed_precision="int8", embed_checkpoint_texts=2)
+    import_cisi_subset(s, shared_data, 19)
+    enc = get_encoder(s)
+    hashes, _ = _shard_work(s, enc, None)
+    shard = plan_shards(s, 1)[0]
+    seq = VectorCache(s, _cache_key(enc))
+    seq.staging = tmp_path / "sequential"
+    for j, (h, x) in enumerate(_shard_blocks(s, enc, shard, 2 * SORT_WINDOW_CHECKPOINTS)):
+        encode_checkpointed(s, enc, seq, shard["part"] if j == 0 else f"{shard['part']}-w{j:05d}", h, x, overlap=False)
+    assert embed_shard(s, shard)["encoded"] == 19
+    staged = VectorCache(s, _cache_key(enc)).staged()
+    assert len(staged) == 10 and any("-w00002" in f.name for f in staged)  # 3 windows of <= 8, checkpoints of 2
+    assert [f.name for f in staged] == [f.name for f in seq.staged()]
+
+    def rows(files):
+        t = __import__("pyarrow").concat_tables([pq.read_table(f) for f in files])
+        return dict(zip(t.column("content_hash").to_pylist(), t.column("vector").to_pylist()))
+
+    a, b = rows(seq.staged()), rows(staged)
+    assert a.keys() == b.keys() == set(hashes) and len(a) == 19
+    for h in hashes:
+        np.testing.assert_array_equal(np.array(a[h]), np.array(b[h]))
+    # a rerun finds everything staged: nothing to read past the hashes, nothing encoded
+    assert embed_shard(s, plan_shards(s, 1)[0])["encoded"] == 0
+
+
+def test_prefetch_hands_errors_to_the_caller():
+    from pipeline.embed import prefetch
+
+    def items():
+        yield 1
+        raise ValueError("bad row")
+
+    got = []
+    with pytest.raises(ValueError, match="bad row"):
+        for x in prefetch(items()):
+            got.append(x)
+    assert got == [1]
+    assert list(prefetch(iter(range(5)), depth=2)) == [0, 1, 2, 3, 4]
 
 
 def test_staging_writer_hands_write_errors_to_the_caller():

@@ -136,7 +136,7 @@ def _share_exports(src, dest) -> None:
 def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: int) -> dict:
     """The embed step per backend/precision on the same CISI abstracts, side by side in one run."""
     from pipeline.collections import import_collection
-    from pipeline.embed import read_passages, passage_inputs, run_embed, _open_read
+    from pipeline.embed import input_hash, read_passages, passage_inputs, run_embed, _open_read
     from pipeline.encoders import get_encoder
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-backends-"))
@@ -161,6 +161,7 @@ def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: in
         enc.encode_docs(texts[:batch_size])
         load_s = time.perf_counter() - t0
         vectors[(b, p)] = enc.encode_docs(texts)
+        out["texts"] = len({input_hash(x) for x in texts})  # distinct texts: what the step encodes (CISI repeats one)
         settings[(b, p)] = s
         out["configs"][f"{b}:{p}"] = {"runtime": enc.spec.runtime.label(), "key": enc.key,
                                        "load_and_export_s": round(load_s, 1), "step_s": [], "ratio_vs_torch_fp32": []}

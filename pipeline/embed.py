@@ -508,8 +508,8 @@ def embed_shard(settings: Settings, shard: dict) -> dict:
     """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes.
 
     Three stages overlap: a reader thread reads the warehouse and hashes the texts window by window
-    (``SORT_WINDOW_CHECKPOINTS`` checkpoints each), this thread encodes a window longest text first (the
-    model loads while the first window is read), and a writer thread stages each checkpoint's vectors."""
+    (``SORT_WINDOW_CHECKPOINTS`` checkpoints each), this thread encodes a window longest text first while the
+    next window is hashed, and a writer thread stages each checkpoint's vectors."""
     encoder = get_encoder(settings)
     cache = VectorCache(settings, _cache_key(encoder))
     window = max(1, int(settings.embed_checkpoint_texts)) * SORT_WINDOW_CHECKPOINTS

@@ -56,8 +56,8 @@ log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "openvino")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 # the backend where the setting is unset ('auto') and the device is the CPU. OpenVINO bf16 measured
-# 2.6x torch fp32 with the same rankings (BENCHMARKS.md, "Embedding backends"), but it stays opt-in for
-# now: bf16 vectors move with batch composition (~4e-4 per component), which tests across the suite
+# 2.2-2.3x less CPU than torch fp32 (1.5-3.2x wall) with the same rankings (BENCHMARKS.md, "Embedding backends and the GPU path"),
+# but it stays opt-in for now: bf16 vectors move with batch composition (~4e-4 per component), which tests across the suite
 # that compare vectors at 1e-5, or expect torch's bf16 autocast on queries, would have to allow for first.
 DEFAULT_CPU_BACKEND = "torch"
 ONNX_EXTRA = "paperkb[onnx]"

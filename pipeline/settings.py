@@ -123,8 +123,8 @@ class Settings(BaseSettings):
         default=None, description="vector cache by (model, content hash); None = <warehouse>/vector_cache. Safe to share")
     embed_device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1, mps")
     embed_backend: str | None = Field(
-        default=None, description="where the model runs: torch | onnx | openvino (None = torch). openvino bf16 is 2.6x "
-        "faster on CPUs with native bfloat16 at the same quality (BENCHMARKS.md). Part of the vector space's identity, "
+        default=None, description="where the model runs: torch | onnx | openvino (None = torch). openvino bf16 costs 2.2x "
+        "less CPU on CPUs with native bfloat16 at the same quality (BENCHMARKS.md). Part of the vector space's identity, "
         "recorded in the snapshot: queries use the same")
     embed_precision: str | None = Field(
         default=None, description="fp32 | bf16 | fp16 | int8 (None = auto: fp16 on CUDA, bf16 with openvino on a CPU "

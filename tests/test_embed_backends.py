@@ -1,8 +1,9 @@
 """Embedding backends (torch, ONNX Runtime, OpenVINO) and precisions, the GPU path's length order and
 overlapped staging, on real CISI abstracts with the bundled all-MiniLM-L6-v2.
 
-Exports are kept in one session-scoped cache folder, so each (backend, precision) is exported once
-for the whole module."""
+Exports are kept in one session-scoped cache folder, so each (backend, precision) is exported once.
+The fast tests take ~30 s here; the OpenVINO conversion, the empty-cache export and the subprocess
+with a missing package are marked slow."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ from conftest import REPO_ROOT, isolated_settings
 N_TEXTS = 24
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def export_cache(tmp_path_factory) -> Path:
-    """One vector cache (with its models/ exports) shared by the module's tests."""
+    """One vector cache (with its models/ exports) shared by these tests."""
     return tmp_path_factory.mktemp("vector_cache")
 
 
@@ -129,6 +130,7 @@ def test_bad_setting_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("paperkb: error: embed_precision int8 does not go with embed_backend torch")
 
 
+@pytest.mark.slow
 def test_missing_onnx_extra_is_one_line_naming_it(shared_data, tmp_path):
     from embed_helpers import make_settings
 
@@ -159,6 +161,7 @@ def test_onnx_int8_is_close(texts, torch_vectors, tmp_path, export_cache):
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_openvino_matches_torch(texts, torch_vectors, tmp_path, export_cache):
     from pipeline.encoder_backends import cpu_has_native_bf16
 
@@ -198,6 +201,7 @@ def test_second_load_reuses_the_export(tmp_path, export_cache):
     assert first.stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_int8_export_into_an_empty_cache_makes_the_fp32_one_first(tmp_path):
     from sentence_transformers import SentenceTransformer
 

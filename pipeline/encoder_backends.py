@@ -1,7 +1,8 @@
 """Where a sentence-transformers model runs: torch, ONNX Runtime or OpenVINO, at which precision.
 
 ``PAPERKB_EMBED_BACKEND`` and ``PAPERKB_EMBED_PRECISION`` pick it; :func:`resolve` checks the pair
-against the device and turns ``auto`` into a concrete choice. What each precision means:
+against the device and turns ``auto`` (unset) into a concrete choice: backend torch; precision fp16
+on CUDA, bf16 for openvino on CPUs with native bfloat16, else fp32. What each precision means:
 
 ============  ==============================================  =======================================
 backend       precision                                       what runs
@@ -18,7 +19,8 @@ onnx          int8                                            the same graph, Ma
 openvino      fp32                                            the model converted to OpenVINO IR,
                                                               inference precision f32
 openvino      bf16                                            the same IR, inference precision bf16
-                                                              (CPUs with AVX512-BF16 or AMX; the default)
+                                                              (CPUs with AVX512-BF16 or AMX; the default
+                                                              precision for openvino on such CPUs)
 ============  ==============================================  =======================================
 
 Every other pair is refused with one line (int8 with torch or OpenVINO, half precision with ONNX

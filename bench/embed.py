@@ -12,7 +12,16 @@
    ``merge_embeddings`` (ANN index included past ``embed_vector_index_min_rows``), then
    ``run_publish`` timed and the snapshot's size measured.
 
+4. ``--backends torch:fp32,onnx:int8,openvino:bf16``: the embed step (``run_embed`` on a fresh warehouse,
+   as in 1) once per backend/precision on the same texts, rotated within each round so all see the same
+   load; texts/s and the ratio to torch fp32 of the same round, the one-off export time, and how close
+   each one's vectors are to torch fp32's (cosine).
+
     .venv/bin/python -m bench.embed [--texts 400] [--rounds 2] [--chunks 100000]
+    .venv/bin/python -m bench.embed --backends torch:fp32,onnx:fp32,onnx:int8,openvino:fp32,openvino:bf16 \
+        --texts 300 --rounds 3 --chunks 0 --skip-throughput
+    # on a GPU host: the step against bare fp16 encode, same texts (CISI x4 = 5,840 abstracts)
+    .venv/bin/python -m bench.embed --device cuda --precision fp16 --texts 1460 --copies 4 --batch-size 256 --chunks 0
 """
 
 from __future__ import annotations
@@ -38,10 +47,17 @@ OUT = ROOT / "bench" / "out"
 SHARED = Path(os.environ.get("PAPERKB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
-def cisi_docs(n: int) -> str:
+def cisi_docs(n: int, copies: int = 1) -> str:
+    """The first ``n`` CISI records (SMART format); ``copies`` > 1 repeats them under new ids with
+    ``copy k:`` before each abstract, so every copy is a distinct text (more real passages for a GPU)."""
     text = (SHARED / "collections" / "cisi" / "CISI.ALL").read_text(encoding="utf-8", errors="replace")
     starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
-    return text[: starts[n] if n < len(starts) else len(text)]
+    head = text[: starts[n] if n < len(starts) else len(text)]
+    out = [head]
+    for k in range(1, max(1, copies)):
+        c = re.sub(r"^\.I (\d+)", lambda m: f".I {int(m.group(1)) + 10000 * k}", head, flags=re.M)
+        out.append(re.sub(r"^\.W\n", f".W\ncopy {k}: ", c, flags=re.M))
+    return "".join(out)
 
 
 def fresh_settings(root: Path, **kw):
@@ -50,17 +66,19 @@ def fresh_settings(root: Path, **kw):
     return Settings(warehouse=root / "warehouse", **kw)
 
 
-def bench_throughput(n_texts: int, rounds: int, batch_size: int) -> dict:
+def bench_throughput(n_texts: int, rounds: int, batch_size: int, copies: int = 1, **runtime) -> dict:
+    """Step vs bare encode; ``runtime``: embed_device / embed_backend / embed_precision for both sides."""
     from pipeline.collections import import_collection
     from pipeline.embed import read_passages, passage_inputs, run_embed, _open_read
     from pipeline.encoders import get_encoder
 
+    runtime = {k: v for k, v in runtime.items() if v}
     tmp = Path(tempfile.mkdtemp(prefix="bench-embed-"))
     src = tmp / "cisi" / "CISI.ALL"
     src.parent.mkdir(parents=True)
-    src.write_text(cisi_docs(n_texts), encoding="utf-8")
+    src.write_text(cisi_docs(n_texts, copies), encoding="utf-8")
     # the texts exactly as the step will see them, read once from a template warehouse
-    template = fresh_settings(tmp / "template", embed_batch_size=batch_size)
+    template = fresh_settings(tmp / "template", embed_batch_size=batch_size, **runtime)
     import_collection(template, src, fmt="smart", name="cisi")
     enc = get_encoder(template)
     con = _open_read(template)
@@ -78,7 +96,8 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int) -> dict:
 
         run_root = tmp / f"run{r}"
         shutil.copytree(template.warehouse, run_root / "warehouse")  # imported, never embedded
-        s = fresh_settings(run_root, embed_batch_size=batch_size)
+        s = fresh_settings(run_root, embed_batch_size=batch_size, embed_cache_dir=tmp / f"cache{r}", **runtime)
+        _share_exports(template, s)
         t0, c0 = time.perf_counter(), time.process_time()
         first = run_embed(s)
         step.append(time.perf_counter() - t0)
@@ -90,7 +109,8 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int) -> dict:
     shutil.rmtree(tmp, ignore_errors=True)
     n = len(texts)
     res = {
-        "texts": n, "batch_size": batch_size, "rounds": rounds,
+        "texts": n, "batch_size": batch_size, "rounds": rounds, "runtime": enc.spec.runtime.label(),
+        "device": template.embed_device,
         "bare_s": [round(x, 2) for x in bare], "step_s": [round(x, 2) for x in step],
         "bare_texts_per_s": round(n / min(bare), 1), "step_texts_per_s": round(n / min(step), 1),
         "ratio_best": round(min(bare) / min(step), 3),
@@ -100,6 +120,88 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int) -> dict:
         "rerun_s": [round(t, 2) for t, _ in rerun], "rerun_encoded": [e for _, e in rerun],
     }
     return res
+
+
+def _share_exports(src, dest) -> None:
+    """Point ``dest``'s export folder at ``src``'s, so a timed run loads the export made before timing."""
+    from pipeline.embed import vector_cache_root
+
+    a, b = vector_cache_root(src) / "models", vector_cache_root(dest) / "models"
+    a.mkdir(parents=True, exist_ok=True)
+    b.parent.mkdir(parents=True, exist_ok=True)
+    if not b.exists():
+        b.symlink_to(a, target_is_directory=True)
+
+
+def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: int) -> dict:
+    """The embed step per backend/precision on the same CISI abstracts, side by side in one run."""
+    from pipeline.collections import import_collection
+    from pipeline.embed import input_hash, read_passages, passage_inputs, run_embed, _open_read
+    from pipeline.encoders import get_encoder
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-backends-"))
+    src = tmp / "cisi" / "CISI.ALL"
+    src.parent.mkdir(parents=True)
+    src.write_text(cisi_docs(n_texts), encoding="utf-8")
+    base = fresh_settings(tmp / "template", embed_batch_size=batch_size)
+    import_collection(base, src, fmt="smart", name="cisi")
+    pairs = [tuple(c.split(":")) for c in configs]
+    if ("torch", "fp32") not in pairs:
+        pairs.insert(0, ("torch", "fp32"))
+    con = _open_read(base)
+    passages = read_passages(con)
+    con.close()
+    out: dict = {"texts": passages.num_rows, "batch_size": batch_size, "rounds": rounds, "configs": {}}
+    vectors, settings = {}, {}
+    for b, p in pairs:  # load (and export, once) before timing; the vectors for the closeness check
+        s = base.model_copy(update={"embed_backend": b, "embed_precision": p})
+        t0 = time.perf_counter()
+        enc = get_encoder(s)
+        texts = passage_inputs(enc, passages)
+        enc.encode_docs(texts[:batch_size])
+        load_s = time.perf_counter() - t0
+        vectors[(b, p)] = enc.encode_docs(texts)
+        out["texts"] = len({input_hash(x) for x in texts})  # distinct texts: what the step encodes (CISI repeats one)
+        settings[(b, p)] = s
+        out["configs"][f"{b}:{p}"] = {"runtime": enc.spec.runtime.label(), "key": enc.key,
+                                       "load_and_export_s": round(load_s, 1), "step_s": [], "ratio_vs_torch_fp32": []}
+        print(f"{b}:{p} loaded in {load_s:.1f}s", flush=True)
+    ref = vectors[("torch", "fp32")]
+    for (b, p), v in vectors.items():
+        cos = (v * ref).sum(axis=1)
+        out["configs"][f"{b}:{p}"].update(cos_vs_torch_fp32_min=round(float(cos.min()), 6),
+                                          cos_vs_torch_fp32_mean=round(float(cos.mean()), 6))
+    for r in range(rounds):
+        times, cpu = {}, {}
+        order = pairs[r % len(pairs):] + pairs[:r % len(pairs)]  # rotate who goes first
+        for b, p in order:
+            run_root = tmp / f"run{r}-{b}-{p}"
+            shutil.copytree(base.warehouse, run_root / "warehouse")  # imported, never embedded
+            s = settings[(b, p)].model_copy(update={"warehouse": run_root / "warehouse",
+                                                    "embed_cache_dir": run_root / "vector_cache"})
+            _share_exports(settings[(b, p)], s)
+            t0, c0 = time.perf_counter(), time.process_time()
+            summary = run_embed(s)
+            times[(b, p)] = time.perf_counter() - t0
+            cpu[(b, p)] = time.process_time() - c0  # all threads of this process: what the step costs a free core
+            assert summary["encoded"] == out["texts"], summary
+            shutil.rmtree(run_root, ignore_errors=True)
+            print(f"round {r + 1} {b}:{p}: {out['texts'] / times[(b, p)]:.1f} texts/s ({times[(b, p)]:.1f}s wall, "
+                  f"{cpu[(b, p)]:.1f}s CPU) load {os.getloadavg()[0]:.1f}", flush=True)
+        for (b, p), t in times.items():
+            c = out["configs"][f"{b}:{p}"]
+            c["step_s"].append(round(t, 2))
+            c.setdefault("step_cpu_s", []).append(round(cpu[(b, p)], 2))
+            c["ratio_vs_torch_fp32"].append(round(times[("torch", "fp32")] / t, 3))
+            c.setdefault("cpu_ratio_vs_torch_fp32", []).append(round(cpu[("torch", "fp32")] / cpu[(b, p)], 3))
+    ref_cfg = out["configs"]["torch:fp32"]
+    for c in out["configs"].values():
+        c["texts_per_s_best"] = round(out["texts"] / min(c["step_s"]), 1)
+        c["ratio_of_best"] = round(min(ref_cfg["step_s"]) / min(c["step_s"]), 3)
+        c["cpu_ratio_of_best"] = round(min(ref_cfg["step_cpu_s"]) / min(c["step_cpu_s"]), 3)
+        c["ratio_median_of_rounds"] = float(np.median(c["ratio_vs_torch_fp32"]))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 def bench_publish(n_chunks: int, chunks_per_paper: int = 20, **settings_kw) -> dict:
@@ -172,22 +274,40 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--chunks", type=int, default=100_000, help="chunks for the publish benchmark (0 = skip)")
+    ap.add_argument("--backends", default="", help="compare the step per backend:precision, e.g. torch:fp32,onnx:int8,openvino:bf16")
+    ap.add_argument("--skip-throughput", action="store_true", help="skip the step vs bare encode comparison")
+    ap.add_argument("--device", default=None, help="embed_device for the step vs bare comparison (cuda on a GPU host)")
+    ap.add_argument("--backend", default=None, help="embed_backend for the step vs bare comparison")
+    ap.add_argument("--precision", default=None, help="embed_precision for the step vs bare comparison (fp16 on CUDA)")
+    ap.add_argument("--copies", type=int, default=1, help="repeat the CISI texts under new ids (distinct texts) for more work")
+    ap.add_argument("--out", type=Path, default=OUT / "embed.json")
     a = ap.parse_args()
     import torch
 
     res = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                        "load_avg_at_start": os.getloadavg()}}
-    res["throughput"] = bench_throughput(a.texts, a.rounds, a.batch_size)
-    print(json.dumps(res["throughput"], indent=1), flush=True)
+    if a.backends:
+        res["backends"] = bench_backends([c for c in a.backends.split(",") if c], a.texts, a.rounds, a.batch_size)
+        print(json.dumps(res["backends"], indent=1), flush=True)
+    if not a.skip_throughput:
+        res["throughput"] = bench_throughput(a.texts, a.rounds, a.batch_size, a.copies, embed_device=a.device,
+                                             embed_backend=a.backend, embed_precision=a.precision)
+        print(json.dumps(res["throughput"], indent=1), flush=True)
     if a.chunks:
         res["publish"] = bench_publish(a.chunks)
         print(json.dumps(res["publish"], indent=1), flush=True)
     res["machine"]["load_avg_at_end"] = os.getloadavg()
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "embed.json").write_text(json.dumps(res, indent=1))
-    t = res["throughput"]
-    print(f"embed: step {t['step_texts_per_s']} texts/s vs bare encode {t['bare_texts_per_s']} texts/s "
-          f"-> ratio {t['ratio_best']} (target >= 0.85); unchanged rerun encoded {t['rerun_encoded']}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=1))
+    for name, c in res.get("backends", {}).get("configs", {}).items():
+        print(f"embed step {name}: {c['texts_per_s_best']} texts/s, {c['ratio_of_best']}x torch fp32 best-of-rounds "
+              f"(per round {c['ratio_vs_torch_fp32']}, CPU time {c['cpu_ratio_of_best']}x); "
+              f"cosine to torch fp32 min {c['cos_vs_torch_fp32_min']}")
+    t = res.get("throughput")
+    if t:
+        print(f"embed ({t['runtime']} on {t['device']}): step {t['step_texts_per_s']} texts/s vs bare encode "
+              f"{t['bare_texts_per_s']} texts/s -> ratio {t['ratio_best']} (target >= 0.85 on CPU, 0.8 on GPU fp16); "
+              f"unchanged rerun encoded {t['rerun_encoded']}")
     return 0
 
 

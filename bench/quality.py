@@ -12,11 +12,12 @@ row is re-scored on each half from the TREC run files, so a gain that exists on 
 one collection) shows up.
 
     .venv/bin/python -m bench.quality [--collections cisi,cranfield,cacm] [--workdir DIR] [--rebuild]
-                                      [--no-ablations] [--md PATH] [--baseline-ref 67fac46]
+                                      [--no-ablations] [--md PATH] [--json PATH] [--baseline-ref 67fac46]
 
 ``cacm`` is a held-out check: CACM ships no queries or judgements, so its topics come from its real
 citation links (:func:`cacm_topics`). ``--baseline-ref`` evaluates another commit's code on the same
-snapshots in the same run (side by side).
+snapshots in the same run (side by side). The embedding backend and precision come from the environment
+like every setting (``PAPERKB_EMBED_BACKEND=openvino PAPERKB_EMBED_PRECISION=bf16``): give each its own --workdir.
 """
 
 from __future__ import annotations
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-ref", default=None,
                     help="also evaluate the code of this git commit (git archive into a temp dir) on the same snapshots, "
                          "right after this code's evaluation, and add a side-by-side table")
+    ap.add_argument("--json", type=Path, default=OUT / "quality.json", help="where the raw results go")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
         print(f"skipped: real test data not found at {DATA}")
@@ -243,12 +245,12 @@ def main(argv: list[str] | None = None) -> int:
             results[name]["baseline"] = {"ref": args.baseline_ref, "summary": other}
         print(json.dumps({r["name"]: r["measures"] for r in summary["rows"]}, indent=1), flush=True)
     tmp.cleanup()
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "quality.json").write_text(json.dumps(results, indent=2))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
     cmdline = "python -m bench.quality " + " ".join(argv if argv is not None else sys.argv[1:])
     args.md.parent.mkdir(parents=True, exist_ok=True)
     args.md.write_text(markdown(results, cmdline.strip()))
-    print(f"wrote {OUT / 'quality.json'} and {args.md}")
+    print(f"wrote {args.json} and {args.md}")
     return 0
 
 

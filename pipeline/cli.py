@@ -225,16 +225,18 @@ def embed(
     query_model: Optional[str] = typer.Option(None, "--query-model", help="Separate query encoder for asymmetric models (setting embed_query_model)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Texts per encoder batch (setting embed_batch_size, default 64)."),
     device: Optional[str] = typer.Option(None, "--device", help="torch device: cpu, cuda, mps (setting embed_device)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="torch | onnx | openvino (setting embed_backend; default torch)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="fp32 | bf16 | fp16 | int8 (setting embed_precision; default by device and backend)."),
 ) -> None:
     """Encode new passages, abstracts and figure legends into LanceDB (incremental by content hash)."""
     from pipeline.embed import run_embed
 
     settings = get_settings(ctx, embed_model=model, embed_query_model=query_model, embed_batch_size=batch_size,
-                            embed_device=device)
+                            embed_device=device, embed_backend=backend, embed_precision=precision)
     s = run_embed(settings)
     ch = s["changes"]
     typer.echo(f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; "
-               f"{s['encoded']} texts encoded with {s['model']} ({s['dim']}-d); "
+               f"{s['encoded']} texts encoded with {s['model']} ({s['dim']}-d, {s.get('runtime', 'torch-fp32')}); "
                f"rows written {sum(c['inserted'] + c['updated'] for c in ch.values())}, "
                f"deleted {sum(c['deleted'] for c in ch.values())}; 0 rejected; {s['seconds']}s")
 

@@ -282,7 +282,10 @@ class VectorCache:
 
 
 def vector_cache_root(settings: Settings) -> Path:
-    return Path(settings.embed_cache_dir) if settings.embed_cache_dir else settings.warehouse / "vector_cache"
+    """The vector cache (``<model key>/`` folders) and the exported models (``models/``)."""
+    from pipeline.encoders import cache_root
+
+    return cache_root(settings)
 
 
 def _cache_meta_path(settings: Settings, key: str) -> Path:
@@ -312,7 +315,7 @@ def model_facts(settings: Settings, encoder: Encoder | None = None) -> dict:
     s = encoder.spec
     return {"name": s.name, "query_model": s.query_name, "doc_format": s.doc_format, "dim": dim,
             "truncate_dim": s.truncate_dim, "max_seq_length": s.max_seq_length, "key": _cache_key(encoder),
-            "path": s.doc_model, "query_path": s.query_model}
+            "path": s.doc_model, "query_path": s.query_model, "backend": s.backend, "precision": s.precision}
 
 
 # ---- fan-out API ------------------------------------------------------------------------------------------
@@ -323,8 +326,14 @@ def plan_shards(settings: Settings, n_shards: int = 1) -> list[dict]:
     return [{"index": i, "count": n, "part": f"{run}-{i:03d}"} for i in range(n)]
 
 
-def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tuple[list[str], list]:
-    """(hashes, inputs) of this shard's texts that are not cached or staged yet, deduplicated."""
+# a shard is sorted by length in windows of this many checkpoints: reading and hashing the next window
+# overlaps with encoding this one, and within a window the batches are of similar length
+SORT_WINDOW_CHECKPOINTS = 4
+
+
+def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, block: int):
+    """This shard's texts that are not cached or staged yet, deduplicated, as (hashes, inputs) blocks of
+    at most ``block``: the DuckDB read and the cache's known hashes first, then hashing block by block."""
     con = _open_read(settings)
     try:
         passages = read_passages(con)
@@ -333,42 +342,183 @@ def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tup
         con.close()
     inputs = passage_inputs(encoder, passages) + figure_inputs(encoder, figures)
     known = VectorCache(settings, _cache_key(encoder)).known_hashes()
-    todo: dict[str, Any] = {}
+    seen: set[str] = set()
+    hashes: list[str] = []
+    todo: list = []
     for x in inputs:
         h = input_hash(x)
-        if h in known or h in todo:
+        if h in known or h in seen:
             continue
         if shard is not None and shard_of(h, shard["count"]) != shard["index"]:
             continue
-        todo[h] = x
-    return list(todo), list(todo.values())
+        seen.add(h)
+        hashes.append(h)
+        todo.append(x)
+        if len(todo) >= block:
+            yield hashes, todo
+            hashes, todo = [], []
+    if todo:
+        yield hashes, todo
+
+
+def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tuple[list[str], list]:
+    """(hashes, inputs) of this shard's texts that are not cached or staged yet, deduplicated."""
+    hashes: list[str] = []
+    inputs: list = []
+    for h, x in _shard_blocks(settings, encoder, shard, block=1 << 62):
+        hashes += h
+        inputs += x
+    return hashes, inputs
+
+
+def prefetch(items: Iterable, depth: int = 1):
+    """Iterate ``items`` in a background thread, at most ``depth`` items ahead of the caller; an error
+    there is raised here. Leaving early stops the thread at its next item."""
+    import queue
+    import threading
+
+    q: "queue.Queue" = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(msg) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(msg, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for it in items:
+                if not put(("item", it)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            put(("error", exc))
+
+    t = threading.Thread(target=run, name="paperkb-embed-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, val = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise val
+            yield val
+    finally:
+        stop.set()
+
+
+def length_order(inputs: list) -> np.ndarray:
+    """Positions of ``inputs`` longest first (characters, a pair's parts added): batches of similar
+    length pad little. Stable, so equal lengths keep their order."""
+    lengths = np.array([len(x) if isinstance(x, str) else sum(len(p or "") for p in x) for x in inputs], dtype=np.int64)
+    return np.argsort(-lengths, kind="stable")
+
+
+def encode_in_length_order(encode, inputs: list) -> np.ndarray:
+    """``encode(inputs)`` computed on the inputs sorted by length, rows returned in the original order."""
+    if not inputs:
+        return encode(inputs)
+    order = length_order(inputs)
+    vecs = encode([inputs[i] for i in order])
+    out = np.empty_like(vecs)
+    out[order] = vecs
+    return out
 
 
 def encode_checkpointed(settings: Settings, encoder: Encoder, cache: "VectorCache", part: str, hashes: list[str],
-                        inputs: list) -> int:
+                        inputs: list, *, overlap: bool = True) -> int:
     """Encode ``inputs`` in slices of ``embed_checkpoint_texts``, staging each slice's vectors as its own
     Parquet part as soon as it is done: a killed embed keeps every finished slice (the rerun's
-    ``_shard_work`` skips staged hashes, and the merge absorbs the parts)."""
+    ``_shard_work`` skips staged hashes, and the merge absorbs the parts).
+
+    The shard's texts are taken longest first (less padding per batch, the GPU's main waste); rows are
+    staged by content hash, so the order does not matter downstream. With ``overlap`` a writer thread
+    stages slice k (Arrow conversion, Parquet, rename) while the encoder works on slice k + 1, through a
+    queue of at most 2 slices: the encoder never waits for the disk, and memory stays bounded."""
     dim = _model_dim(settings, encoder)
     step = max(1, int(settings.embed_checkpoint_texts))
+    order = length_order(inputs)
+    hashes = [hashes[i] for i in order]
+    inputs = [inputs[i] for i in order]
     n_parts = (len(inputs) + step - 1) // step
-    for k, i in enumerate(range(0, len(inputs), step)):
-        vecs = encoder.encode_docs(inputs[i:i + step], show_progress=_tty())
+
+    def stage(k: int, i: int, vecs: np.ndarray) -> None:
         name = part if n_parts == 1 else f"{part}-c{k:05d}"
         cache.write_staged(name, hashes[i:i + step], vecs, dim)
         if n_parts > 1:
             log.debug("embed: checkpoint %d/%d (%d texts) staged as %s", k + 1, n_parts, min(len(inputs), i + step), name)
+
+    slices = [(k, i) for k, i in enumerate(range(0, len(inputs), step))]
+    if not overlap or n_parts < 2:
+        for k, i in slices:
+            stage(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
+        return len(inputs)
+    with StagingWriter(stage, depth=2) as writer:
+        for k, i in slices:
+            writer.put(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
     return len(inputs)
 
 
+class StagingWriter:
+    """A writer thread fed through a bounded queue: ``put`` blocks while ``depth`` slices wait; leaving
+    the ``with`` block waits for every write, and re-raises the first write error in the caller."""
+
+    def __init__(self, write, depth: int = 2):
+        import queue
+        import threading
+
+        self._write = write
+        self._q: "queue.Queue" = queue.Queue(maxsize=max(1, depth))
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="paperkb-embed-writer", daemon=True)
+
+    def __enter__(self) -> "StagingWriter":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    self._write(*item)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    self._error = exc
+
+    def put(self, *item) -> None:
+        if self._error is not None:
+            raise self._error
+        self._q.put(item)
+
+    def __exit__(self, *exc) -> None:
+        self._q.put(None)
+        self._thread.join()
+        if self._error is not None and exc[0] is None:
+            raise self._error
+
+
 def embed_shard(settings: Settings, shard: dict) -> dict:
-    """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes."""
+    """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes.
+
+    Three stages overlap: a reader thread reads the warehouse and hashes the texts window by window
+    (``SORT_WINDOW_CHECKPOINTS`` checkpoints each), this thread encodes a window longest text first while the
+    next window is hashed, and a writer thread stages each checkpoint's vectors."""
     encoder = get_encoder(settings)
-    hashes, inputs = _shard_work(settings, encoder, shard)
-    if inputs:
-        encode_checkpointed(settings, encoder, VectorCache(settings, _cache_key(encoder)), shard["part"], hashes, inputs)
-    summary = {"shard": shard["index"], "encoded": len(inputs)}
-    log.info("embed shard %d/%d: encoded %d new texts", shard["index"] + 1, shard["count"], len(inputs))
+    cache = VectorCache(settings, _cache_key(encoder))
+    window = max(1, int(settings.embed_checkpoint_texts)) * SORT_WINDOW_CHECKPOINTS
+    encoded = 0
+    for j, (hashes, inputs) in enumerate(prefetch(_shard_blocks(settings, encoder, shard, window))):
+        part = shard["part"] if j == 0 else f"{shard['part']}-w{j:05d}"
+        encoded += encode_checkpointed(settings, encoder, cache, part, hashes, inputs)
+    summary = {"shard": shard["index"], "encoded": encoded}
+    log.info("embed shard %d/%d: encoded %d new texts", shard["index"] + 1, shard["count"], encoded)
     return summary
 
 
@@ -429,7 +579,7 @@ def merge_embeddings(settings: Settings) -> dict:
     t_index = time.perf_counter()
 
     summary = {
-        "model": facts["name"], "dim": dim, "encoded": len(missing),
+        "model": facts["name"], "dim": dim, "encoded": len(missing), "runtime": encoder.spec.runtime.label(),
         "passages": chunks_t.num_rows, "papers": papers_t.num_rows, "figures": figures_t.num_rows,
         "changes": changes, "indexes_built": indexes, "seconds": round(time.perf_counter() - t0, 2),
         "timings": {"read_and_encode_s": round(t_read - t0, 2), "build_s": round(t_build - t_read, 2),
@@ -540,7 +690,9 @@ def _stamp(schema: pa.Schema, facts: dict) -> pa.Schema:
                  f"{META_PREFIX}path".encode(): str(facts["path"]).encode(),
                  f"{META_PREFIX}query_path".encode(): str(facts["query_path"]).encode(),
                  f"{META_PREFIX}truncate_dim".encode(): str(facts["truncate_dim"] or "").encode(),
-                 f"{META_PREFIX}max_seq_length".encode(): str(facts["max_seq_length"] or "").encode()})
+                 f"{META_PREFIX}max_seq_length".encode(): str(facts["max_seq_length"] or "").encode(),
+                 f"{META_PREFIX}backend".encode(): str(facts.get("backend") or "torch").encode(),
+                 f"{META_PREFIX}precision".encode(): str(facts.get("precision") or "fp32").encode()})
     return schema.with_metadata(meta)
 
 
@@ -552,7 +704,9 @@ def table_model(table) -> dict:
     return {"name": get("model"), "query_model": get("query_model"), "dim": int(dim) if dim else None,
             "key": get("model_key"), "doc_format": get("doc_format"), "path": get("path"),
             "query_path": get("query_path"), "truncate_dim": int(trunc) if trunc else None,
-            "max_seq_length": int(seq) if seq else None}
+            "max_seq_length": int(seq) if seq else None,
+            # tables from before backends existed were embedded with torch fp32
+            "backend": get("backend") or "torch", "precision": get("precision") or "fp32"}
 
 
 def sync_table(db, name: str, table: pa.Table, key: str, facts: dict) -> dict:

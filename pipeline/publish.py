@@ -299,7 +299,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
                 "schema_version": snap.SCHEMA_VERSION,
                 "counts": dict(counts),
                 "model": {k: model.get(k) for k in ("name", "query_model", "dim", "key", "doc_format", "truncate_dim",
-                                                    "max_seq_length", "path", "query_path")},
+                                                    "max_seq_length", "path", "query_path", "backend", "precision")},
                 "score_config": settings.query_config,
                 "weights": weights_for(settings.query_config, settings.query_weights),
                 "watermarks": watermarks,

@@ -122,6 +122,14 @@ class Settings(BaseSettings):
     embed_cache_dir: Path | None = Field(
         default=None, description="vector cache by (model, content hash); None = <warehouse>/vector_cache. Safe to share")
     embed_device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1, mps")
+    embed_backend: str | None = Field(
+        default=None, description="where the model runs: torch | onnx | openvino (None = torch). openvino bf16 costs 2.2x "
+        "less CPU on CPUs with native bfloat16 at the same quality (BENCHMARKS.md). Part of the vector space's identity, "
+        "recorded in the snapshot: queries use the same")
+    embed_precision: str | None = Field(
+        default=None, description="fp32 | bf16 | fp16 | int8 (None = auto: fp16 on CUDA, bf16 with openvino on a CPU "
+        "with native bfloat16, else fp32). torch: fp32, bf16, fp16 (CUDA); onnx: fp32, int8 (dynamic quantization); "
+        "openvino: fp32, bf16. Part of the vector space's identity")
     embed_vector_index_min_rows: int = Field(default=100_000, description="build an ANN index on a vector column past this many rows")
     embed_vector_index_type: str = Field(default="IVF_PQ", description="LanceDB index type: IVF_PQ (cheapest to build), IVF_HNSW_SQ (better recall), IVF_FLAT...")
     embed_vector_index_partitions: int | None = Field(default=None, description="IVF partitions (None = LanceDB default, ~sqrt(rows))")

@@ -232,16 +232,16 @@ class Searcher:
         """Query encoder matching the snapshot's model (manifest), else the settings' model."""
         from pipeline import encoders
 
+        from pathlib import Path
+
         model = self.snap.manifest.get("model") or {}
         path = model.get("query_path") or model.get("path")
-        if path:
-            from pathlib import Path
-
-            if Path(path).exists():
-                m = encoders.load_model(path, device=getattr(self.settings, "embed_device", "cpu"),
-                                        truncate_dim=model.get("truncate_dim"), max_seq_length=model.get("max_seq_length"))
-                return lambda qs: np.asarray(m.encode(list(qs), normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
-        return encoders.get_query_encoder(self.settings)
+        if not (path and Path(path).exists()):  # published elsewhere: the settings' model, the snapshot's stamp
+            spec = encoders.model_spec(self.settings)
+            path = spec.query_model
+            model = {"truncate_dim": spec.truncate_dim, "max_seq_length": spec.max_seq_length, **model}
+        # on the backend and precision the snapshot's documents were embedded with (older snapshots: torch fp32)
+        return encoders.snapshot_query_encoder(path, model, self.settings)
 
     def encode(self, queries: list[str]) -> np.ndarray:
         """Query vectors, remembered per text (evaluation ablations and repeated queries skip the model)."""
@@ -271,6 +271,8 @@ class Searcher:
 
         if not bf16_wanted(getattr(self.settings, "query_bf16", None)):
             return contextlib.nullcontext()
+        if ((self.snap.manifest.get("model") or {}).get("backend") or "torch") != "torch":
+            return contextlib.nullcontext()  # ONNX Runtime / OpenVINO: the precision is the snapshot's, not autocast's
         import torch
 
         return torch.autocast("cpu", dtype=torch.bfloat16)

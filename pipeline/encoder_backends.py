@@ -1,0 +1,374 @@
+"""Where a sentence-transformers model runs: torch, ONNX Runtime or OpenVINO, at which precision.
+
+``PAPERKB_EMBED_BACKEND`` and ``PAPERKB_EMBED_PRECISION`` pick it; :func:`resolve` checks the pair
+against the device and turns ``auto`` (unset) into a concrete choice: backend torch; precision fp16
+on CUDA, bf16 for openvino on CPUs with native bfloat16, else fp32. What each precision means:
+
+============  ==============================================  =======================================
+backend       precision                                       what runs
+============  ==============================================  =======================================
+torch         fp32                                            PyTorch float32 (any device)
+torch         fp16                                            ``model.half()``: float16 weights and
+                                                              activations (CUDA only; the default there)
+torch         bf16                                            bfloat16 (CPU: autocast, needs native
+                                                              bfloat16; CUDA: ``model.to(bfloat16)``)
+onnx          fp32                                            the exported ONNX graph on ONNX Runtime
+onnx          int8                                            the same graph, MatMul weights quantized to
+                                                              int8 per channel, activations quantized
+                                                              per batch (dynamic quantization)
+openvino      fp32                                            the model converted to OpenVINO IR,
+                                                              inference precision f32
+openvino      bf16                                            the same IR, inference precision bf16
+                                                              (CPUs with AVX512-BF16 or AMX; the default
+                                                              precision for openvino on such CPUs)
+============  ==============================================  =======================================
+
+Every other pair is refused with one line (int8 with torch or OpenVINO, half precision with ONNX
+Runtime, fp16 on a CPU...). ONNX and OpenVINO run on the CPU only.
+
+Only the transformer inside the sentence-transformers model is replaced (``model[0].model``): the
+tokenizer, truncation, pooling, normalisation and Matryoshka truncation stay sentence-transformers'
+own code, so a backend changes nothing but the arithmetic of the transformer.
+
+Exports are made once per model + backend + precision and kept beside the vector cache
+(``<vector cache>/models/<model id>/<backend>-<precision>/``): a second run, another shard, or a
+searcher reading the same cache loads the file. Exports are deterministic (no calibration data), so
+a host that lacks the cached file exports the same model again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import UserError
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnx", "openvino")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+# the backend where the setting is unset ('auto') and the device is the CPU. OpenVINO bf16 measured
+# 2.2-2.3x less CPU than torch fp32 (1.5-3.2x wall) with the same rankings (BENCHMARKS.md, "Embedding backends and the GPU path"),
+# but it stays opt-in for now: bf16 vectors move with batch composition (~4e-4 per component), which tests across the suite
+# that compare vectors at 1e-5, or expect torch's bf16 autocast on queries, would have to allow for first.
+DEFAULT_CPU_BACKEND = "torch"
+ONNX_EXTRA = "paperkb[onnx]"
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A resolved backend and precision (what vectors are stamped with)."""
+
+    backend: str = "torch"
+    precision: str = "fp32"
+
+    @property
+    def is_default_torch(self) -> bool:
+        return self.backend == "torch" and self.precision == "fp32"
+
+    def label(self) -> str:
+        return f"{self.backend}-{self.precision}"
+
+
+@functools.cache
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:  # not Linux
+        return False
+    return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+
+
+def _device_kind(device: str | None) -> str:
+    return (device or "cpu").split(":")[0].lower()
+
+
+def resolve(backend: str | None, precision: str | None, device: str | None = "cpu") -> Runtime:
+    """Check backend / precision / device and turn ``auto`` (or None) into concrete values."""
+    dev = _device_kind(device)
+    b = (backend or "auto").strip().lower()
+    p = (precision or "auto").strip().lower()
+    if b not in BACKENDS + ("auto",):
+        raise UserError(f"embed_backend must be one of auto, {', '.join(BACKENDS)}, not {backend!r}")
+    if p not in PRECISIONS + ("auto",):
+        raise UserError(f"embed_precision must be one of auto, {', '.join(PRECISIONS)}, not {precision!r}")
+    if b == "auto":
+        b = DEFAULT_CPU_BACKEND if dev == "cpu" else "torch"
+    if b != "torch" and dev != "cpu":
+        raise UserError(f"embed_backend {b} runs on the CPU only; device {device} takes embed_backend torch")
+    if p == "auto":
+        if b == "torch":
+            p = "fp16" if dev == "cuda" else "fp32"
+        elif b == "openvino":
+            p = "bf16" if cpu_has_native_bf16() else "fp32"
+        else:
+            p = "fp32"
+    allowed = {"torch": ("fp32", "fp16", "bf16"), "onnx": ("fp32", "int8"), "openvino": ("fp32", "bf16")}[b]
+    if p not in allowed:
+        hint = {"int8": "int8 needs embed_backend onnx (dynamic quantization)",
+                "fp16": "fp16 is for CUDA with embed_backend torch; on a CPU use bf16 (torch or openvino)",
+                "bf16": "bf16 runs with embed_backend openvino or torch"}[p]
+        raise UserError(f"embed_precision {p} does not go with embed_backend {b}: {hint}")
+    if b == "torch" and p == "fp16" and dev != "cuda":
+        raise UserError(f"embed_precision fp16 needs device cuda (device is {device}): on a CPU use bf16 or fp32")
+    if p == "bf16" and dev == "cpu" and not cpu_has_native_bf16():
+        raise UserError("embed_precision bf16 needs a CPU with native bfloat16 (AVX512-BF16 or AMX), which this one lacks: use fp32")
+    return Runtime(b, p)
+
+
+def query_runtime(backend: str | None, precision: str | None) -> Runtime:
+    """The runtime for queries of a snapshot stamped (backend, precision); older snapshots: torch fp32.
+
+    A bf16 snapshot searched on a CPU without native bfloat16 encodes its queries in fp32 (vectors
+    within ~5e-5 cosine): searching never fails for want of an instruction set."""
+    rt = Runtime(backend or "torch", precision or "fp32")
+    if rt.backend not in BACKENDS or rt.precision not in PRECISIONS:
+        raise UserError(f"the snapshot was embedded with an unknown backend {rt.label()}: upgrade paperkb to search it")
+    if rt.precision == "bf16" and not cpu_has_native_bf16():
+        log.info("snapshot embedded with %s: this CPU has no native bfloat16, queries are encoded in fp32", rt.label())
+        return Runtime(rt.backend, "fp32")
+    if rt.precision == "fp16":  # a GPU-embedded snapshot searched on a CPU: fp32 queries, same space
+        return Runtime(rt.backend, "fp32")
+    return rt
+
+
+# ---- exports ------------------------------------------------------------------------------------------
+def model_id(name_or_path: str) -> str:
+    """Identity of a model's weights for the export cache: its name, plus size and mtime of a local folder's files."""
+    ident: dict = {"model": name_or_path}
+    p = Path(name_or_path)
+    if p.is_dir():
+        ident["files"] = sorted((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns)
+                                for f in p.rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin", ".json"))
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def export_dir(root: Path, name_or_path: str, rt: Runtime) -> Path:
+    return Path(root) / "models" / model_id(name_or_path) / rt.label()
+
+
+_EXPORT_FILES = {"onnx": "model.onnx", "openvino": "openvino_model.xml"}
+
+
+def exported_file(root: Path, name_or_path: str, rt: Runtime) -> Path:
+    return export_dir(root, name_or_path, rt) / _EXPORT_FILES[rt.backend]
+
+
+def _input_names(st_model) -> list[str]:
+    """The inputs the graph takes: a prefix of (input_ids, attention_mask, token_type_ids) that the tokenizer gives."""
+    feats = st_model.tokenizer(["an example"], return_tensors="pt")
+    names = [k for k in _INPUTS if k in feats]
+    if names != list(_INPUTS[:len(names)]):
+        raise UserError(f"cannot export a model whose tokenizer gives {sorted(feats)}: use embed_backend torch")
+    return names
+
+
+class _Traceable:
+    """The transformer as a plain function of its input tensors (for tracing): returns last_hidden_state."""
+
+    @staticmethod
+    def make(hf_model, names: list[str]):
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = hf_model
+
+            # named parameters in the order of _INPUTS (converters take the graph's input names from them)
+            def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+                given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+                return self.m(**{k: v for k, v in given.items() if k in names}, return_dict=True).last_hidden_state
+
+        return Wrapped().eval()
+
+
+def _example(st_model, names: list[str]):
+    # two texts of different lengths: batch > 1 and padding, so nothing specialises on batch 1
+    feats = st_model.tokenizer(["an example text to trace the model with", "a shorter one"], padding=True,
+                               return_tensors="pt")
+    return tuple(feats[k] for k in names)
+
+
+def require_backend(rt: Runtime) -> None:
+    """One line naming what to install when the backend's packages are missing (checked before loading)."""
+    if rt.backend == "onnx":
+        try:
+            import onnx  # noqa: F401  (torch's exporter and the quantizer need it)
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:
+            raise UserError(f"embed_backend onnx needs ONNX Runtime and onnx ({exc.name} is missing): "
+                            f"pip install '{ONNX_EXTRA}'") from exc
+    elif rt.backend == "openvino":
+        try:
+            import openvino  # noqa: F401
+        except ImportError as exc:
+            raise UserError("embed_backend openvino needs OpenVINO (a dependency of paperkb): pip install openvino") from exc
+
+
+def _export_onnx_fp32(st_model, out: Path) -> None:
+    import torch
+
+    names = _input_names(st_model)
+    axes = {k: {0: "batch", 1: "seq"} for k in names + ["last_hidden_state"]}
+    with torch.no_grad():
+        torch.onnx.export(_Traceable.make(st_model[0].model, names), _example(st_model, names), str(out),
+                          input_names=names, output_names=["last_hidden_state"], dynamic_axes=axes,
+                          opset_version=17, dynamo=False)
+
+
+def _export(st_model, name_or_path: str, root: Path, rt: Runtime, tmp: Path) -> None:
+    """Write the export for ``rt`` into the (empty) folder ``tmp``."""
+    if rt.backend == "onnx":
+        if rt.precision == "fp32":
+            _export_onnx_fp32(st_model, tmp / "model.onnx")
+        else:  # int8: dynamic quantization of the fp32 export (itself cached)
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            fp32 = ensure_export(st_model, name_or_path, root, Runtime("onnx", "fp32"))
+            quantize_dynamic(str(fp32), str(tmp / "model.onnx"), weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul"])
+    elif rt.backend == "openvino":
+        import openvino as ov
+        import torch
+
+        names = _input_names(st_model)
+        with torch.no_grad():
+            ovm = ov.convert_model(_Traceable.make(st_model[0].model, names), example_input=_example(st_model, names),
+                                   input=[(n, [-1, -1], ov.Type.i64) for n in names])
+        # the IR keeps fp32 weights for both precisions: bf16 is an inference-time choice of OpenVINO's CPU plugin
+        ov.save_model(ovm, str(tmp / "openvino_model.xml"), compress_to_fp16=False)
+    else:  # pragma: no cover - resolve() never asks for it
+        raise ValueError(rt.backend)
+
+
+_EXPORT_LOCK = threading.RLock()  # reentrant: the int8 export first makes (or takes) the fp32 one
+
+
+def ensure_export(st_model, name_or_path: str, root: Path, rt: Runtime) -> Path:
+    """The exported model file for (model, backend, precision): made once, then read from the cache.
+
+    Concurrent exporters (parallel embed shards) each write a private folder and rename it into place;
+    the first rename wins and the others discard theirs."""
+    target = exported_file(root, name_or_path, rt)
+    if target.exists():
+        return target
+    with _EXPORT_LOCK:
+        if target.exists():
+            return target
+        final = target.parent
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.mkdir()
+        try:
+            log.info("exporting %s for %s into %s (once)", name_or_path, rt.label(), final)
+            _export(st_model, name_or_path, root, rt, tmp)
+            (tmp / "export.json").write_text(json.dumps({"model": name_or_path, "backend": rt.backend,
+                                                         "precision": rt.precision}, indent=1))
+            try:
+                os.rename(tmp, final)
+            except OSError:  # another process exported it meanwhile: keep theirs
+                if not target.exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# ---- the replacement transformers ---------------------------------------------------------------------
+class _Runner:
+    """Shared part of the replacement modules: the model config and the inputs the graph takes."""
+
+    def _feeds(self, kw: dict) -> dict:
+        out = {}
+        for name in self.input_names:
+            t = kw.get(name)
+            if t is None:  # e.g. token_type_ids not produced by this tokenizer call
+                t = np.zeros_like(kw["input_ids"].cpu().numpy())
+            else:
+                t = t.cpu().numpy()
+            out[name] = t.astype(np.int64, copy=False)
+        return out
+
+
+def _make_module(run, config, input_names: list[str]):
+    import torch
+
+    class Replacement(torch.nn.Module, _Runner):
+        """Stands in for the Hugging Face model inside sentence-transformers' Transformer module."""
+
+        def __init__(self):
+            super().__init__()
+            self.config = config
+            self.input_names = input_names
+
+        def forward(self, **kw):
+            out = run(self._feeds(kw))
+            return {"last_hidden_state": torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32))}
+
+    return Replacement()
+
+
+def _onnx_runner(path: Path, threads: int | None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    if threads:
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    return (lambda feeds: sess.run(None, feeds)[0]), names  # ONNX Runtime sessions are thread-safe
+
+
+def _openvino_runner(path: Path, precision: str, threads: int | None):
+    import openvino as ov
+
+    core = ov.Core()
+    config = {"INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+    names = [i.get_any_name() for i in compiled.inputs]
+    local = threading.local()  # an infer request serves one thread at a time (the searcher encodes from several)
+
+    def run(feeds):
+        req = getattr(local, "req", None)
+        if req is None:
+            req = local.req = compiled.create_infer_request()
+        res = req.infer(feeds)
+        return np.array(res[compiled.outputs[0]])
+
+    return run, names
+
+
+def attach(st_model, name_or_path: str, root: Path, rt: Runtime, threads: int | None = None):
+    """Swap the transformer of ``st_model`` for the exported one of ``rt`` (exporting it first if needed)."""
+    if rt.backend == "torch":
+        return st_model
+    from sentence_transformers.base.modules.transformer import Transformer
+
+    first = st_model[0] if len(st_model) else None
+    if not isinstance(first, Transformer):
+        raise UserError(f"embed_backend {rt.backend} needs a transformer model; {name_or_path!r} starts with "
+                        f"{type(first).__name__}: use embed_backend torch")
+    require_backend(rt)
+    path = ensure_export(st_model, name_or_path, root, rt)
+    if rt.backend == "onnx":
+        run, names = _onnx_runner(path, threads)
+    else:
+        run, names = _openvino_runner(path, rt.precision, threads)
+    first.model = _make_module(run, first.model.config, names)
+    return st_model

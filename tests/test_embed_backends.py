@@ -63,7 +63,8 @@ def test_cache_key_differs_per_backend_and_precision(tmp_path, export_cache):
     from pipeline.encoders import model_spec
     from pipeline.embed import VectorCache
 
-    combos = [("torch", "fp32"), ("torch", "bf16"), ("onnx", "fp32"), ("onnx", "int8"), ("openvino", "fp32")]
+    combos = [("torch", "fp32"), ("torch", "bf16"), ("onnx", "fp32"), ("onnx", "int8"), ("openvino", "fp32"),
+              ("openvino", "int8")]
     from pipeline.encoder_backends import cpu_has_native_bf16
 
     if cpu_has_native_bf16():
@@ -95,11 +96,12 @@ def test_auto_resolves_by_device():
     assert resolve("torch", None, "cpu").label() == "torch-fp32"
     assert resolve("onnx", None, "cpu").label() == "onnx-fp32"
     assert resolve("ONNX", "INT8", "cpu").label() == "onnx-int8"
+    assert resolve("openvino", "int8", "cpu").label() == "openvino-int8"
 
 
 @pytest.mark.parametrize("backend,precision,device,words", [
-    ("torch", "int8", "cpu", "int8 needs embed_backend onnx"),
-    ("openvino", "int8", "cpu", "int8 needs embed_backend onnx"),
+    ("torch", "int8", "cpu", "int8 needs embed_backend openvino (static) or onnx"),
+    ("openvino", "int8", "cuda", "runs on the CPU only"),
     ("onnx", "fp16", "cpu", "fp16 is for CUDA"),
     ("onnx", "bf16", "cpu", "bf16 runs with embed_backend openvino or torch"),
     ("torch", "fp16", "cpu", "fp16 needs device cuda"),
@@ -131,19 +133,23 @@ def test_bad_setting_exits_2_with_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_missing_onnx_extra_is_one_line_naming_it(shared_data, tmp_path):
+@pytest.mark.parametrize("backend,precision,module,words,extra", [
+    ("onnx", "fp32", "onnxruntime", "embed_backend onnx needs ONNX Runtime and onnx", "paperkb[onnx]"),
+    ("openvino", "int8", "nncf", "embed_backend openvino with precision int8 needs NNCF", "paperkb[int8]"),
+])
+def test_missing_extra_is_one_line_naming_it(shared_data, tmp_path, backend, precision, module, words, extra):
     from embed_helpers import make_settings
 
     import_cisi_subset(make_settings(tmp_path), shared_data, 2)
-    code = ("import sys; sys.modules['onnxruntime'] = None; from pipeline.cli import main;"
+    code = (f"import sys; sys.modules[{module!r}] = None; from pipeline.cli import main;"
             f"sys.argv = ['paperkb', '--warehouse', {str(tmp_path / 'warehouse')!r}, 'embed']; sys.exit(main())")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_")}
-    env.update(PAPERKB_EMBED_BACKEND="onnx", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO_ROOT))
+    env.update(PAPERKB_EMBED_BACKEND=backend, PAPERKB_EMBED_PRECISION=precision, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO_ROOT))
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "Warning" not in ln and not ln.startswith(" ")]
     assert res.returncode == 2, res.stderr[-2000:]
-    assert lines[-1].startswith("paperkb: error: embed_backend onnx needs ONNX Runtime and onnx")
-    assert "pip install 'paperkb[onnx]'" in lines[-1] and sum(ln.startswith("paperkb:") for ln in lines) == 1
+    assert lines[-1].startswith(f"paperkb: error: {words}")
+    assert f"pip install '{extra}'" in lines[-1] and sum(ln.startswith("paperkb:") for ln in lines) == 1
 
 
 # ---- exports and vectors --------------------------------------------------------------------------------
@@ -170,6 +176,28 @@ def test_openvino_matches_torch(texts, torch_vectors, tmp_path, export_cache):
     if cpu_has_native_bf16():
         b = _encoder(tmp_path, export_cache, "openvino", "bf16").encode_docs(texts)
         assert 1 - 1e-3 < float(_cos(b, torch_vectors).min()) < 1 - 1e-7
+
+
+def test_openvino_int8_is_close_and_calibrated_without_the_corpus(texts, torch_vectors, tmp_path, export_cache):
+    from pipeline.encoder_backends import calibration_texts
+
+    cal = calibration_texts()
+    assert len(cal) == 300 and all(len(t.split()) >= 40 for t in cal)
+    assert calibration_texts() == cal  # a fixed set: every host quantizes the same way
+    assert not set(cal) & set(texts)
+    v = _encoder(tmp_path, export_cache, "openvino", "int8").encode_docs(texts)
+    cos = _cos(v, torch_vectors)
+    # static int8 (feed-forward outputs kept in float): closer than ONNX Runtime's dynamic int8 (> 0.98)
+    assert float(cos.min()) > 0.99 and float(cos.mean()) > 0.995, (cos.min(), cos.mean())
+    assert float(cos.min()) < 1 - 1e-4  # really quantized, not the fp32 IR
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    # the quantized IR holds int8 MatMul weights, much smaller than the fp32 one
+    from pipeline.encoder_backends import Runtime, exported_file
+    from pipeline.encoders import default_model_path
+
+    fp32 = exported_file(export_cache, default_model_path(), Runtime("openvino", "fp32")).with_suffix(".bin")
+    int8 = exported_file(export_cache, default_model_path(), Runtime("openvino", "int8")).with_suffix(".bin")
+    assert int8.stat().st_size < 0.5 * fp32.stat().st_size
 
 
 def test_second_load_reuses_the_export(tmp_path, export_cache):

@@ -136,6 +136,13 @@ def resolve(backend: str | None, precision: str | None, device: str | None = "cp
     return Runtime(b, p)
 
 
+def can_quantize_openvino() -> bool:
+    """Whether NNCF (``paperkb[int8]``) is installed: only making the int8 export needs it, loading one does not."""
+    import importlib.util
+
+    return importlib.util.find_spec("nncf") is not None
+
+
 def query_runtime(backend: str | None, precision: str | None) -> Runtime:
     """The runtime for queries of a snapshot stamped (backend, precision); older snapshots: torch fp32.
 
@@ -224,11 +231,6 @@ def require_backend(rt: Runtime) -> None:
             import openvino  # noqa: F401
         except ImportError as exc:
             raise UserError("embed_backend openvino needs OpenVINO (a dependency of paperkb): pip install openvino") from exc
-        if rt.precision == "int8":
-            try:
-                import nncf  # noqa: F401  (the quantizer)
-            except ImportError as exc:
-                raise UserError(f"embed_backend openvino with precision int8 needs NNCF: pip install '{INT8_EXTRA}'") from exc
 
 
 def _export_onnx_fp32(st_model, out: Path) -> None:
@@ -294,9 +296,13 @@ def calibration_texts(n: int = CALIBRATION_TEXTS) -> list[str]:
 def _quantize_openvino(st_model, name_or_path: str, root: Path, tmp: Path) -> None:
     """Static int8 of the fp32 IR (itself cached) with NNCF's transformer preset: symmetric int8 weights
     per channel, activations per tensor, softmax / layer norm / GELU left in float."""
-    import nncf
     import openvino as ov
 
+    try:
+        import nncf
+    except ImportError as exc:
+        raise UserError(f"embed_backend openvino with precision int8 needs NNCF to quantize the model once: "
+                        f"pip install '{INT8_EXTRA}'") from exc
     fp32 = ensure_export(st_model, name_or_path, root, Runtime("openvino", "fp32"))
     names = _input_names(st_model)
     texts = calibration_texts()

@@ -247,9 +247,15 @@ def _encode(model, inputs: list, batch_size: int, show_progress: bool) -> np.nda
 def snapshot_query_encoder(path: str, model: dict, settings: Settings):
     """``encode(list[str])`` for the queries of a snapshot whose manifest stamps ``model``: its query model
     on the backend and precision its documents were embedded with (older snapshots: torch fp32)."""
-    from pipeline.encoder_backends import query_runtime
+    from pipeline.encoder_backends import can_quantize_openvino, cpu_has_native_bf16, exported_file, query_runtime
 
     rt = query_runtime(model.get("backend"), model.get("precision"))
+    if rt.label() == "openvino-int8" and not can_quantize_openvino() \
+            and not exported_file(writable_export_root(settings), path, rt).is_file():
+        # a base-profile searcher without NNCF and without the pipeline's cached int8 export: float queries
+        # against int8 documents (vectors within ~0.997 cosine) rather than no search at all
+        log.info("snapshot embedded with openvino int8; NNCF is not installed here: queries are encoded in float")
+        rt = Runtime("openvino", "bf16" if cpu_has_native_bf16() else "fp32")
     device = getattr(settings, "embed_device", "cpu") if rt.backend == "torch" else "cpu"
     if rt.backend == "torch" and rt.precision != "fp32" and not device.startswith("cuda"):
         rt = Runtime("torch", "fp32")  # bf16 on the CPU is autocast, which the searcher applies (query_bf16)

@@ -7,6 +7,7 @@ with a missing package are marked slow."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -135,7 +136,7 @@ def test_bad_setting_exits_2_with_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("backend,precision,module,words,extra", [
     ("onnx", "fp32", "onnxruntime", "embed_backend onnx needs ONNX Runtime and onnx", "paperkb[onnx]"),
-    ("openvino", "int8", "nncf", "embed_backend openvino with precision int8 needs NNCF", "paperkb[int8]"),
+    ("openvino", "int8", "nncf", "embed_backend openvino with precision int8 needs NNCF to quantize", "paperkb[int8]"),
 ])
 def test_missing_extra_is_one_line_naming_it(shared_data, tmp_path, backend, precision, module, words, extra):
     from embed_helpers import make_settings
@@ -198,6 +199,23 @@ def test_openvino_int8_is_close_and_calibrated_without_the_corpus(texts, torch_v
     fp32 = exported_file(export_cache, default_model_path(), Runtime("openvino", "fp32")).with_suffix(".bin")
     int8 = exported_file(export_cache, default_model_path(), Runtime("openvino", "int8")).with_suffix(".bin")
     assert int8.stat().st_size < 0.5 * fp32.stat().st_size
+
+
+def test_int8_snapshot_queries_without_nncf_fall_back_to_float(texts, torch_vectors, tmp_path, export_cache):
+    """A base-profile searcher (no NNCF) with no cached int8 export still encodes the snapshot's queries."""
+    code = ("import sys, logging, json; sys.modules['nncf'] = None; logging.basicConfig(level=logging.INFO);"
+            "from pipeline.settings import Settings; from pipeline.encoders import snapshot_query_encoder, default_model_path;"
+            f"s = Settings(warehouse={str(tmp_path / 'wh')!r});"
+            "enc = snapshot_query_encoder(default_model_path(), {'backend': 'openvino', 'precision': 'int8'}, s);"
+            f"print(json.dumps(enc({texts[:2]!r}).tolist()))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_")}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO_ROOT))
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "NNCF is not installed here: queries are encoded in float" in res.stderr
+    got = np.array(json.loads(res.stdout.strip().splitlines()[-1]), dtype=np.float32)
+    assert float(_cos(got, torch_vectors[:2]).min()) > 1 - 1e-3  # float queries, in the same space
+    assert not list((tmp_path / "wh").rglob("openvino-int8"))  # nothing was quantized
 
 
 def test_second_load_reuses_the_export(tmp_path, export_cache):

@@ -202,7 +202,7 @@ class _Enricher:
         self.client: S2Client | None = None
         self.from_raw = 0  # answers reused from the raw zone instead of asking S2
         # batch mode: /paper/batch brings the citations and references lists; only longer ones are paged
-        self.batch_mode = settings.s2_mode == "batch"
+        self.batch_mode = settings.s2_mode in ("batch", "datasets")
         kinds = [k for k in EDGE_KINDS if getattr(settings, f"s2_fetch_{k}")]
         self.fields = (batch_fields(settings.s2_paper_fields, settings.s2_edge_fields, kinds) if self.batch_mode
                        else settings.s2_paper_fields)
@@ -442,6 +442,10 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
     cutoff = None if replay else started - timedelta(days=settings.s2_refresh_days)
     raw = RawZone(settings.raw_dir)
     summary: dict[str, Any] = {"step": STEP, "mode": "replay" if replay else "fetch"}
+    if settings.s2_mode == "datasets" and not replay:  # the bulk files first; the Graph API for what they lack
+        from pipeline.enrich_datasets import sync_datasets
+
+        summary["datasets"] = sync_datasets(settings, raw)
     en = _Enricher(settings, raw, cutoff=cutoff)
     with Warehouse(settings) as wh:
         wh.init()
@@ -510,10 +514,17 @@ def one_line(s: dict[str, Any]) -> str:
         v = t.get(name, {})
         return f"+{v.get('inserted', 0)} ~{v.get('updated', 0)}"
 
-    return (f"enrich ({s.get('mode')}): {s.get('papers', 0)} papers in, {s.get('resolved', 0)} resolved, "
+    ds = s.get("datasets")
+    return ((f"{_ds_line(ds)}; " if ds else "") + f"enrich ({s.get('mode')}, {s.get('s2_mode', 'batch')}): {s.get('papers', 0)} papers in, {s.get('resolved', 0)} resolved, "
             f"{s.get('unresolved', 0)} unresolved, {s.get('rejected', 0)} rejected; works {ch('works')}, "
             f"citations {ch('citations')}, authors {ch('s2_authors')}, papers ~{t.get('papers', {}).get('updated', 0)}; "
             f"{s.get('http_calls', 0)} HTTP calls ({s.get('calls', {}).get('batch', 0)} batch), "
             f"{s.get('from_raw', 0)} answers reused from the raw zone, "
             f"{s.get('rate_wait_s', 0.0):.1f}s rate-limit wait, {s.get('backoff_wait_s', 0.0):.1f}s backoff"
             + (f" [FAILED: {s.get('error')}]" if s.get("status") == "failed" and s.get("error") else ""))
+
+
+def _ds_line(ds: dict[str, Any]) -> str:
+    from pipeline.enrich_datasets import one_line as ds_one_line
+
+    return ds_one_line(ds)

@@ -246,3 +246,34 @@ def test_no_api_key_and_a_bad_release_are_one_line_user_errors(settings, ds, pap
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert len(err) == 1 and err[0].startswith("paperkb: error: Semantic Scholar has no dataset release '1999-01-01'")
     assert q(s, "SELECT count(*) FROM watermarks WHERE source = 's2_datasets'") == [(0,)]
+    assert main(["--warehouse", str(s.warehouse), "enrich", "--mode", "bulk"]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert err == ["paperkb: error: --mode 'bulk' is not one of batch, per-paper, datasets"]
+
+
+def test_datasets_and_batch_paths_fill_the_same_rows(settings, ds, paper, tmp_path):
+    """The same papers through /paper/batch (Paper.json with its lists, cut to the 50 citing papers the
+    dataset files hold) and through the dataset files give the same works and edges."""
+    from s2_replay import GRAPH_PREFIX
+
+    ds.register("test_get_available_releases.yaml")
+    ds.register("test_get_release.yaml")
+    links = {"papers": ds.register("test_get_dataset_download_links.yaml")}
+    links["citations"] = ds.register("test_get_dataset_download_links.yaml", rename=("papers", "citations"))
+    refs, citing = release_files(ds, links, paper, noise=0)
+    # batch answer: the real record, its lists cut to the papers the synthetic dataset files hold
+    rec = {**paper, "references": refs, "citations": citing}  # 50 listed: under the cap, so not paged
+    ds.replay.add("POST", f"{GRAPH_PREFIX}/paper/batch", 200, json.dumps([rec]).encode(),
+                  json_body={"ids": [paper["externalIds"]["DOI"]]})
+
+    via_ds = _settings(settings, ds, s2_datasets_release="2025-08-19")
+    via_batch = via_ds.model_copy(update={"warehouse": tmp_path / "batch-wh", "s2_mode": "batch"})
+    for s in (via_ds, via_batch):
+        seed_corpus(s, paper)
+        run_enrich(s)
+    edges = "SELECT citing_work_id, cited_work_id FROM citations ORDER BY ALL"
+    works = "SELECT work_id, paper_id, detail, title, year, citation_count FROM works ORDER BY ALL"
+    assert q(via_ds, edges) == q(via_batch, edges) and len(q(via_ds, edges)) == len(refs) + len(citing)
+    assert q(via_ds, works) == q(via_batch, works)
+    ids = "SELECT s2_paper_id, citation_count, reference_count FROM papers"
+    assert q(via_ds, ids) == q(via_batch, ids)

@@ -271,8 +271,11 @@ def bulk_run(settings, counts, label: str) -> dict:
         tables = dict(zip(("works", "citations", "enriched"), wh.con.execute(
             "SELECT (SELECT count(*) FROM works), (SELECT count(*) FROM citations), "
             "(SELECT count(*) FROM papers WHERE s2_enriched_at IS NOT NULL)").fetchall()[0]))
+    ds = out.get("datasets") or {}
     res = {"mode": label, "wall_s": round(wall, 1), "requests": sum(calls.values()), "server_calls": calls,
-           "over_cap_papers": out.get("over_cap", 0), "rate_wait_s": out["rate_wait_s"], **tables}
+           "over_cap_papers": out.get("over_cap", 0), "rate_wait_s": round(out["rate_wait_s"] + ds.get("rate_wait_s", 0.0), 1),
+           **({"duckdb_load_s": ds["load_s"], "downloaded_mb": round(ds["bytes_downloaded"] / 1e6, 1)} if ds else {}),
+           **tables}
     print(json.dumps(res), flush=True)
     return res
 

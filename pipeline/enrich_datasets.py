@@ -20,6 +20,7 @@ Graph API (batch mode) for them in the same run.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,7 @@ def sync_datasets(settings: Settings, raw: RawZone) -> dict[str, Any]:
     summary["mode"] = "none" if not steps else ("full" if loaded is None else "diffs")
     fetched_at = datetime.now(timezone.utc).replace(microsecond=0)
     loaded_steps = []
+    t0 = time.perf_counter()
     with Warehouse(settings) as wh, wh.transaction():
         raw_root = str(Path(raw.root).resolve() / "x")[:-1]
         for step in steps:
@@ -183,7 +185,8 @@ def sync_datasets(settings: Settings, raw: RawZone) -> dict[str, Any]:
     summary.update(
         steps=[{**s, "works": vars(s["works"]), "citations": vars(s["citations"])} for s in loaded_steps],
         requests=sum(client.calls.values()), calls=dict(client.calls), files_from_raw=client.from_raw,
-        bytes_downloaded=client.bytes)
+        bytes_downloaded=client.bytes, rate_wait_s=round(client.limiter.waited_s, 3),
+        load_s=round(time.perf_counter() - t0, 3))
     log.info("S2 datasets: %s", one_line(summary))
     return summary
 

@@ -170,6 +170,10 @@ def test_first_run_loads_the_release_keeps_only_what_touches_the_corpus_then_rer
     first = urlsplit(links["papers"]["files"][0]).path
     stored = s.raw_dir / "s2/datasets/release/2025-08-19/papers" / first.rsplit("/", 1)[-1]
     assert stored.read_bytes() == ds.files[first]
+    meta = sorted(p.name for p in (s.raw_dir / "s2/datasets/meta").rglob("*.json"))
+    assert meta == ["release-2025-08-19-citations.json", "release-2025-08-19-papers.json", "release-2025-08-19.json",
+                    "release.json"]
+    assert json.loads(next((s.raw_dir / "s2/datasets/meta").rglob("release.json")).read_bytes()) == releases
 
     # rerun on the same release: the release list only, nothing loaded, nothing changed
     before = q(s, "SELECT * FROM citations ORDER BY ALL")

@@ -8,7 +8,7 @@ zone keeps their JSON as the package parsed it (``raw_data``), re-serialized, un
 gives) are streamed to disk byte-exact with ``requests``, without the API key (the links are
 pre-signed; the key is not sent to another host)::
 
-    raw/s2/datasets/meta/<call>-<args>.json                                 an API answer
+    raw/s2/datasets/meta/<YYYY-MM-DD>/<call>-<args>.json                    an API answer
     raw/s2/datasets/release/<release>/<dataset>/<file>                      a file of a full release
     raw/s2/datasets/diff/<from>_to_<to>/<dataset>/<update|delete>/<file>    a file of one diff
 
@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -90,7 +91,8 @@ class S2DatasetsClient:
             raise_if_unreachable(exc, service="Semantic Scholar Datasets API", url=self.root, setting="PAPERKB_S2_API_URL")
             raise
         data = answer.raw_data if hasattr(answer, "raw_data") else answer
-        self.raw.write(SOURCE, f"datasets/meta/{_safe(relname)}.json",
+        day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        self.raw.write(SOURCE, f"datasets/meta/{day}/{_safe(relname)}.json",
                        json.dumps(data, ensure_ascii=False).encode("utf-8"),
                        url=f"{self.root}/datasets/v1/{relname}", params={"kind": f"datasets_{kind}"},
                        content_type="application/json")

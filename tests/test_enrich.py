@@ -251,7 +251,7 @@ def test_cli_enrich_limit_and_one_line_summary(settings, replay, shared_data, ca
     monkeypatch.setenv("PAPERKB_S2_PAGE_SIZE", "50")
     assert main(["--warehouse", str(s.warehouse), "enrich", "--limit", "1"]) == 0
     line = capsys.readouterr().out.strip()
-    assert "\n" not in line and line.startswith("enrich (fetch): 1 papers in, 1 resolved")
+    assert "\n" not in line and line.startswith("enrich (fetch, batch): 1 papers in, 1 resolved")
     assert [json.loads(c.body) for c in replay.calls(lambda c: c.path.endswith("/paper/batch"))] == [{"ids": [doi]}]
 
 

@@ -142,12 +142,16 @@ def batch_fields(paper_fields: str, edge_fields: str, kinds: list[str] | tuple[s
 
 def list_needs_paging(rec: dict[str, Any], kind: str, cap: int) -> bool:
     """Whether a batch record's ``kind`` list is not the whole list: absent (not asked, or S2 left it
-    out), or as long as the cap S2 cuts these lists at while the paper's count says there are more."""
+    out), as long as the cap S2 cuts these lists at (1,000) while the paper's count says there are more,
+    or empty while the count is not 0 (S2 has answered batch calls with empty lists:
+    https://github.com/allenai/s2-folks/issues/199)."""
     items = rec.get(kind)
     if not isinstance(items, list):
         return True
     count = rec.get(COUNT_FIELD[kind])
-    return len(items) >= cap and (not isinstance(count, int) or count > len(items))
+    if not isinstance(count, int):
+        return len(items) >= cap
+    return count > len(items) and (len(items) >= cap or not items)
 
 
 def batch_relpath(ids: list[str], day: str) -> str:

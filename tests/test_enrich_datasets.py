@@ -281,3 +281,22 @@ def test_datasets_and_batch_paths_fill_the_same_rows(settings, ds, paper, tmp_pa
     assert q(via_ds, works) == q(via_batch, works)
     ids = "SELECT s2_paper_id, citation_count, reference_count FROM papers"
     assert q(via_ds, ids) == q(via_batch, ids)
+
+
+def test_an_unreachable_datasets_api_stops_at_once_with_one_line(settings, paper, capsys, monkeypatch):
+    import socket
+
+    from pipeline.cli import main
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    s = settings.model_copy(update={"s2_mode": "datasets", "s2_api_key": "k"})
+    seed_corpus(s, paper)
+    monkeypatch.setenv("PAPERKB_S2_API_URL", f"http://127.0.0.1:{port}/graph/v1")
+    monkeypatch.setenv("S2_API_KEY", "k")
+    assert main(["--warehouse", str(s.warehouse), "enrich", "--mode", "datasets"]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and err[0].startswith(
+        f"paperkb: error: cannot reach Semantic Scholar Datasets API at http://127.0.0.1:{port} (connection refused)")
+    assert "PAPERKB_S2_API_URL" in err[0]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+import httpx
 import requests
 
 from pipeline.errors import UserError
@@ -87,7 +88,7 @@ class S2DatasetsClient:
         except PermissionError as exc:
             raise UserError(f"Semantic Scholar refused access (HTTP 403) to {what}: the S2_API_KEY in the environment "
                             "was refused; check it is valid and has Datasets API access") from exc
-        except OSError as exc:  # httpx.ConnectError and friends
+        except (httpx.TransportError, OSError) as exc:  # the client speaks httpx
             raise_if_unreachable(exc, service="Semantic Scholar Datasets API", url=self.root, setting="PAPERKB_S2_API_URL")
             raise
         data = answer.raw_data if hasattr(answer, "raw_data") else answer

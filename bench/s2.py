@@ -14,6 +14,13 @@ records: arXiv ids where S2 has one, else the DOI, else the CorpusId). A local H
 4. a small run at the default rate (s2_delay_s=1.0), to show the wall time follows the rate.
 
     .venv/bin/python -m bench.s2 [--papers 1000] [--delay 0.02] [--real-rate-papers 20]
+
+``--bulk`` (issue 14, item 2): requests and wall time to enrich a synthetic corpus (default 60,000
+papers) in each mode, per-paper (a smaller run, extrapolated), batch and datasets, against a local
+server that answers the Graph API and the Datasets API (the recorded release, release-info and
+download-link answers) and serves the gzipped JSON-lines dataset files; writes ``bench/out/s2_bulk.json``:
+
+    .venv/bin/python -m bench.s2 --bulk --papers 60000 --delay 1.0 --per-paper-papers 1000
 """
 
 from __future__ import annotations

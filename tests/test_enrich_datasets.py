@@ -181,6 +181,15 @@ def test_first_run_loads_the_release_keeps_only_what_touches_the_corpus_then_rer
     assert again["datasets"]["mode"] == "none" and again["datasets"]["calls"] == {"releases": 1}
     assert q(s, "SELECT * FROM citations ORDER BY ALL") == before
 
+    # the database lost: the next run loads the release again from the raw zone, no file downloaded
+    edges = "SELECT citing_work_id, cited_work_id, is_influential, intents FROM citations ORDER BY ALL"
+    kept = q(s, edges)
+    s.db_path.unlink()
+    seed_corpus(s, paper)
+    rebuilt = run_enrich(s)["datasets"]
+    assert rebuilt["mode"] == "full" and "file" not in rebuilt["calls"] and rebuilt["files_from_raw"] == n_files
+    assert q(s, edges) == kept
+
 
 def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper):
     ds.register("test_get_available_releases.yaml")

@@ -442,10 +442,10 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
     cutoff = None if replay else started - timedelta(days=settings.s2_refresh_days)
     raw = RawZone(settings.raw_dir)
     summary: dict[str, Any] = {"step": STEP, "mode": "replay" if replay else "fetch"}
-    if settings.s2_mode == "datasets" and not replay:  # the bulk files first; the Graph API for what they lack
-        from pipeline.enrich_datasets import sync_datasets
+    if settings.s2_mode == "datasets":  # the bulk files first; the Graph API for what they lack
+        from pipeline.enrich_datasets import replay_datasets, sync_datasets
 
-        summary["datasets"] = sync_datasets(settings, raw)
+        summary["datasets"] = replay_datasets(settings, raw) if replay else sync_datasets(settings, raw)
     en = _Enricher(settings, raw, cutoff=cutoff)
     with Warehouse(settings) as wh:
         wh.init()

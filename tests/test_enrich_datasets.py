@@ -224,7 +224,9 @@ def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper
     out = run_enrich(s2)
     d = out["datasets"]
     n_files = sum(len(x["update_files"]) + len(x["delete_files"]) for x in (diff, cdiff))
-    assert d["mode"] == "diffs" and d["loaded_before"] == "2024-10-08" and d["release"] == "2025-08-19"
+    # the recorded diff list stops at 2024-10-15 (end_release 2025-08-19): the watermark says how far it got
+    reached = diff["to_release"]
+    assert d["mode"] == "diffs" and d["loaded_before"] == "2024-10-08" and d["release"] == reached
     assert d["calls"] == {"releases": 1, "diffs": 2, "file": n_files}
     assert q(s, "SELECT citation_count FROM papers") == [(changed["citationCount"],)]
     edges = set(q(s, "SELECT citing_work_id, cited_work_id FROM citations"))
@@ -235,7 +237,17 @@ def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper
     expected = ({(pid, r["paperId"]) for r in refs[1:]} | {(c["paperId"], pid) for c in citing[:-1]}
                 | {(pid, new_cited["paperId"])})
     assert edges == expected
-    assert q(s, "SELECT value FROM watermarks WHERE source = 's2_datasets'") == [("2025-08-19",)]
+    assert q(s, "SELECT value FROM watermarks WHERE source = 's2_datasets'") == [(reached,)]
+
+    # --replay after losing the database: the release and the diff from the raw zone, no request
+    seen = len(ds.replay.seen)
+    s2.db_path.unlink()
+    seed_corpus(s2, paper)
+    replayed = run_enrich(s2, replay=True)["datasets"]
+    assert len(ds.replay.seen) == seen and replayed["mode"] == "replay" and replayed["release"] == reached
+    assert [st["release"] for st in replayed["steps"]] == ["2024-10-08", reached]
+    assert set(q(s2, "SELECT citing_work_id, cited_work_id FROM citations")) == expected
+    assert q(s2, "SELECT citation_count FROM papers") == [(changed["citationCount"],)]
 
 
 def test_no_api_key_and_a_bad_release_are_one_line_user_errors(settings, ds, paper, capsys, monkeypatch):

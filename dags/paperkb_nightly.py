@@ -167,9 +167,10 @@ def paperkb_nightly():
     def enrich(params=None) -> dict:
         """
         ### enrich
-        Asks Semantic Scholar (batch API) for ids, counts, references and citations of papers not
-        enriched recently; lands the JSON in `raw/s2/` and upserts `works`, `citations` and the S2
-        columns of `papers`. Pool `s2_pool`.
+        Asks Semantic Scholar for ids, counts, references and citations of papers not enriched
+        recently (`PAPERKB_S2_MODE`: `/paper/batch` with the edge lists by default; `datasets` applies
+        the S2 Datasets diffs since the loaded release first); lands everything in `raw/s2/` and upserts
+        `works`, `citations` and the S2 columns of `papers`. Pool `s2_pool`.
         """
         from pipeline import refresh
 

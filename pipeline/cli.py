@@ -107,12 +107,18 @@ def enrich(
     ctx: typer.Context,
     replay: bool = typer.Option(False, "--replay", help="Rebuild S2 tables from the raw zone only (no network)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Enrich at most N papers this run."),
+    mode: Optional[str] = typer.Option(
+        None, "--mode", help="batch (/paper/batch with the edge lists), per-paper (page every paper's edges) or "
+        "datasets (S2 Datasets API files, then diffs; needs S2_API_KEY). Setting PAPERKB_S2_MODE, default batch."),
 ) -> None:
     """Semantic Scholar: S2 ids and counts on papers, works, citations (with isInfluential/intents), authors."""
     from pipeline.enrich import one_line, run_enrich
     from pipeline.errors import StepFailed
 
-    settings = get_settings(ctx)
+    modes = ("batch", "per-paper", "datasets")
+    if mode is not None and mode not in modes:
+        raise UserError(f"--mode {mode!r} is not one of {', '.join(modes)}")
+    settings = get_settings(ctx, **({"s2_mode": mode} if mode else {}))
     try:
         summary = run_enrich(settings, replay=replay, limit=limit)
     except StepFailed as exc:  # everything fetched is loaded and kept; the watermark did not move

@@ -35,7 +35,8 @@ import pyarrow as pa
 from pipeline.errors import ServiceUnreachable, StepFailed
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
-from pipeline.sources.s2 import EDGE_KINDS, MAX_EDGE_OFFSET, SOURCE, S2Client, S2NotFound
+from pipeline.sources.s2 import (EDGE_KINDS, MAX_EDGE_OFFSET, SOURCE, S2Client, S2NotFound, batch_fields,
+                                  list_needs_paging)
 from pipeline.warehouse import UpsertStats, Warehouse
 from pipeline.writer_lock import writes
 
@@ -185,6 +186,7 @@ class Staged:
     authors: dict[str, dict] = field(default_factory=dict)
     work_authors: list[dict] = field(default_factory=list)
     unresolved: dict[str, dict] = field(default_factory=dict)
+    records: dict[str, tuple[dict, datetime, str]] = field(default_factory=dict)  # work_id -> batch record
     resolved_lookups: set[str] = field(default_factory=set)
     done_papers: set[str] = field(default_factory=set)
     unlinked_edges: int = 0
@@ -199,22 +201,31 @@ class _Enricher:
         self.cutoff = cutoff  # None in replay: any raw answer counts
         self.client: S2Client | None = None
         self.from_raw = 0  # answers reused from the raw zone instead of asking S2
+        # batch mode: /paper/batch brings the citations and references lists; only longer ones are paged
+        self.batch_mode = settings.s2_mode in ("batch", "datasets")
+        kinds = [k for k in EDGE_KINDS if getattr(settings, f"s2_fetch_{k}")]
+        self.fields = (batch_fields(settings.s2_paper_fields, settings.s2_edge_fields, kinds) if self.batch_mode
+                       else settings.s2_paper_fields)
+        self.over_cap = 0  # batch mode: papers with a list S2 cut off, paged through /references or /citations
 
     # fetching ----------------------------------------------------------------------------------
     def fetch(self, lookups: list[str], kinds: list[str]) -> None:
         """Everything the raw zone lacks for ``lookups``: batch answers, then every edge page."""
         self.fetch_batches(lookups)
-        resolved = []
+        resolved: dict[str, dict] = {}
         for lookup in lookups:
             hit = self.index.batch_hit(lookup, self.cutoff)
             body = self.index.body(hit[0]) if hit else None
             rec = body[hit[1]] if isinstance(body, list) and hit[1] < len(body) else None
             if isinstance(rec, dict) and rec.get("paperId"):
-                resolved.append(rec["paperId"])
+                resolved.setdefault(rec["paperId"], rec)
+        cap = self.s.s2_batch_edge_cap
         prog, task = _progress(len(resolved), "Semantic Scholar references/citations")
         with prog:
-            for work_id in dict.fromkeys(resolved):
-                for kind in kinds:
+            for work_id, rec in resolved.items():
+                to_page = [k for k in kinds if not self.batch_mode or list_needs_paging(rec, k, cap)]
+                self.over_cap += 1 if self.batch_mode and to_page else 0
+                for kind in to_page:
                     pages, _ = self.edge_chain(kind, work_id, fetch=True)
                     if pages and pages[-1].status == 404:
                         break  # S2 does not know the paper: no point asking for its other edges
@@ -225,7 +236,7 @@ class _Enricher:
         self.from_raw += len(set(lookups)) - len(missing)
         size = self.s.s2_batch_size
         for i in range(0, len(missing), size):
-            self.index.add(self.client.fetch_batch(missing[i:i + size]))
+            self.index.add(self.client.fetch_batch(missing[i:i + size], fields=self.fields))
 
     def edge_chain(self, kind: str, work_id: str, *, fetch: bool) -> tuple[list[RawEntry], bool]:
         """Pages of one paper's references or citations, from the raw zone first, S2 for the rest.
@@ -283,6 +294,7 @@ class _Enricher:
             paper_id = lookup_map.get(lookup) or lookup_map.get(rec["paperId"]) or (arxiv_map.get(arxiv) if arxiv else None)
             st.corpus_works[rec["paperId"]] = work_row(rec, paper_id=paper_id, detail="paper", fetched_at=fetched,
                                                        raw_path=entry.path)
+            st.records[rec["paperId"]] = (rec, fetched, entry.path)
             authors, byline = author_rows(rec, fetched)
             for a in authors:
                 st.authors[a["author_id"]] = a
@@ -313,6 +325,37 @@ class _Enricher:
                 st.citations[(edge["citing_work_id"], edge["cited_work_id"])] = edge
                 st.edge_works[partner["paperId"]] = work_row(partner, paper_id=None, detail="edge", fetched_at=fetched,
                                                              raw_path=entry.path)
+
+    def stage_list(self, st: Staged, kind: str, work_id: str, items: list, fetched: datetime, raw_path: str) -> None:
+        """Edges from the ``citations``/``references`` list of a /paper/batch record (batch mode): the
+        other paper's record as a page item would carry it, without isInfluential/intents (S2 gives
+        those on the edge pages only)."""
+        partner_key = EDGE_PARTNER[kind]
+        for item in items:
+            edge, partner = edge_rows(kind, work_id, {partner_key: item if isinstance(item, dict) else {}}, fetched)
+            if edge is None:
+                st.unlinked_edges += 1
+                continue
+            st.citations[(edge["citing_work_id"], edge["cited_work_id"])] = edge
+            st.edge_works[partner["paperId"]] = work_row(partner, paper_id=None, detail="edge", fetched_at=fetched,
+                                                         raw_path=raw_path)
+
+    def stage_paper_edges(self, st: Staged, work_id: str, kinds: list[str]) -> bool:
+        """Stage one paper's references and citations: the pages in the raw zone when they are complete
+        (they carry isInfluential/intents), else the batch record's list when S2 gave it whole.
+        Returns whether every kind is complete."""
+        complete = True
+        rec, fetched, raw_path = st.records.get(work_id, ({}, None, ""))
+        for kind in kinds:
+            pages, ok = self.edge_chain(kind, work_id, fetch=False)
+            if not ok and rec and not list_needs_paging(rec, kind, self.s.s2_batch_edge_cap):
+                self.stage_list(st, kind, work_id, rec[kind], fetched, raw_path)
+                continue
+            self.stage_edges(st, kind, work_id, pages)
+            complete = complete and ok
+            if pages and pages[-1].status == 404:
+                break
+        return complete
 
     # loading -----------------------------------------------------------------------------------
     def load(self, wh: Warehouse, st: Staged, arxiv_map: dict[str, str]) -> dict[str, UpsertStats]:
@@ -399,6 +442,10 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
     cutoff = None if replay else started - timedelta(days=settings.s2_refresh_days)
     raw = RawZone(settings.raw_dir)
     summary: dict[str, Any] = {"step": STEP, "mode": "replay" if replay else "fetch"}
+    if settings.s2_mode == "datasets":  # the bulk files first; the Graph API for what they lack
+        from pipeline.enrich_datasets import replay_datasets, sync_datasets
+
+        summary["datasets"] = replay_datasets(settings, raw) if replay else sync_datasets(settings, raw)
     en = _Enricher(settings, raw, cutoff=cutoff)
     with Warehouse(settings) as wh:
         wh.init()
@@ -428,13 +475,7 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
     if replay:  # edge pages of works no batch answer covers (none in normal use)
         resolved += [pid for (_, pid, off) in en.index.pages if off == 0 and pid not in st.corpus_works]
     for work_id in dict.fromkeys(resolved):
-        complete = True
-        for kind in kinds:
-            pages, ok = en.edge_chain(kind, work_id, fetch=False)
-            en.stage_edges(st, kind, work_id, pages)
-            complete = complete and ok
-            if pages and pages[-1].status == 404:
-                break
+        complete = en.stage_paper_edges(st, work_id, kinds)
         pid = st.corpus_works.get(work_id, {}).get("paper_id")
         if complete and pid:
             st.done_papers.add(pid)
@@ -448,7 +489,7 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
                 "run_id": run.run_id,
                 "resolved": len(st.corpus_works), "unresolved": len(st.unresolved), "complete": len(st.done_papers),
                 "edges": len(st.citations), "edges_unlinked": st.unlinked_edges, "rejected": len(st.rejects),
-                "from_raw": en.from_raw, **http,
+                "from_raw": en.from_raw, "s2_mode": settings.s2_mode, "over_cap": en.over_cap, **http,
                 "tables": {k: {"inserted": v.inserted, "updated": v.updated, "unchanged": v.unchanged} for k, v in stats.items()},
                 "status": "failed" if failure else "ok",
             })
@@ -473,10 +514,17 @@ def one_line(s: dict[str, Any]) -> str:
         v = t.get(name, {})
         return f"+{v.get('inserted', 0)} ~{v.get('updated', 0)}"
 
-    return (f"enrich ({s.get('mode')}): {s.get('papers', 0)} papers in, {s.get('resolved', 0)} resolved, "
+    ds = s.get("datasets")
+    return ((f"{_ds_line(ds)}; " if ds else "") + f"enrich ({s.get('mode')}, {s.get('s2_mode', 'batch')}): {s.get('papers', 0)} papers in, {s.get('resolved', 0)} resolved, "
             f"{s.get('unresolved', 0)} unresolved, {s.get('rejected', 0)} rejected; works {ch('works')}, "
             f"citations {ch('citations')}, authors {ch('s2_authors')}, papers ~{t.get('papers', {}).get('updated', 0)}; "
             f"{s.get('http_calls', 0)} HTTP calls ({s.get('calls', {}).get('batch', 0)} batch), "
             f"{s.get('from_raw', 0)} answers reused from the raw zone, "
             f"{s.get('rate_wait_s', 0.0):.1f}s rate-limit wait, {s.get('backoff_wait_s', 0.0):.1f}s backoff"
             + (f" [FAILED: {s.get('error')}]" if s.get("status") == "failed" and s.get("error") else ""))
+
+
+def _ds_line(ds: dict[str, Any]) -> str:
+    from pipeline.enrich_datasets import one_line as ds_one_line
+
+    return ds_one_line(ds)

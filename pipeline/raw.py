@@ -82,6 +82,36 @@ class RawZone:
         self._append_manifest(source, entry)
         return entry
 
+    def adopt(
+        self,
+        source: str,
+        relpath: str,
+        src: Path | str,
+        *,
+        url: str,
+        params: dict[str, Any] | None = None,
+        status: int = 200,
+        content_type: str | None = None,
+    ) -> RawEntry:
+        """Move a finished download (a file on the same filesystem, e.g. a big dataset file streamed to
+        disk) to ``raw/<source>/<relpath>`` and record it in the manifest, hashing it in chunks."""
+        src = Path(src)
+        digest, size = hashlib.sha256(), 0
+        with open(src, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+                size += len(block)
+            os.fsync(fh.fileno())
+        rel = f"{source}/{relpath.lstrip('/')}"
+        target = self.root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, target)
+        entry = RawEntry(source=source, path=rel, url=url, params=dict(params or {}), status=int(status),
+                         fetched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         sha256=digest.hexdigest(), bytes=size, content_type=content_type)
+        self._append_manifest(source, entry)
+        return entry
+
     def _append_manifest(self, source: str, entry: RawEntry) -> None:
         mdir = self.root / MANIFEST_DIR
         mdir.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ Environment variables use the prefix ``PAPERKB_`` (``PAPERKB_WAREHOUSE``, ``PAPE
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,6 +79,16 @@ class Settings(BaseSettings):
     s2_edge_fields: str = Field(
         default="paperId,externalIds,title,year,citationCount,referenceCount,isInfluential,intents",
         description="fields asked from /paper/{id}/references and /citations (the edge plus the other paper)")
+    s2_mode: Literal["batch", "per-paper", "datasets"] = Field(
+        default="batch",
+        description="how enrich gets the citation graph: 'batch' = /paper/batch with the citations and references "
+        "lists (paging only lists longer than s2_batch_edge_cap), 'per-paper' = page /references and /citations of "
+        "every paper, 'datasets' = the S2 Datasets API (bulk files, then diffs; needs S2_API_KEY)")
+    s2_batch_edge_cap: int = Field(
+        default=1000, ge=1, description="batch mode: a citations/references list of a /paper/batch record this long "
+        "(and shorter than the paper's count) is taken as cut off and paged instead")
+    s2_datasets_release: str = Field(
+        default="latest", description="datasets mode: the release id of the first load ('latest' = the newest)")
     s2_fetch_references: bool = True
     s2_fetch_citations: bool = True
     s2_max_edges_per_paper: int | None = Field(

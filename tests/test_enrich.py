@@ -145,7 +145,7 @@ def test_enrich_batch_with_missing_ids_references_paging_rerun_and_replay(settin
 
 
 def test_enrich_authors_and_citation_paging_from_recorded_paper(settings, replay, shared_data):
-    s = _settings(settings, replay, s2_page_size=100)
+    s = _settings(settings, replay, s2_page_size=100, s2_mode="per-paper")
     raw_paper = (shared_data / "s2/Paper.json").read_bytes()
     paper = json.loads(raw_paper)
     doi = paper["externalIds"]["DOI"]
@@ -251,7 +251,7 @@ def test_cli_enrich_limit_and_one_line_summary(settings, replay, shared_data, ca
     monkeypatch.setenv("PAPERKB_S2_PAGE_SIZE", "50")
     assert main(["--warehouse", str(s.warehouse), "enrich", "--limit", "1"]) == 0
     line = capsys.readouterr().out.strip()
-    assert "\n" not in line and line.startswith("enrich (fetch): 1 papers in, 1 resolved")
+    assert "\n" not in line and line.startswith("enrich (fetch, batch): 1 papers in, 1 resolved")
     assert [json.loads(c.body) for c in replay.calls(lambda c: c.path.endswith("/paper/batch"))] == [{"ids": [doi]}]
 
 
@@ -305,3 +305,45 @@ def test_403_stops_with_one_line_and_a_failed_run(settings, replay, shared_data,
     assert "S2_API_KEY" in err[-1]
     assert q(s, "SELECT status FROM run_log WHERE step = 'enrich'") == [("failed",)]
     assert q(s, "SELECT count(*) FROM watermarks") == [(0,)]
+
+
+def test_batch_mode_takes_whole_lists_from_the_batch_and_pages_only_a_cut_off_list(settings, replay, shared_data):
+    """Batch mode on the recorded Paper.json (a real S2 record with its lists): its 14 references
+    arrive whole in the /paper/batch answer (no /references call), its citations list stops at the
+    1,000 S2 hands out while citationCount is larger, so only /citations is paged."""
+    s = _settings(settings, replay, s2_page_size=100, s2_mode="batch")
+    raw_paper = (shared_data / "s2/Paper.json").read_bytes()
+    paper = json.loads(raw_paper)
+    doi, pid = paper["externalIds"]["DOI"], paper["paperId"]
+    assert len(paper["citations"]) == s.s2_batch_edge_cap < paper["citationCount"]  # the cut the test relies on
+    assert len(paper["references"]) == paper["referenceCount"] < s.s2_batch_edge_cap
+    replay.add("POST", f"{GRAPH_PREFIX}/paper/batch", 200, b"[" + raw_paper + b"]", json_body={"ids": [doi]})
+    replay.serve_pages("citations", pid, [{"citingPaper": c} for c in paper["citations"]], 100)
+    seed(s, [{"paper_id": "turing1950", "external_id": "t1", "doi": doi}])
+
+    out = run_enrich(s)
+    assert out["status"] == "ok" and out["s2_mode"] == "batch"
+    assert out["calls"] == {"batch": 1, "citations": -(-len(paper["citations"]) // 100)}
+    assert out["over_cap"] == 1
+    batch_req = next(r for r in replay.seen if r.path.endswith("/paper/batch"))
+    fields = batch_req.query["fields"].split(",")
+    assert "references.paperId" in fields and "citations.paperId" in fields and "references.isInfluential" not in fields
+    cited = {r["paperId"] for r in paper["references"] if r.get("paperId")}
+    assert {r[0] for r in q(s, "SELECT cited_work_id FROM citations WHERE citing_work_id = ?", [pid])} == cited
+    # edges from the batch list carry no isInfluential/intents (S2 gives those on edge pages only)
+    assert q(s, "SELECT DISTINCT is_influential, intents FROM citations WHERE citing_work_id = ?", [pid]) == [(None, None)]
+    citing = {c["paperId"] for c in paper["citations"] if c.get("paperId")}
+    assert {r[0] for r in q(s, "SELECT citing_work_id FROM citations WHERE cited_work_id = ?", [pid])} == citing
+    ref = next(r for r in paper["references"] if r.get("paperId"))
+    assert q(s, "SELECT title, year, citation_count, detail FROM works WHERE work_id = ?", [ref["paperId"]]) == [
+        (ref["title"], ref["year"], ref["citationCount"], "edge")]
+    assert q(s, "SELECT s2_paper_id, citation_count, reference_count FROM papers") == [
+        (pid, paper["citationCount"], paper["referenceCount"])]
+
+    # replay rebuilds the same edges from the raw zone (the batch answer's list + the citation pages)
+    before = q(s, "SELECT citing_work_id, cited_work_id FROM citations ORDER BY ALL")
+    with Warehouse(s) as wh:
+        wh.con.execute("DELETE FROM citations")
+    again = run_enrich(s, replay=True)
+    assert again["http_calls"] == 0
+    assert q(s, "SELECT citing_work_id, cited_work_id FROM citations ORDER BY ALL") == before

@@ -135,3 +135,21 @@ def test_retry_after_http_date():
     assert parse_retry_after("7") == 7.0
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
     assert parse_retry_after("nonsense") is None and parse_retry_after(None) is None
+
+
+def test_a_batch_list_is_paged_only_when_cut_off_absent_or_emptied(shared_data):
+    """On the recorded Paper.json (a real record with its lists: 14 of 14 references, 1,000 of 10,059
+    citations) and variants of it."""
+    import json
+
+    from pipeline.sources.s2 import list_needs_paging
+
+    paper = json.loads((shared_data / "s2/Paper.json").read_bytes())
+    cap = len(paper["citations"])
+    assert cap == 1000 and paper["citationCount"] > cap
+    assert list_needs_paging(paper, "citations", cap)  # cut at the cap while the count is larger
+    assert not list_needs_paging(paper, "references", cap)  # whole
+    assert list_needs_paging({k: v for k, v in paper.items() if k != "references"}, "references", cap)  # not given
+    assert list_needs_paging({**paper, "references": []}, "references", cap)  # emptied while the count is 14
+    assert not list_needs_paging({**paper, "references": [], "referenceCount": 0}, "references", cap)
+    assert not list_needs_paging({**paper, "citationCount": cap}, "citations", cap)  # exactly the cap, nothing more

@@ -127,6 +127,33 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
+# what only an edge carries (the /references and /citations pages), not the paper on its other end
+EDGE_ONLY_FIELDS = {"isInfluential", "intents", "contexts", "contextsWithIntent"}
+# the count a paper record gives for each list
+COUNT_FIELD = {"references": "referenceCount", "citations": "citationCount"}
+
+
+def batch_fields(paper_fields: str, edge_fields: str, kinds: list[str] | tuple[str, ...]) -> str:
+    """``fields`` for ``/paper/batch`` in batch mode: the paper's own fields plus, for each kind, the
+    nested list with the other paper's fields (``citations.paperId,citations.title,...``)."""
+    partner = [f for f in (x.strip() for x in edge_fields.split(",")) if f and f not in EDGE_ONLY_FIELDS]
+    return ",".join([paper_fields, *(f"{kind}.{f}" for kind in kinds for f in partner)])
+
+
+def list_needs_paging(rec: dict[str, Any], kind: str, cap: int) -> bool:
+    """Whether a batch record's ``kind`` list is not the whole list: absent (not asked, or S2 left it
+    out), as long as the cap S2 cuts these lists at (1,000) while the paper's count says there are more,
+    or empty while the count is not 0 (S2 has answered batch calls with empty lists:
+    https://github.com/allenai/s2-folks/issues/199)."""
+    items = rec.get(kind)
+    if not isinstance(items, list):
+        return True
+    count = rec.get(COUNT_FIELD[kind])
+    if not isinstance(count, int):
+        return len(items) >= cap
+    return count > len(items) and (len(items) >= cap or not items)
+
+
 def batch_relpath(ids: list[str], day: str) -> str:
     digest = hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:16]
     return f"batch/{day}/{digest}.json"
@@ -169,14 +196,15 @@ class S2Client:
         self._last_failure = ""
 
     # -- public calls ----------------------------------------------------------------------------
-    def fetch_batch(self, ids: list[str], *, day: str | None = None) -> RawEntry:
+    def fetch_batch(self, ids: list[str], *, day: str | None = None, fields: str | None = None) -> RawEntry:
         """``POST /paper/batch`` for up to ``s2_batch_size`` ids; the answer (a list aligned with ``ids``,
-        ``null`` where S2 does not know an id) goes to the raw zone byte-exact."""
+        ``null`` where S2 does not know an id) goes to the raw zone byte-exact. ``fields`` defaults to
+        ``s2_paper_fields`` (batch mode adds the citations/references lists: :func:`batch_fields`)."""
         if not ids:
             raise ValueError("fetch_batch needs at least one id")
         if len(ids) > self.settings.s2_batch_size:
             raise ValueError(f"S2 batch takes at most {self.settings.s2_batch_size} ids, got {len(ids)}")
-        fields = self.settings.s2_paper_fields
+        fields = fields or self.settings.s2_paper_fields
         body = json.dumps({"ids": list(ids)}, separators=(",", ":")).encode("utf-8")
         resp = self._request("batch", "POST", "/paper/batch", params={"fields": fields}, data=body)
         return self.raw.write(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from conftest import isolated_settings
 
 from bench.graph import build_warehouse, synthetic_edges
 from pipeline.warehouse import Warehouse
-from tests.conftest import isolated_settings
 
 
 def test_build_warehouse_writes_the_generated_edges(tmp_path):

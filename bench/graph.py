@@ -15,7 +15,7 @@ the same stage functions as ``run_graph`` (via ``run_graph`` with a meter) and r
 peak RSS per stage (RSS sampled every 20 ms). In the same run, the PageRank stage is compared with a
 bare ``igraph.Graph.pagerank()`` call on the same Graph object.
 
-    .venv/bin/python -m bench.graph [--scale 1.0] [--keep DIR]
+    .venv/bin/python -m bench.graph [--scale 1.0] [--works N --corpus N --edges N] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -68,35 +68,45 @@ def synthetic_edges(n_works: int, n_corpus: int, n_edges: int, seed: int = 42, s
     return keys // n_works, keys % n_works
 
 
-def build_warehouse(root: Path, scale: float, seed: int) -> dict:
-    """Write works + citations of the synthetic graph into a fresh warehouse (run in a subprocess)."""
+def build_warehouse(root: Path, n_works: int, n_corpus: int, n_edges: int, seed: int) -> dict:
+    """Write works + citations of the synthetic graph into a fresh warehouse (run in a subprocess).
+
+    Ids are made by DuckDB from integer Parquet files written in row groups, so no Python string per
+    edge is ever built (60M edges fit in a few GiB)."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from pipeline.settings import Settings
     from pipeline.warehouse import Warehouse
 
-    n_works, n_corpus, n_edges = int(1_000_000 * scale), int(60_000 * scale), int(10_000_000 * scale)
     t0 = time.perf_counter()
     src, dst = synthetic_edges(n_works, n_corpus, n_edges, seed=seed)
-    # vertex v -> work id; corpus papers are v < n_corpus but get ids spread over the sort order
+    # vertex v -> work id W<perm[v]>; corpus papers are v < n_corpus but get ids spread over the sort order
     perm = np.random.default_rng(seed + 1).permutation(n_works)
-    wid = np.char.add("W", np.char.zfill(perm.astype(str), 7))
-    paper = np.where(np.arange(n_works) < n_corpus, np.char.add("P", np.char.zfill(np.arange(n_works).astype(str), 7)), None)
+    width = max(7, len(str(n_works - 1)))
+    tmp = root / "_synthetic"
+    tmp.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"v": np.arange(n_works), "w": perm}), tmp / "works.parquet", row_group_size=1_000_000)
+    rows = 5_000_000
+    with pq.ParquetWriter(tmp / "citations.parquet", pa.schema([("s", pa.int64()), ("d", pa.int64())])) as wr:
+        for i in range(0, len(src), rows):
+            wr.write_table(pa.table({"s": perm[src[i:i + rows]], "d": perm[dst[i:i + rows]]}))
+    indeg = np.bincount(dst, minlength=n_works)
+    del src, dst, perm
     settings = Settings.load(warehouse=root)
     with Warehouse(settings) as wh:
         wh.init()
-        works = pa.table({"work_id": pa.array(wid.tolist()), "paper_id": pa.array(paper.tolist(), pa.string())})
-        wh.con.register("_w", works)
-        wh.con.execute("INSERT INTO works (work_id, paper_id) SELECT work_id, paper_id FROM _w")
-        wh.con.unregister("_w")
-        cit = pa.table({"citing_work_id": pa.array(wid[src].tolist()), "cited_work_id": pa.array(wid[dst].tolist())})
-        wh.con.register("_c", cit)
-        wh.con.execute("INSERT INTO citations (citing_work_id, cited_work_id, source) SELECT citing_work_id, cited_work_id, 'synthetic' FROM _c")
-        wh.con.unregister("_c")
-        indeg = np.bincount(dst, minlength=n_works)
+        wh.con.execute(f"""INSERT INTO works (work_id, paper_id)
+            SELECT 'W' || lpad(w::VARCHAR, {width}, '0'),
+                   CASE WHEN v < {n_corpus} THEN 'P' || lpad(v::VARCHAR, 7, '0') END
+            FROM read_parquet('{tmp / "works.parquet"}')""")
+        wh.con.execute(f"""INSERT INTO citations (citing_work_id, cited_work_id, source)
+            SELECT 'W' || lpad(s::VARCHAR, {width}, '0'), 'W' || lpad(d::VARCHAR, {width}, '0'), 'synthetic'
+            FROM read_parquet('{tmp / "citations.parquet"}')""")
         info = {"works": n_works, "corpus": n_corpus, "edges": int(wh.count("citations")),
                 "max_in_degree": int(indeg.max()), "mean_in_degree": float(indeg.mean()),
                 "build_s": round(time.perf_counter() - t0, 1)}
+    shutil.rmtree(tmp, ignore_errors=True)
     return info
 
 
@@ -145,20 +155,28 @@ class Meter:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="1.0 = 1M works, 60k corpus, 10M edges")
+    ap.add_argument("--works", type=int, default=None, help="number of works (default 1,000,000 x scale)")
+    ap.add_argument("--corpus", type=int, default=None, help="number of corpus papers (default 60,000 x scale)")
+    ap.add_argument("--edges", type=int, default=None, help="number of citation edges (default 10,000,000 x scale)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--keep", type=Path, default=None, help="warehouse folder to build/reuse (default: a temp dir, deleted)")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    n_works = args.works or int(1_000_000 * args.scale)
+    n_corpus = args.corpus or int(60_000 * args.scale)
+    n_edges = args.edges or int(10_000_000 * args.scale)
+    sizes = ["--works", str(n_works), "--corpus", str(n_corpus), "--edges", str(n_edges)]
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-graph-"))
     if args.build_only:
-        print(json.dumps(build_warehouse(root, args.scale, args.seed)))
+        print(json.dumps(build_warehouse(root, n_works, n_corpus, n_edges, args.seed)))
         return 0
     try:
         info_path = root / "synthetic.json"
         if not info_path.exists():
-            print(f"building synthetic warehouse (scale {args.scale}) in {root} ...", flush=True)
-            out = subprocess.run([sys.executable, "-m", "bench.graph", "--build-only", "--scale", str(args.scale),
+            print(f"building synthetic warehouse ({n_works:,} works, {n_corpus:,} corpus, {n_edges:,} edges) in {root} ...",
+                  flush=True)
+            out = subprocess.run([sys.executable, "-m", "bench.graph", "--build-only", *sizes,
                                   "--seed", str(args.seed), "--keep", str(root)], check=True, capture_output=True, text=True,
                                  cwd=ROOT)
             info_path.write_text(out.stdout.strip().splitlines()[-1])
@@ -195,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu_ratio = meter.cpu_seconds["pagerank"] / max(meter.cpu_seconds["bare_igraph_pagerank"], 1e-9)
         result = {
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-            "command": f"python -m bench.graph --scale {args.scale}",
+            "command": "python -m bench.graph " + " ".join(sizes),
             "graph": info,
             "load_average_before": load_before,
             "load_average_after": list(os.getloadavg()),
@@ -211,10 +229,13 @@ def main(argv: list[str] | None = None) -> int:
             "related_rows": summary["related"],
             "powerlaw": summary["powerlaw"],
             "targets": {"total_under_300s": total < 300, "peak_under_8gib": max(meter.peak_gib.values()) < 8,
-                        "pagerank_within_1.2x": interleaved <= 1.2},
+                        "pagerank_within_1.2x": interleaved <= 1.2,
+                        # issue 14 item 3 (6M works / 60M edges): 10 minutes, 14 GiB
+                        "total_under_600s": total < 600, "peak_under_14gib": max(meter.peak_gib.values()) < 14},
         }
         OUT.mkdir(parents=True, exist_ok=True)
-        tag = "" if args.scale == 1.0 else f"_scale{args.scale:g}"
+        tag = "" if (n_works, n_corpus, n_edges) == (1_000_000, 60_000, 10_000_000) else \
+            f"_{n_works // 1000}kw_{n_corpus // 1000}kc_{n_edges // 1000}ke"
         (OUT / f"graph{tag}.json").write_text(json.dumps(result, indent=2))
         print(json.dumps(result, indent=2))
         return 0

@@ -125,8 +125,42 @@ def copy_lancedb(settings: Settings, out: Path) -> dict:
     keys = {(m["key"], m["dim"]) for m in models.values()}
     if len(keys) != 1:
         raise UserError("LanceDB tables were embedded with different models: run `paperkb embed` again")
-    shutil.copytree(src, out, copy_function=shutil.copy2)
+    linked = link_tree(src, out)
+    log.info("publish: LanceDB %d file(s) hard-linked, %d copied", linked["linked"], linked["copied"])
     return models["chunks"]
+
+
+# Lance never rewrites these files in place: a new version writes new files, so a snapshot can share them.
+IMMUTABLE_DIRS = ("data", "_deletions", "_indices")
+
+
+def _immutable(rel: Path) -> bool:
+    return any(part in IMMUTABLE_DIRS for part in rel.parts[:-1])
+
+
+def link_tree(src: Path, out: Path) -> dict[str, int]:
+    """Copy ``src`` to ``out``, hard-linking Lance's immutable data, deletion and index files instead of
+    copying them; small mutable metadata (_versions, _transactions, _latest.manifest) is copied. Falls back
+    to a copy when the link fails (e.g. snapshots on another filesystem)."""
+    done = {"linked": 0, "copied": 0}
+    warned = False
+    for dirpath, _dirs, names in os.walk(src):
+        rel_dir = Path(dirpath).relative_to(src)
+        (out / rel_dir).mkdir(parents=True, exist_ok=True)
+        for n in names:
+            rel = rel_dir / n
+            if _immutable(rel):
+                try:
+                    os.link(src / rel, out / rel)
+                    done["linked"] += 1
+                    continue
+                except OSError as e:
+                    if not warned:
+                        log.info("publish: cannot hard-link LanceDB files into the snapshot (%s): copying them", e)
+                        warned = True
+            shutil.copy2(src / rel, out / rel)
+            done["copied"] += 1
+    return done
 
 
 # ---- verify --------------------------------------------------------------------------------------------
@@ -213,16 +247,47 @@ def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: di
 
 
 # ---- publish -------------------------------------------------------------------------------------------
-def write_manifest(folder: Path, manifest: dict) -> None:
+def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -> set[str]:
+    """Write manifest.json with every file's sha256 and size. A file that is the same inode as the same
+    path in the ``previous`` snapshot (a shared hard link) reuses that snapshot's checksum instead of being
+    read again. Returns the relative paths whose checksum was reused."""
     files = snap.snapshot_files(folder)
-    manifest["files"] = {rel: snap.sha256_file(folder / rel) for rel in files}
-    manifest["sizes"] = {rel: (folder / rel).stat().st_size for rel in files}
+    prev_m = _previous_manifest(previous)
+    reused: set[str] = set()
+    manifest["files"], manifest["sizes"] = {}, {}
+    for rel in files:
+        st = (folder / rel).stat()
+        digest = (prev_m.get("files") or {}).get(rel)
+        if digest and _same_inode(st, previous / rel):
+            reused.add(rel)
+        else:
+            digest = snap.sha256_file(folder / rel)
+        manifest["files"][rel] = digest
+        manifest["sizes"][rel] = st.st_size
     tmp = folder / f".{snap.MANIFEST}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, sort_keys=False)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, folder / snap.MANIFEST)
+    return reused
+
+
+def _previous_manifest(previous: Path | None) -> dict:
+    if previous is None:
+        return {}
+    try:
+        return snap.read_manifest(previous)
+    except Exception:  # a damaged previous snapshot only means no checksums to reuse
+        return {}
+
+
+def _same_inode(st: os.stat_result, other: Path) -> bool:
+    try:
+        o = other.stat()
+    except OSError:
+        return False
+    return (o.st_ino, o.st_dev) == (st.st_ino, st.st_dev)
 
 
 def apply_retention(root: Path, keep: int, min_age_h: float = 0.0, now: datetime | None = None,
@@ -313,9 +378,11 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             if feeds:
                 manifest["layout"]["feeds"] = "feeds"
                 manifest["feeds"] = {n: f["matched"] for n, f in feeds["feeds"].items()}
-            write_manifest(tmp, manifest)
+            prev_id = snap.current_id(root)
+            prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
+            reused = write_manifest(tmp, manifest, prev_dir)
             hook("built", tmp)
-            problems = snap.verify(root, path=tmp)
+            problems = snap.verify(root, path=tmp, trusted=reused)
             if problems:
                 raise UserError(f"snapshot {sid} failed checksum verification: {problems[0]}")
             hook("verified", tmp)

@@ -290,9 +290,12 @@ def snapshot_files(folder: Path) -> list[str]:
     return sorted(files)
 
 
-def verify(settings_or_root: Any, snapshot_id: str | None = None, *, path: Path | None = None) -> list[str]:
+def verify(settings_or_root: Any, snapshot_id: str | None = None, *, path: Path | None = None,
+           trusted: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Problems found by re-hashing every file against the manifest, plus the open check's (the manifest's
-    shape, the indexes search needs: see :func:`check`); empty list = intact."""
+    shape, the indexes search needs: see :func:`check`); empty list = intact. Files in ``trusted`` (shared
+    hard links whose checksum publish took from the previous snapshot) are only checked for presence and
+    size; `paperkb snapshots verify` passes none, so it re-hashes everything."""
     folder = Path(path) if path is not None else resolve(settings_or_root, snapshot_id)
     m = read_manifest(folder)
     problems = _shape_problems(m)
@@ -304,6 +307,9 @@ def verify(settings_or_root: Any, snapshot_id: str | None = None, *, path: Path 
         f = folder / rel
         if rel not in present:
             problems.append(f"missing file {rel}")
+        elif rel in trusted:
+            if f.stat().st_size != (m.get("sizes") or {}).get(rel, f.stat().st_size):
+                problems.append(f"size mismatch {rel}")
         elif sha256_file(f) != digest:
             problems.append(f"checksum mismatch {rel}")
     for rel in sorted(present - set(expected)):

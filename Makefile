@@ -24,7 +24,7 @@ REPLAY      ?=
 SHARED_DATA ?= ../shared/data
 DATE        ?=
 run: install
-	HF_HUB_OFFLINE=1 $(PY) -m pipeline.airflow_local $(if $(REPLAY),--replay $(SHARED_DATA)) $(if $(DATE),--date $(DATE))
+	HF_HUB_OFFLINE=1 $(PY) -m devtools.airflow_local $(if $(REPLAY),--replay $(SHARED_DATA)) $(if $(DATE),--date $(DATE))
 
 test: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q

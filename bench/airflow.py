@@ -5,7 +5,7 @@
 Data: the CISI collection (../shared/data/collections/cisi, 1,460 abstracts), imported and graphed once
 into a pristine warehouse, then copied for each configuration so both start with an empty vector cache.
 The DAG is the nightly DAG's embed fan-out (plan_embed -> embed_shard x4 -> merge_embeddings), the
-very same ``pipeline.refresh`` calls, written to a temporary dags folder. Each configuration runs
+very same step calls (``pipeline.steps.embed``), written to a temporary dags folder. Each configuration runs
 ``airflow dags test --use-executor`` with the LocalExecutor at ``[core] parallelism`` 1 and 2 (each task
 a real supervised process reporting to an ``airflow api-server``), one torch thread per task, in the same
 process run of this script, one after the other.
@@ -32,7 +32,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.airflow_local import airflow_bin, airflow_env, api_server, free_port, prepare
+from devtools.airflow_local import airflow_bin, airflow_env, api_server, free_port, prepare
 from pipeline.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def _timed(fn, *args):
     import time
     from pipeline.settings import Settings
     t0 = time.perf_counter()
-    out = fn(Settings.load(), *args)
+    out = fn(Settings.load(lock_queue=True), *args)
     return {"work_s": time.perf_counter() - t0, "summary": out}
 
 
@@ -57,19 +57,23 @@ def _timed(fn, *args):
 def bench():
     @task
     def plan_embed():
-        from pipeline import refresh
         from pipeline.settings import Settings
-        return refresh.plan_embed_shards(Settings.load())
+        from pipeline.steps import embed
+
+        settings = Settings.load()
+        return embed.plan_shards(settings, settings.embed_shards)
 
     @task
     def embed_shard(shard):
-        from pipeline import refresh
-        return _timed(refresh.embed_shard_task, shard)
+        from pipeline.steps import embed
+
+        return _timed(embed.embed_shard, shard)
 
     @task(trigger_rule="none_failed")
     def merge_embeddings():
-        from pipeline import refresh
-        return _timed(refresh.merge_embeddings_task)
+        from pipeline.steps import embed
+
+        return _timed(embed.merge_embeddings)
 
     shards = plan_embed()
     embed_shard.expand(shard=shards) >> merge_embeddings()
@@ -81,8 +85,8 @@ bench()
 
 def build_pristine(root: Path, data: Path, docs: int | None) -> Path:
     """CISI imported and graphed (no vectors yet): the data both configurations embed."""
-    from pipeline.collections import import_collection
-    from pipeline.graph import run_graph
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.graph import run_graph
 
     wh = root / "pristine"
     settings = Settings.load(warehouse=wh)

@@ -32,7 +32,7 @@ TOPICS = {"cisi": ("cisi", "CISI.QRY", "CISI.REL"), "cranfield": ("cranfield", "
 
 
 def evaluate_with_sample(warehouse: Path, queries_path: Path, qrels_path: Path, fractions: list[float]) -> list[dict]:
-    from pipeline.evaluate import clip_queries, load_topics, run_searcher, score_run
+    from pipeline.evaluation.evaluate import clip_queries, load_topics, run_searcher, score_run
     from pipeline.query import Searcher, open_snapshot
     from pipeline.query import search as search_mod
     from pipeline.settings import Settings

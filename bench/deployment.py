@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 import celery_cluster  # noqa: E402  (the deployment harness lives with the tests)
 
-from pipeline.replay_server import ReplayServer, service_env  # noqa: E402
+from devtools.replay_server import ReplayServer, service_env  # noqa: E402
 
 OUT = REPO_ROOT / "bench" / "out" / "deployment.json"
 DAG_ID = "paperkb_nightly"

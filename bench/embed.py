@@ -68,9 +68,9 @@ def fresh_settings(root: Path, **kw):
 
 def bench_throughput(n_texts: int, rounds: int, batch_size: int, copies: int = 1, **runtime) -> dict:
     """Step vs bare encode; ``runtime``: embed_device / embed_backend / embed_precision for both sides."""
-    from pipeline.collections import import_collection
-    from pipeline.embed import read_passages, passage_inputs, run_embed, _open_read
-    from pipeline.encoders import get_encoder
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import read_passages, passage_inputs, run_embed, _open_read
+    from pipeline.embedding.encoders import get_encoder
 
     runtime = {k: v for k, v in runtime.items() if v}
     tmp = Path(tempfile.mkdtemp(prefix="bench-embed-"))
@@ -124,7 +124,7 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int, copies: int = 1
 
 def _share_exports(src, dest) -> None:
     """Point ``dest``'s export folder at ``src``'s, so a timed run loads the export made before timing."""
-    from pipeline.embed import vector_cache_root
+    from pipeline.steps.embed import vector_cache_root
 
     a, b = vector_cache_root(src) / "models", vector_cache_root(dest) / "models"
     a.mkdir(parents=True, exist_ok=True)
@@ -135,9 +135,9 @@ def _share_exports(src, dest) -> None:
 
 def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: int) -> dict:
     """The embed step per backend/precision on the same CISI abstracts, side by side in one run."""
-    from pipeline.collections import import_collection
-    from pipeline.embed import input_hash, read_passages, passage_inputs, run_embed, _open_read
-    from pipeline.encoders import get_encoder
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import input_hash, read_passages, passage_inputs, run_embed, _open_read
+    from pipeline.embedding.encoders import get_encoder
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-backends-"))
     src = tmp / "cisi" / "CISI.ALL"
@@ -207,10 +207,10 @@ def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: in
 def bench_publish(n_chunks: int, chunks_per_paper: int = 20, **settings_kw) -> dict:
     import pyarrow as pa
 
-    from pipeline.embed import VectorCache, input_hash, merge_embeddings, passage_inputs, read_passages, \
+    from pipeline.steps.embed import VectorCache, input_hash, merge_embeddings, passage_inputs, read_passages, \
         read_figures, figure_inputs, _open_read, _cache_key, model_facts
-    from pipeline.encoders import get_encoder
-    from pipeline.publish import run_publish
+    from pipeline.embedding.encoders import get_encoder
+    from pipeline.steps.publish import run_publish
     from pipeline.warehouse import Warehouse
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-publish-"))

@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     import psutil
     import pymupdf
 
-    from pipeline.chunking import load_tokenizer, tokenizer_path
-    from pipeline.fulltext import extract_pdf
+    from pipeline.embedding.chunking import load_tokenizer, tokenizer_path
+    from pipeline.steps.fulltext import extract_pdf
     from pipeline.settings import Settings
 
     settings = Settings.load()

@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         info = json.loads(info_path.read_text())
         print("graph:", info, flush=True)
 
-        from pipeline.graph import run_graph
+        from pipeline.steps.graph import run_graph
         from pipeline.settings import Settings
 
         settings = Settings.load(warehouse=root)
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = meter.seconds["pagerank"] / max(meter.seconds["bare_igraph_pagerank"], 1e-9)
         # The stage ran first, the bare call second (warm allocator), so also time both alternately,
         # three times each, and compare the best of each: the fair side-by-side ratio.
-        from pipeline.graph import pagerank as stage_pagerank
+        from pipeline.steps.graph import pagerank as stage_pagerank
 
         ours, bare = [], []
         for _ in range(3):

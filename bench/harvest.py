@@ -68,7 +68,7 @@ def child(warehouse: str, commit_records: int = -1, workers: int = 1) -> None:
 
     ``commit_records`` -1: the setting's default."""
     t0 = time.perf_counter()
-    from pipeline.harvest import run_harvest
+    from pipeline.steps.harvest import run_harvest
     from pipeline.settings import Settings
 
     over = {"harvest_commit_records": commit_records} if commit_records >= 0 else {}

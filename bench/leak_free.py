@@ -4,7 +4,7 @@ In ``bench.recommend`` the hidden paper is one of P's references, so in the snap
 with every positive: the stored CCBC leaks the answer. Here, for each seed set, the graph is rebuilt
 without P -- P's row and column of the adjacency matrix dropped (its references and its citers), and
 the reported citation count of each of P's references one lower, as an import of the corpus without P
-gives -- and then ``pipeline.graph`` computes exactly what ``paperkb graph`` stores: the counts
+gives -- and then ``pipeline.steps.graph`` computes exactly what ``paperkb graph`` stores: the counts
 ``c = max(reported, in-degree)``, the power-law fit and its survival weights ``w``, and the weighted
 CCBC top-k (``related_top_k``, same ``k``, block size and hub threshold) of the seeds' rows. Weighted CCBC
 is not a sum of per-citer terms (its parts are ratios, Jaccard indices and weights of the fitted power
@@ -44,8 +44,8 @@ def graph_without(a: sp.csr_matrix, reported: np.ndarray, v: int) -> tuple[sp.cs
 
 
 def weights(a: sp.csr_matrix, reported: np.ndarray, settings) -> tuple[np.ndarray, np.ndarray]:
-    """(counts, survival weights) as ``pipeline.graph.run_graph`` computes them."""
-    from pipeline.graph import fit_powerlaw, survival_weights
+    """(counts, survival weights) as ``pipeline.steps.graph.run_graph`` computes them."""
+    from pipeline.steps.graph import fit_powerlaw, survival_weights
 
     indeg = np.bincount(a.indices, minlength=a.shape[0]).astype(np.int64)
     c = np.maximum(reported, indeg)
@@ -71,7 +71,7 @@ class LeakFreeGraph:
     """The snapshot's citation graph, loaded once, and the evidence of seeds without one paper."""
 
     def __init__(self, con, settings):
-        from pipeline.graph import load_graph
+        from pipeline.steps.graph import load_graph
 
         self.settings = settings
         self.data = load_graph(con)
@@ -81,7 +81,7 @@ class LeakFreeGraph:
     def evidence(self, paper: str | None, seeds: list[str]) -> LeakFreeEvidence:
         """The seeds' related rows and the citation counts without ``paper`` (None: the graph as stored,
         which must reproduce the snapshot's ``related`` rows: the benchmark checks that first)."""
-        from pipeline.graph import related_top_k
+        from pipeline.steps.graph import related_top_k
 
         s, d = self.settings, self.data
         if paper is None:

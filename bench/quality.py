@@ -113,8 +113,8 @@ def baseline_tree(ref: str, dest: Path) -> Path:
 
 def halves(summary: dict, qrels_path: Path) -> dict[str, dict[str, float]]:
     """nDCG@10 of every row on the odd and even query-id halves, re-scored from the TREC runs."""
-    from pipeline.evaluate import read_trec_run, score_run
-    from pipeline.qrels import read_qrels
+    from pipeline.evaluation.evaluate import read_trec_run, score_run
+    from pipeline.evaluation.qrels import read_qrels
 
     qrels = read_qrels(qrels_path)
     parts = {"odd": {q: v for q, v in qrels.items() if int(q) % 2}, "even": {q: v for q, v in qrels.items() if not int(q) % 2}}

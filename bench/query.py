@@ -128,7 +128,7 @@ def build(folder: Path, n_chunks: int, seed: int = 0) -> dict:
         table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_FLAT",
                            num_partitions=256, max_iterations=10, sample_rate=64)
     t_vec = time.perf_counter() - t2
-    from pipeline.publish import write_manifest
+    from pipeline.steps.publish import write_manifest
 
     write_manifest(folder, {  # files + sizes, which opening a snapshot checks
         "snapshot_id": folder.name, "schema_version": 1, "counts": {"chunks": n_chunks, "papers": n_papers, "figures": n_fig},

@@ -176,10 +176,10 @@ def check_stored(con, leak_free, sets: list[dict]) -> None:
 
 
 def build_cacm(root: Path):
-    from pipeline.collections import import_collection
-    from pipeline.embed import run_embed
-    from pipeline.graph import run_graph
-    from pipeline.publish import run_publish
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import run_publish
     from pipeline.settings import Settings
 
     settings = Settings.load(warehouse=root / "warehouse")

@@ -89,7 +89,7 @@ def seed(settings, rows) -> None:
 
 
 def timed_run(settings, counts, **kw):
-    from pipeline.enrich import run_enrich
+    from pipeline.steps.enrich import run_enrich
 
     before = dict(counts)
     t0 = time.perf_counter()
@@ -197,7 +197,8 @@ def start_bulk_server(bulk: Bulk, files_dir: Path):
     from pytest_httpserver import HTTPServer
     from werkzeug import Response
     import re
-    import yaml
+
+    from devtools.replay_server import load_cassette
 
     server = HTTPServer(host="127.0.0.1", port=0)
     server.start()
@@ -207,8 +208,8 @@ def start_bulk_server(bulk: Bulk, files_dir: Path):
     by_sha = {bulk.sha(CORPUS_BASE + i): i for i in range(bulk.n)}
 
     def recorded(name: str) -> str:
-        it = yaml.safe_load((DATA / "s2" / name).read_text())["interactions"][0]
-        return it["response"]["body"]["string"].replace("https://ai2-s2ag.s3.amazonaws.com", host)
+        content = load_cassette(DATA / "s2" / name)[0]["content"].decode("utf-8")
+        return content.replace("https://ai2-s2ag.s3.amazonaws.com", host)
 
     links = json.loads(recorded("test_get_dataset_download_links.yaml"))
     file_paths = {}
@@ -266,7 +267,7 @@ def bulk_seed(settings, bulk: Bulk, n: int) -> None:
 
 
 def bulk_run(settings, counts, label: str) -> dict:
-    from pipeline.enrich import run_enrich
+    from pipeline.steps.enrich import run_enrich
     from pipeline.warehouse import Warehouse
 
     before = dict(counts)
@@ -377,9 +378,9 @@ def main() -> int:
         records[lookup] = json.dumps(rec).encode("utf-8")
         rows.append({"paper_id": row["external_id"] if row["source"] == "arxiv" else f"bench:{i}", **row})
     references_page = json.dumps({"offset": 0, "data": [{"citedPaper": r} for r in paper["references"]]}).encode()
-    import yaml
+    from devtools.replay_server import load_cassette
 
-    empty = yaml.safe_load((DATA / "s2" / "test_empty_paginated_results.yaml").read_text())["interactions"][0]["response"]["body"]["string"].encode()
+    empty = load_cassette(DATA / "s2" / "test_empty_paginated_results.yaml")[0]["content"]
     server, counts = start_server(records, references_page, empty)
     tmp = Path(tempfile.mkdtemp(prefix="bench-s2-"))
     results: dict = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpu, python {platform.python_version()}",

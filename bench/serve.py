@@ -46,10 +46,10 @@ def build_cisi(root: Path) -> None:
     settings = Settings.load(warehouse=root)
     if (settings.snapshots_dir / "CURRENT").exists():
         return
-    from pipeline.collections import import_collection
-    from pipeline.embed import run_embed
-    from pipeline.graph import run_graph
-    from pipeline.publish import run_publish
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import run_publish
 
     import_collection(settings, DATA / "collections" / "cisi", fmt="smart", name="cisi")
     run_graph(settings)
@@ -182,7 +182,7 @@ def main() -> int:
     root = OUT / "cisi"
     build_cisi(root)
 
-    from pipeline.qrels import read_queries
+    from pipeline.evaluation.qrels import read_queries
 
     queries = list(read_queries(DATA / "collections" / "cisi" / "CISI.QRY", "smart").values())
     rounds = args.rounds or (3 if args.baseline_ref else 1)

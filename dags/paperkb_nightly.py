@@ -39,7 +39,8 @@ coalesce -> harvest -> enrich -> plan_fulltext       -> [fetch_batch -> extract_
   over a whole week.
 
 Settings come from the environment (`PAPERKB_WAREHOUSE`, `PAPERKB_ARXIV_OAI_URL`, `S2_API_KEY`, ...).
-The DAG only wires `pipeline.refresh`; all logic lives in the `pipeline` package.
+The DAG only wires calls to the steps in `pipeline.steps` (and `pipeline.feeds.mail`); all logic lives in the
+`pipeline` package.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ FEEDS = Asset(name="paperkb_feeds", uri="x-paperkb://snapshots/current/feeds", g
 
 
 def _settings() -> Settings:
-    return Settings.load()
+    """The environment's settings; a task queues behind another writer instead of failing at once."""
+    return Settings.load(lock_queue=True)
 
 
 def step(**task_kwargs):
@@ -141,11 +143,11 @@ def paperkb_nightly():
         Otherwise (nightly runs, the last day of a backfill, replays, or when Airflow cannot be asked)
         the run goes on. The decision is in this task's log and in its XCom `decision`.
         """
-        from pipeline import refresh
+        from pipeline.steps import windows
 
-        decision = refresh.coalesce_task(
+        decision = windows.coalesce(
             _settings(), logical_date=logical_date, interval_start=data_interval_start, interval_end=data_interval_end,
-            params=params, dag_run_id=run_id, count_queued=refresh.airflow_queued_counter(ti))
+            params=params, dag_run_id=run_id, count_queued=windows.airflow_queued_counter(ti))
         ti.xcom_push(key="decision", value=decision)
         return not decision["defer"]
 
@@ -158,10 +160,10 @@ def paperkb_nightly():
         (one list per contiguous range), lands every response in `raw/arxiv/` and upserts `papers`,
         `authors`, `paper_authors`, `versions`. Pool `arxiv_pool`: one client talks to arXiv at a time.
         """
-        from pipeline import refresh
+        from pipeline.steps import windows
 
-        return refresh.harvest_task(_settings(), data_interval_start, data_interval_end, replay=bool(params["replay"]),
-                                    from_param=params.get("from"), until_param=params.get("until"))
+        return windows.harvest_windows(_settings(), data_interval_start, data_interval_end, replay=bool(params["replay"]),
+                                       from_param=params.get("from"), until_param=params.get("until"))
 
     @step(pool=S2_POOL, outlets=[WORKS, CITATIONS, PAPERS])
     def enrich(params=None) -> dict:
@@ -172,9 +174,9 @@ def paperkb_nightly():
         the S2 Datasets diffs since the loaded release first); lands everything in `raw/s2/` and upserts
         `works`, `citations` and the S2 columns of `papers`. Pool `s2_pool`.
         """
-        from pipeline import refresh
+        from pipeline.steps import enrich
 
-        return refresh.enrich_task(_settings(), replay=bool(params["replay"]))
+        return enrich.run_enrich(_settings(), replay=bool(params["replay"]))
 
     @step()
     def plan_fulltext(params=None) -> list[dict]:
@@ -184,9 +186,9 @@ def paperkb_nightly():
         (`PAPERKB_FULLTEXT_BATCH_SIZE`); each batch is one `fetch_batch` and one `extract_batch` task.
         No batches: the mapped tasks are skipped and the merge still runs.
         """
-        from pipeline import refresh
+        from pipeline.steps import fulltext
 
-        return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))["download"]
+        return fulltext.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))["download"]
 
     @step()
     def plan_raw_extraction(params=None) -> list[dict]:
@@ -196,9 +198,9 @@ def paperkb_nightly():
         by an earlier run, or every paper of a replay), in batches; each batch is one
         `extract_raw_batch` task: no download, no pool, on every free worker.
         """
-        from pipeline import refresh
+        from pipeline.steps import fulltext
 
-        return refresh.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))["in_raw"]
+        return fulltext.plan_fulltext_batches(_settings(), replay=bool(params["replay"]))["in_raw"]
 
     @step(pool=ARXIV_POOL, map_index_template="{{ task.op_kwargs['batch']['part'] }}")
     def fetch_batch(batch: dict, params=None) -> dict:
@@ -208,9 +210,9 @@ def paperkb_nightly():
         which ones failed and why. Network only: no extraction, no DuckDB or staging writes. Pool
         `arxiv_pool`: one download client at a time across all batches and runs.
         """
-        from pipeline import refresh
+        from pipeline.steps import fulltext
 
-        return refresh.fetch_batch_task(_settings(), batch, replay=bool(params["replay"]))
+        return fulltext.fetch_batch(_settings(), batch["paper_ids"], batch["part"], replay=bool(params["replay"]))
 
     @step(map_index_template="{{ task.op_kwargs['fetched']['part'] }}")
     def extract_batch(fetched: dict, params=None) -> dict:
@@ -220,9 +222,9 @@ def paperkb_nightly():
         one staging Parquet part named after the batch's content (a retry overwrites it). No pool and
         no network: batches extract in parallel, each as soon as its own download is done.
         """
-        from pipeline import refresh
+        from pipeline.steps import fulltext
 
-        return refresh.extract_batch_task(_settings(), fetched, replay=bool(params["replay"]))
+        return fulltext.extract_fetched(_settings(), fetched, replay=bool(params["replay"]))
 
     @task_group(group_id="fulltext", prefix_group_id=False)
     def fulltext(batch: dict):
@@ -236,9 +238,9 @@ def paperkb_nightly():
         `extract_batch` for a batch whose PDFs are already in the raw zone: nothing to download, so it
         does not wait for `arxiv_pool`; batches extract on every free worker at once.
         """
-        from pipeline import refresh
+        from pipeline.steps import fulltext
 
-        return refresh.extract_batch_task(_settings(), fetched, replay=bool(params["replay"]))
+        return fulltext.extract_fetched(_settings(), fetched, replay=bool(params["replay"]))
 
     @step(trigger_rule="none_failed", outlets=[CHUNKS, FIGURES, FULLTEXT_DOCS])
     def merge_fulltext() -> dict:
@@ -247,9 +249,9 @@ def paperkb_nightly():
         Upserts every staging part into `chunks`, `figures`, `fulltext_docs` (idempotent). Runs also
         when there was nothing to fetch.
         """
-        from pipeline import refresh
+        from pipeline.steps import fulltext
 
-        return refresh.merge_fulltext_task(_settings())
+        return fulltext.merge_fulltext(_settings())
 
     @step(outlets=[PAPER_METRICS, RELATED, POWERLAW_FITS])
     def graph() -> dict:
@@ -258,9 +260,9 @@ def paperkb_nightly():
         Builds the citation graph with igraph: PageRank, the power-law fit of citation counts and its
         survival weights, and the co-citation / coupling neighbours in `related`.
         """
-        from pipeline import refresh
+        from pipeline.steps import graph
 
-        return refresh.graph_task(_settings())
+        return graph.run_graph(_settings())
 
     @step()
     def plan_embed() -> list[dict]:
@@ -268,9 +270,10 @@ def paperkb_nightly():
         ### plan_embed
         Splits the texts to embed into `PAPERKB_EMBED_SHARDS` shards by content hash.
         """
-        from pipeline import refresh
+        from pipeline.steps import embed
 
-        return refresh.plan_embed_shards(_settings())
+        settings = _settings()
+        return embed.plan_shards(settings, settings.embed_shards)
 
     @step(map_index_template="shard {{ shard['index'] }}")
     def embed_shard(shard: dict) -> dict:
@@ -279,9 +282,9 @@ def paperkb_nightly():
         Encodes the shard's new texts (unchanged content hashes are cached) and stages the vectors as
         Parquet. Reads DuckDB read-only; no LanceDB writes.
         """
-        from pipeline import refresh
+        from pipeline.steps import embed
 
-        return refresh.embed_shard_task(_settings(), shard)
+        return embed.embed_shard(_settings(), shard)
 
     @step(trigger_rule="none_failed", outlets=[LANCEDB])
     def merge_embeddings() -> dict:
@@ -290,9 +293,9 @@ def paperkb_nightly():
         Absorbs the staged vectors and syncs the LanceDB tables `chunks`, `papers`, `figures` and
         their vector and full-text indexes (the single LanceDB writer).
         """
-        from pipeline import refresh
+        from pipeline.steps import embed
 
-        return refresh.merge_embeddings_task(_settings())
+        return embed.merge_embeddings(_settings())
 
     @step(outlets=[SNAPSHOT])
     def publish(*, outlet_events=None) -> dict:
@@ -302,9 +305,9 @@ def paperkb_nightly():
         `paperkb_snapshot` asset event with the snapshot id and path, which schedules downstream DAGs.
         A warehouse with no papers is not published (the task is skipped, CURRENT stays).
         """
-        from pipeline import refresh
+        from pipeline.steps import publish
 
-        summary = refresh.publish_task(_settings())
+        summary = publish.publish_unless_empty(_settings())
         if "skipped" in summary:  # an empty warehouse: no snapshot, no asset event, CURRENT unchanged
             raise AirflowSkipException(summary["skipped"])
         outlet_events[SNAPSHOT].extra = {k: str(summary[k]) for k in ("snapshot_id", "path") if k in summary}
@@ -320,9 +323,9 @@ def paperkb_nightly():
         emits the `paperkb_feeds` asset event with the snapshot id and the matches per feed, so downstream
         DAGs can send their own notifications.
         """
-        from pipeline import refresh
+        from pipeline.feeds import mail
 
-        out = refresh.feeds_task(_settings(), published.get("snapshot_id"))
+        out = mail.deliver(_settings(), published.get("snapshot_id"))
         outlet_events[FEEDS].extra = {"snapshot_id": out["snapshot_id"], "feeds": out["feeds"]}
         return out
 

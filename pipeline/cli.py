@@ -72,7 +72,7 @@ def harvest(
 ) -> None:
     """Harvest arXiv metadata (OAI-PMH ListRecords) into the warehouse, resuming a killed harvest."""
     from pipeline.errors import StepFailed
-    from pipeline.harvest import run_harvest, summary_line
+    from pipeline.steps.harvest import run_harvest, summary_line
 
     settings = get_settings(ctx, categories=_split_categories(categories))
     try:
@@ -90,7 +90,7 @@ def lookup(
 ) -> None:
     """Fetch single papers by id through the arXiv API (for backfills) and load them."""
     from pipeline.errors import StepFailed
-    from pipeline.harvest import run_lookup, summary_line
+    from pipeline.steps.harvest import run_lookup, summary_line
 
     settings = get_settings(ctx)
     try:
@@ -112,7 +112,7 @@ def enrich(
         "datasets (S2 Datasets API files, then diffs; needs S2_API_KEY). Setting PAPERKB_S2_MODE, default batch."),
 ) -> None:
     """Semantic Scholar: S2 ids and counts on papers, works, citations (with isInfluential/intents), authors."""
-    from pipeline.enrich import one_line, run_enrich
+    from pipeline.steps.enrich import one_line, run_enrich
     from pipeline.errors import StepFailed
 
     modes = ("batch", "per-paper", "datasets")
@@ -135,7 +135,7 @@ def fulltext(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Papers per batch (setting PAPERKB_FULLTEXT_BATCH_SIZE)."),
 ) -> None:
     """Download PDFs of papers without full text, extract body chunks, figure legends and abstracts."""
-    from pipeline.fulltext import run_fulltext, summary_line
+    from pipeline.steps.fulltext import run_fulltext, summary_line
 
     settings = get_settings(ctx)
     typer.echo(summary_line(run_fulltext(settings, replay=replay, batch_size=batch_size)))
@@ -151,7 +151,7 @@ def extract(
     """Show what the pipeline would store for one PDF: pages, sections, chunks, figure legends."""
     import json
 
-    from pipeline.fulltext import extract_file
+    from pipeline.steps.fulltext import extract_file
 
     settings = get_settings(ctx)
     result = extract_file(settings, pdf, paper_id=paper_id)
@@ -174,7 +174,7 @@ def graph(
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Related works per corpus paper (setting graph_top_k, default 50)."),
 ) -> None:
     """Citation graph: PageRank, power-law fit and weights, weighted CCBC related papers."""
-    from pipeline.graph import run_graph
+    from pipeline.steps.graph import run_graph
 
     settings = get_settings(ctx, graph_damping=damping, graph_top_k=top_k)
     s = run_graph(settings)
@@ -193,7 +193,7 @@ def import_collection_cmd(
     name: Optional[str] = typer.Option(None, "--name", help="Collection name: paper ids become NAME:DOCNO (default: the folder name, or the .jsonl file name)."),
 ) -> None:
     """Import a local corpus (SMART test collection or JSONL) as papers, works and citations."""
-    from pipeline.collections import import_collection
+    from pipeline.sources.local_corpus import import_collection
 
     settings = get_settings(ctx)
     s = import_collection(settings, path, fmt=fmt, name=name)
@@ -214,7 +214,7 @@ def import_pdfs_cmd(
     `paperkb fulltext` extracts them without the network. Unusable files, and library entries without a
     PDF or with a missing one, go to rejects (and each such entry is listed).
     """
-    from pipeline.library import entry_lines, import_pdfs, summary_line
+    from pipeline.library.pdf_folder import entry_lines, import_pdfs, summary_line
 
     settings = get_settings(ctx)
     s = import_pdfs(settings, folder)
@@ -235,7 +235,7 @@ def embed(
     precision: Optional[str] = typer.Option(None, "--precision", help="fp32 | bf16 | fp16 | int8 (setting embed_precision; default by device and backend)."),
 ) -> None:
     """Encode new passages, abstracts and figure legends into LanceDB (incremental by content hash)."""
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     settings = get_settings(ctx, embed_model=model, embed_query_model=query_model, embed_batch_size=batch_size,
                             embed_device=device, embed_backend=backend, embed_precision=precision)
@@ -250,7 +250,7 @@ def embed(
 @app.command()
 def publish(ctx: typer.Context) -> None:
     """Build, verify and publish an immutable snapshot, then point CURRENT at it."""
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     settings = get_settings(ctx)
     s = run_publish(settings)
@@ -348,7 +348,7 @@ def search(
     kwargs = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost, config=config)
     searcher = Searcher(open_snapshot(settings, snapshot), settings)
     if queries is not None:
-        from pipeline.qrels import read_queries
+        from pipeline.evaluation.qrels import read_queries
         from pipeline.query.runs import write_trec_run
 
         qs = read_queries(queries)
@@ -452,7 +452,7 @@ def match_library_cmd(
 
     import duckdb
 
-    from pipeline.library_match import match_library
+    from pipeline.library.match import match_library
 
     settings = get_settings(ctx)
     if warehouse_db:
@@ -578,7 +578,7 @@ def interests_add(
     replace: bool = typer.Option(False, "--replace", help="Replace an interest of the same name."),
 ) -> None:
     """Save an interest; from the next publish on, its snapshot holds a feed of the new papers that match it."""
-    from pipeline.interests import add_interest
+    from pipeline.feeds.interests import add_interest
     from pipeline.query.filters import Filters
 
     filters = Filters(year_from=year_from, year_to=year_to, categories=_split_categories(category) or [], authors=author or [])
@@ -592,7 +592,7 @@ def interests_add(
 @interests_app.command("list")
 def interests_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Saved interests, by name."""
-    from pipeline.interests import list_interests
+    from pipeline.feeds.interests import list_interests
 
     items = list_interests(get_settings(ctx))
     if as_json:
@@ -608,7 +608,7 @@ def interests_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--js
 @interests_app.command("remove")
 def interests_remove(ctx: typer.Context, name: str = typer.Argument(..., help="Interest name.")) -> None:
     """Forget an interest (feeds already published stay in their snapshots)."""
-    from pipeline.interests import remove_interest
+    from pipeline.feeds.interests import remove_interest
 
     remove_interest(get_settings(ctx), name)
     typer.echo(f"interests: removed {name}")
@@ -629,12 +629,12 @@ def feeds_cmd(
     as_json: bool = typer.Option(False, "--json", help="List as JSON (the feeds index)."),
 ) -> None:
     """The feeds a snapshot holds: the papers new in it that match each interest (Atom, JSON Feed, digest)."""
-    from pipeline import feeds as feeds_mod
+    from pipeline.feeds import write as feeds_mod
     from pipeline import snapshots
 
     settings = get_settings(ctx)
     if send:
-        from pipeline.feed_mail import deliver
+        from pipeline.feeds.mail import deliver
 
         out = deliver(settings, snapshot)
         typer.echo(f"feeds: snapshot {out['snapshot_id']}: " + (f"mailed to {', '.join(out['sent_to'])}" if out["sent_to"]
@@ -682,7 +682,7 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """nDCG@10, MAP and R@100 (ir-measures) of the default ranking and its ablations, with TREC run files."""
-    from pipeline.evaluate import evaluate, relative_to, summary_json
+    from pipeline.evaluation.evaluate import evaluate, relative_to, summary_json
 
     if fmt is not None and fmt not in ("smart", "trec"):
         raise UserError(f"unknown --format {fmt!r}: use smart or trec")
@@ -725,10 +725,11 @@ def refresh(
     replay: bool = typer.Option(False, "--replay", help="Rebuild arXiv and S2 tables from the raw zone only (no network)."),
 ) -> None:
     """All steps in order, in this process, as the nightly DAG runs them: harvest .. publish."""
-    from pipeline.refresh import STEP_ORDER, one_line, parse_day, run_refresh
+    from pipeline.steps.refresh import STEP_ORDER, one_line, run_refresh
+    from pipeline.dates import parse_day
 
     settings = get_settings(ctx)
-    start, end = parse_day(from_date), parse_day(until_date)
+    start, end = parse_day(from_date, "--from"), parse_day(until_date, "--until")
     if start and end and start > end:
         raise UserError(f"--from {start} is after --until {end}")
 
@@ -751,18 +752,6 @@ def dags_folder() -> None:
     from pipeline.settings import DAGS_DIR
 
     print(DAGS_DIR)
-
-
-@app.command("replay-server")
-def replay_server(
-    data: Path = typer.Option(Path("../shared/data"), "--data", help="Folder with the recorded arXiv/S2 responses."),
-    port: int = typer.Option(8765, "--port", help="Port on 127.0.0.1 (0 = any free port)."),
-) -> None:
-    """Serve the recorded arXiv/S2 data locally; prints the PAPERKB_* variables that point paperkb at it."""
-    from pipeline.replay_server import serve_until_interrupted
-
-    serve_until_interrupted(data, port=port)
-
 
 
 # ==== serve (issue 9) ============================================================================

@@ -230,6 +230,9 @@ class Settings(BaseSettings):
     airflow_retries: int = Field(default=3, ge=0, description="retries per Airflow task")
     airflow_retry_delay_s: float = Field(default=60.0, ge=0, description="first retry delay; doubles on each retry")
     airflow_max_retry_delay_s: float = Field(default=1800.0, ge=0, description="cap on the retry delay")
+    lock_queue: bool = Field(
+        default=False, description="wait for the warehouse writer lock (up to lock_wait_s) instead of refusing at once; "
+        "the Airflow DAG sets it for its tasks")
     lock_wait_s: float = Field(
         default=3600.0, description="how long an Airflow task waits for the warehouse writer lock held by another "
         "step before it fails (and is retried); 0 = no limit. The CLI never waits: it refuses at once")

@@ -261,12 +261,13 @@ def is_held_here(warehouse: Path | str) -> bool:
 
 def writes(step: str) -> Callable[[F], F]:
     """Decorator for a step function whose first argument is its ``Settings``: the call holds the writer
-    lock (refusing when another process holds it; reentrant inside a task wrapper that waited for it)."""
+    lock. It refuses at once when another process holds it, unless ``settings.lock_queue`` (Airflow tasks):
+    then it waits up to ``settings.lock_wait_s`` (0 or less = no limit). Reentrant within a process."""
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(settings, *args, **kwargs):
-            with hold(settings.warehouse, step):
+            with hold(settings.warehouse, step, **_queueing(settings)):
                 return fn(settings, *args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
@@ -274,9 +275,8 @@ def writes(step: str) -> Callable[[F], F]:
     return deco
 
 
-@contextmanager
-def task_lock(settings, step: str) -> Iterator[dict]:
-    """Airflow tasks: wait for the writer lock (``settings.lock_wait_s``; 0 or less = no limit)."""
+def _queueing(settings) -> dict:
+    if not getattr(settings, "lock_queue", False):
+        return {}
     limit = settings.lock_wait_s
-    with hold(settings.warehouse, step, wait=True, timeout_s=limit if limit and limit > 0 else None) as rec:
-        yield rec
+    return {"wait": True, "timeout_s": limit if limit and limit > 0 else None}

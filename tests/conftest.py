@@ -53,20 +53,20 @@ def isolated_settings(warehouse: Path, **overrides):
 # ---- embed / publish (issue 6) ------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def cisi_snapshot(shared_data, tmp_path_factory, request):
-    """Settings of a warehouse where CISI was imported, the graph computed (when pipeline.graph exists),
+    """Settings of a warehouse where CISI was imported, the graph computed (when pipeline.steps.graph exists),
     embedded with the default model and published (``snapshots/CURRENT`` set).
 
     Session-scoped and shared by query/serve tests: treat it as read-only. Vectors are cached by
     (model, content hash) under .pytest_cache, so only the first session pays for encoding CISI."""
-    from pipeline.collections import import_collection
-    from pipeline.embed import run_embed
-    from pipeline.publish import run_publish
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
     settings = isolated_settings(tmp_path_factory.mktemp("cisi_snapshot") / "warehouse", embed_cache_dir=cache)
     import_collection(settings, shared_data / "collections" / "cisi")
     try:
-        from pipeline.graph import run_graph
+        from pipeline.steps.graph import run_graph
     except ImportError:  # graph step not in this checkout yet: metrics stay NULL
         run_graph = None
     if run_graph is not None:
@@ -80,7 +80,7 @@ def cisi_snapshot(shared_data, tmp_path_factory, request):
 def cacm_warehouse(shared_data, tmp_path_factory):
     """Settings of a warehouse where CACM (papers, authors, its real citation links) was imported; no
     graph, vectors or snapshot. Session-scoped: treat it as read-only."""
-    from pipeline.collections import import_collection
+    from pipeline.sources.local_corpus import import_collection
 
     settings = isolated_settings(tmp_path_factory.mktemp("cacm_warehouse") / "warehouse")
     import_collection(settings, shared_data / "collections" / "cacm")
@@ -92,11 +92,11 @@ def cacm_snapshot(shared_data, tmp_path_factory, request):
     """Settings of a warehouse where CACM (with its real citation links) was imported, the graph
     computed, embedded and published. Session-scoped and read-only, like ``cisi_snapshot``; vectors are
     cached under .pytest_cache, so only the first session pays for encoding CACM."""
-    pytest.importorskip("pipeline.graph")
-    from pipeline.collections import import_collection
-    from pipeline.embed import run_embed
-    from pipeline.graph import run_graph
-    from pipeline.publish import run_publish
+    pytest.importorskip("pipeline.steps.graph")
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
     settings = isolated_settings(tmp_path_factory.mktemp("cacm_snapshot") / "warehouse", embed_cache_dir=cache)

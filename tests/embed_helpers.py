@@ -21,7 +21,7 @@ def cisi_subset(shared_data: Path, out_dir: Path, n: int) -> Path:
 
 
 def import_cisi_subset(settings: Settings, shared_data: Path, n: int) -> dict:
-    from pipeline.collections import import_collection
+    from pipeline.sources.local_corpus import import_collection
 
     f = cisi_subset(shared_data, settings.warehouse.parent / "cisi_subset", n)
     return import_collection(settings, f, fmt="smart", name="cisi")
@@ -31,7 +31,7 @@ def add_pdf_paper(settings: Settings, shared_data: Path, arxiv_id: str) -> dict:
     """Extract a real arXiv PDF with the full-text extractor and load paper, chunks and figures."""
     import pyarrow as pa
 
-    from pipeline.fulltext import extract_pdf
+    from pipeline.steps.fulltext import extract_pdf
     from pipeline.warehouse import Warehouse
 
     data = (shared_data / "arxiv" / "pdf" / f"{arxiv_id}.pdf").read_bytes()

@@ -2,8 +2,7 @@
 and bench/s2.py).
 
 The recordings in ``../shared/data/s2`` are vcrpy cassettes made by the ``semanticscholar`` client's
-own tests (two YAML flavours: ``response.status.code`` + ``response.body.string``, and
-``response.status_code`` + ``response.content``). :class:`S2Replay` keys each recorded answer by
+own tests, read by :func:`devtools.replay_server.load_cassette`. :class:`S2Replay` keys each recorded answer by
 method, path, query and JSON body, and serves the recorded bytes and status.
 
 The ``fields`` query parameter is left out of the key: the recordings were made with the client's
@@ -23,25 +22,11 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit
 
-import yaml
 from werkzeug import Request, Response
 
+from devtools.replay_server import load_cassette, s2_request_key
+
 GRAPH_PREFIX = "/graph/v1"
-
-
-def _norm_body(body: Any) -> str:
-    if body in (None, "", b""):
-        return ""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8")
-    try:
-        return json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"))
-    except ValueError:
-        return body
-
-
-def _norm_query(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in pairs if k != "fields"))
 
 
 @dataclass
@@ -61,25 +46,6 @@ class Seen:
     body: bytes
     status: int
     headers: dict[str, str]
-
-
-def load_cassette(path: Path) -> list[dict[str, Any]]:
-    """Interactions of a cassette as dicts: method, uri, body (request), status, content (bytes)."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    out = []
-    for it in data["interactions"]:
-        req, resp = it["request"], it["response"]
-        if "status" in resp:
-            status = resp["status"]["code"] if isinstance(resp["status"], dict) else int(resp["status"])
-            content = resp["body"]["string"]
-        else:
-            status, content = int(resp["status_code"]), resp["content"]
-        if isinstance(content, str):
-            content = content.encode("utf-8")
-        ctype = (resp.get("headers") or {}).get("Content-Type") or ["application/json"]
-        out.append({"method": req["method"], "uri": req["uri"], "body": req.get("body") or "", "status": status,
-                    "content": content, "content_type": ctype[0] if isinstance(ctype, list) else ctype})
-    return out
 
 
 class S2Replay:
@@ -104,8 +70,8 @@ class S2Replay:
     # -- registering answers ----------------------------------------------------------------------
     def add(self, method: str, path: str, status: int, body: bytes, *, query: dict[str, Any] | None = None,
             json_body: Any = None, headers: dict[str, str] | None = None) -> None:
-        key = (method.upper(), path, _norm_query([(k, str(v)) for k, v in (query or {}).items()]),
-               _norm_body(json.dumps(json_body) if json_body is not None else ""))
+        key = s2_request_key(method, path, [(k, str(v)) for k, v in (query or {}).items()],
+                             json.dumps(json_body) if json_body is not None else "")
         self.routes[key] = Recorded(status, body, headers=dict(headers or {}))
 
     def add_json(self, method: str, path: str, payload: Any, **kw) -> bytes:
@@ -122,8 +88,7 @@ class S2Replay:
             for old, new in (alias or {}).items():
                 if path.startswith(old):
                     path = new + path[len(old):]
-            key = (it["method"].upper(), path, _norm_query(parse_qsl(parts.query, keep_blank_values=True)),
-                   _norm_body(it["body"]))
+            key = s2_request_key(it["method"], path, parse_qsl(parts.query, keep_blank_values=True), it["body"])
             self.routes[key] = Recorded(it["status"], it["content"], it["content_type"])
         return interactions
 
@@ -148,8 +113,8 @@ class S2Replay:
                 if resp is not None:
                     break
             if resp is None:
-                key = (request.method.upper(), request.path, _norm_query(list(request.args.items(multi=True))),
-                       _norm_body(request.get_data()))
+                key = s2_request_key(request.method, request.path, list(request.args.items(multi=True)),
+                                     request.get_data())
                 rec = self.routes.get(key)
                 if rec is not None:
                     resp = Response(rec.body, status=rec.status, content_type=rec.content_type, headers=rec.headers)

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta, timezone
 import _airflow_env
 import pytest
 
-from pipeline.refresh import harvest_window
+from pipeline.steps.windows import harvest_window
 
 pytestmark = pytest.mark.slow
 

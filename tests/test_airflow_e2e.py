@@ -47,7 +47,7 @@ def replay(shared_data, flaky_s2):
     from pytest_httpserver import HTTPServer
     from werkzeug import Response
 
-    from pipeline.replay_server import RecordedServices
+    from devtools.replay_server import RecordedServices
 
     services = RecordedServices.load(shared_data)
 
@@ -70,7 +70,7 @@ def replay(shared_data, flaky_s2):
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory, replay):
-    from pipeline.replay_server import service_env
+    from devtools.replay_server import service_env
 
     wh = tmp_path_factory.mktemp("airflow-e2e") / "warehouse"
     env = {
@@ -112,7 +112,7 @@ def recorded_pdf_ids(shared_data: Path) -> list[str]:
 
 def import_recorded_pdfs(warehouse: Path, shared_data: Path) -> dict:
     """What ``make run REPLAY=1`` does before the DAG runs: ``paperkb import-pdfs DATA/arxiv/pdf``."""
-    from pipeline.library import import_pdfs
+    from pipeline.library.pdf_folder import import_pdfs
     from pipeline.settings import Settings
 
     return import_pdfs(Settings.load(warehouse=warehouse), shared_data / "arxiv" / "pdf")
@@ -341,7 +341,7 @@ def test_a_run_with_the_next_run_queued_defers_and_the_next_run_harvests_both(fi
 def test_a_task_killed_mid_run_is_retried_and_finishes(first_run, warehouse, replay, tmp_path):
     """Real task processes (LocalExecutor): SIGKILL merge_embeddings while it writes LanceDB; Airflow
     marks the try failed, retries it, and the run publishes the same snapshot content."""
-    from pipeline.airflow_local import airflow_env, api_server, free_port, prepare
+    from devtools.airflow_local import airflow_env, api_server, free_port, prepare
 
     data_counts_before = data_counts(current_manifest(warehouse))
     home = tmp_path / "airflow"
@@ -411,8 +411,10 @@ def test_the_next_night_feeds_list_exactly_its_new_matching_papers(first_run, ni
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from pipeline import feeds, snapshots
-    from pipeline.interests import add_interest
+    from pipeline.feeds import write as feeds
+
+    from pipeline import snapshots
+    from pipeline.feeds.interests import add_interest
     from pipeline.settings import Settings
 
     settings = Settings.load()  # the module's environment: this warehouse, the replay server

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from pipeline.replay_server import RecordedServices, ReplayServer, service_env
+from devtools.replay_server import RecordedServices, ReplayServer, service_env
 
 
 @pytest.fixture(scope="module")

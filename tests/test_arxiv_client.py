@@ -1,4 +1,4 @@
-"""pipeline.sources.arxiv over real HTTP: politeness delay, Retry-After, capped backoff, network
+"""pipeline.sources.arxiv.client over real HTTP: politeness delay, Retry-After, capped backoff, network
 errors, truncated bodies, raw zone before parse."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 import pytest
 
 from arxiv_replay import LAST_PAGE, LIST_PAGE, ArxivReplay
-from pipeline.arxiv_records import MalformedResponse
+from pipeline.sources.arxiv.records import MalformedResponse
 from pipeline.raw import RawZone
-from pipeline.sources.arxiv import ArxivClient, ArxivUnavailable, parse_retry_after
+from pipeline.sources.arxiv.client import ArxivClient, ArxivUnavailable, parse_retry_after
 
 START = {"verb": "ListRecords", "metadataPrefix": "arXivRaw", "set": "cs"}
 

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pipeline.arxiv_ids import is_arxiv_id, normalize_arxiv_id, parse_arxiv_id
-from pipeline.arxiv_records import (
+from pipeline.sources.arxiv.ids import is_arxiv_id, normalize_arxiv_id, parse_arxiv_id
+from pipeline.sources.arxiv.records import (
     ApiErrorFeed,
     MalformedResponse,
     author_key,

@@ -7,8 +7,8 @@ import re
 import pytest
 from fulltext_sources import read_pdf_table
 
-from pipeline.chunking import Segment, chunk_spans, load_tokenizer, tokenizer_path
-from pipeline.fulltext import extract_pdf
+from pipeline.embedding.chunking import Segment, chunk_spans, load_tokenizer, tokenizer_path
+from pipeline.steps.fulltext import extract_pdf
 
 _CACHE: dict = {}
 

@@ -42,10 +42,10 @@ def _error_line(stderr: str) -> str:
 @pytest.fixture(scope="module")
 def tiny_warehouse(tmp_path_factory) -> Path:
     """A published warehouse of six papers (a DuckDB warehouse, a working LanceDB, one snapshot)."""
-    from pipeline.collections import import_collection
-    from pipeline.embed import run_embed
-    from pipeline.graph import run_graph
-    from pipeline.publish import run_publish
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import run_publish
     from pipeline.settings import Settings
 
     root = tmp_path_factory.mktemp("tiny")
@@ -171,12 +171,12 @@ def test_describe_error_families(tmp_path):
 
 
 def test_a_failed_step_is_one_line_exit_1_and_v_shows_the_traceback(tmp_path, monkeypatch, capsys):
-    import pipeline.graph
+    import pipeline.steps.graph
 
     def broken(settings):
         raise ValueError("igraph said no\nsecond line")
 
-    monkeypatch.setattr(pipeline.graph, "run_graph", broken)
+    monkeypatch.setattr(pipeline.steps.graph, "run_graph", broken)
     assert main(["--warehouse", str(tmp_path / "wh"), "graph"]) == 1
     err = capsys.readouterr().err
     assert _error_line(err) == "paperkb: error: ValueError: igraph said no (paperkb -v ... shows the traceback)"

@@ -8,10 +8,10 @@ from datetime import date, datetime, timedelta, timezone
 import duckdb
 import pytest
 
-from pipeline import refresh
 from pipeline.errors import UserError
-from pipeline.refresh import (coalesce_decision, coalesce_task, deferred_windows, merge_windows,
-                              neighbour_logical_dates, run_window)
+from pipeline.steps import windows
+from pipeline.steps.windows import (coalesce, coalesce_decision, deferred_windows, merge_windows,
+                                    neighbour_logical_dates, run_window)
 
 D = date.fromisoformat
 NOV = [date(2026, 11, d) for d in range(1, 31)]
@@ -79,7 +79,7 @@ def _deferred_rows(settings):
 
 def _gate(settings, day: str, count_queued, **params):
     start = utc(day)
-    return coalesce_task(settings, logical_date=start, interval_start=start, interval_end=start + timedelta(days=1),
+    return coalesce(settings, logical_date=start, interval_start=start, interval_end=start + timedelta(days=1),
                          params={"replay": False, "from": "", "until": "", **params}, dag_run_id=f"backfill__{day}",
                          count_queued=count_queued)
 
@@ -128,7 +128,7 @@ def test_the_window_of_a_ranged_run_is_what_it_defers(settings):
 # ---- the run that goes through harvests the deferred windows too --------------------------------------------------
 @pytest.fixture
 def harvests(monkeypatch):
-    from pipeline import harvest
+    from pipeline.steps import harvest
 
     calls = []
 
@@ -144,7 +144,7 @@ def test_the_last_run_of_a_backfill_harvests_every_deferred_day_in_one_list_then
     for day in ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-05"):
         _gate(settings, day, lambda dates: 1)
     start = utc("2026-11-06")
-    out = refresh.harvest_task(settings, start, start + timedelta(days=1))
+    out = windows.harvest_windows(settings, start, start + timedelta(days=1))
     assert harvests == [(D("2026-11-01"), D("2026-11-03"), False), (D("2026-11-05"), D("2026-11-06"), False)]
     assert (out["from_date"], out["until_date"]) == ("2026-11-06", "2026-11-06")  # the run's own window
     assert out["lists"] == [["2026-11-01", "2026-11-03"], ["2026-11-05", "2026-11-06"]]
@@ -153,7 +153,7 @@ def test_the_last_run_of_a_backfill_harvests_every_deferred_day_in_one_list_then
 
 
 def test_a_failed_list_keeps_its_deferred_windows_for_the_retry(settings, harvests, monkeypatch):
-    from pipeline import harvest
+    from pipeline.steps import harvest
 
     for day in ("2026-11-01", "2026-11-03"):
         _gate(settings, day, lambda dates: 1)
@@ -167,13 +167,13 @@ def test_a_failed_list_keeps_its_deferred_windows_for_the_retry(settings, harves
     monkeypatch.setattr(harvest, "run_harvest", second_fails)
     start = utc("2026-11-04")
     with pytest.raises(RuntimeError):
-        refresh.harvest_task(settings, start, start + timedelta(days=1))
+        windows.harvest_windows(settings, start, start + timedelta(days=1))
     assert deferred_windows(settings) == [(D("2026-11-03"), D("2026-11-03"))]  # 11-01's list was merged
 
 
 def test_a_nightly_run_harvests_its_own_day_alone(settings, harvests):
     start = utc("2026-11-20")
-    out = refresh.harvest_task(settings, start, start + timedelta(days=1))
+    out = windows.harvest_windows(settings, start, start + timedelta(days=1))
     assert harvests == [(D("2026-11-20"), D("2026-11-20"), False)]
     assert out["deferred_windows"] == [] and out["papers_new"] == 1
 
@@ -181,13 +181,13 @@ def test_a_nightly_run_harvests_its_own_day_alone(settings, harvests):
 def test_a_replay_run_leaves_deferred_windows_for_the_next_network_run(settings, harvests):
     _gate(settings, "2026-11-01", lambda dates: 1)
     start = utc("2026-11-20")
-    refresh.harvest_task(settings, start, start + timedelta(days=1), replay=True)
+    windows.harvest_windows(settings, start, start + timedelta(days=1), replay=True)
     assert harvests == [(None, None, True)]
     assert deferred_windows(settings) == [(D("2026-11-01"), D("2026-11-01"))]
 
 
 def test_a_manual_run_without_a_data_interval_harvests_its_params_or_yesterday():
-    from pipeline.refresh import run_window
+    from pipeline.steps.windows import run_window
 
     assert run_window(None, None, "2026-11-01", "2026-11-07") == (date(2026, 11, 1), date(2026, 11, 7))
     yesterday = datetime.now(timezone.utc).date() - timedelta(days=1)

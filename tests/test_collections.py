@@ -9,7 +9,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from pipeline.collections import (cacm_citations, has_typed_links, import_collection, iter_smart_records, parse_smart_date,
+from pipeline.sources.smart import iter_smart_records
+from pipeline.sources.local_corpus import (cacm_citations, has_typed_links, import_collection, parse_smart_date,
                                   smart_paper)
 from pipeline.errors import UserError
 
@@ -72,7 +73,7 @@ def test_cisi_and_cranfield_import_counts_match_files(settings, shared_data):
         assert con.execute("SELECT year FROM papers WHERE paper_id = 'cranfield:1'").fetchone()[0] == 1958
         ext = {r[0] for r in con.execute("SELECT external_id FROM papers WHERE source = 'cranfield'").fetchall()}
     # the judgments line up with the imported document numbers (cranqrel maps queries by position)
-    from pipeline.qrels import align_query_ids, read_qrels, read_queries
+    from pipeline.evaluation.qrels import align_query_ids, read_qrels, read_queries
 
     cran = shared_data / "collections" / "cranfield"
     queries, _ = align_query_ids(read_queries(cran / "cran.qry", "smart"), read_qrels(cran / "cranqrel", "smart"))
@@ -119,7 +120,7 @@ def test_cacm_imports_with_type5_citations(cacm):
 def test_graph_on_cacm_every_paper_gets_metrics_and_related_share_something(cacm):
     import igraph as ig
 
-    from pipeline.graph import run_graph
+    from pipeline.steps.graph import run_graph
 
     settings, _, _ = cacm
     s = run_graph(settings)
@@ -167,7 +168,7 @@ def test_graph_on_cacm_every_paper_gets_metrics_and_related_share_something(cacm
 
 def test_graph_without_citations_gives_unit_weights(settings, shared_data, capsys, monkeypatch):
     from pipeline.cli import main
-    from pipeline.graph import run_graph
+    from pipeline.steps.graph import run_graph
 
     empty = run_graph(settings)  # a warehouse without works: nothing to do, no error
     assert empty["works"] == 0 and empty["related"] == 0 and empty["powerlaw"]["status"] == "too_few"
@@ -207,7 +208,7 @@ def test_jsonl_import_references_external_works_rejects_and_reimport(settings, t
     assert s2["upserts"]["paper_authors"]["deleted"] == 1
     with _con(settings) as con:
         assert con.execute("SELECT count(*) FROM citations WHERE source = 'mini'").fetchone()[0] == 2
-    from pipeline.graph import run_graph
+    from pipeline.steps.graph import run_graph
 
     g = run_graph(settings)
     assert g["works"] == 4 and g["corpus_papers"] == 3

@@ -10,12 +10,13 @@ from datetime import date, datetime, timedelta, timezone
 import _airflow_env  # noqa: F401  (sets AIRFLOW_HOME before airflow is imported)
 import pytest
 
-from pipeline.refresh import harvest_window, part_name
+from pipeline.steps.fulltext import part_name
+from pipeline.steps.windows import harvest_window
 
 PARSE_BUDGET_S = 2.0  # per DAG file, as measured by the DagBag (the dag-processor's own number)
 HEAVY = ("torch", "sentence_transformers", "lancedb", "duckdb", "igraph", "fitz", "pymupdf", "powerlaw",
-         "pipeline.harvest", "pipeline.enrich", "pipeline.fulltext", "pipeline.graph", "pipeline.embed",
-         "pipeline.publish", "pipeline.query")
+         "pipeline.steps.harvest", "pipeline.steps.enrich", "pipeline.steps.fulltext", "pipeline.steps.graph", "pipeline.steps.embed",
+         "pipeline.steps.publish", "pipeline.query")
 
 EXPECTED_UPSTREAM = {
     "coalesce": set(),

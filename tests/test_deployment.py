@@ -116,7 +116,7 @@ def scenario(shared_data, tmp_path_factory):
     missing = celery_cluster.missing_tools()
     if missing:
         pytest.skip(f"the deployment test needs {', '.join(missing)} (bash .ci/run installs them)")
-    from pipeline.replay_server import ReplayServer, service_env
+    from devtools.replay_server import ReplayServer, service_env
 
     root = tmp_path_factory.mktemp("deployment") / "cluster"
     wheel = celery_cluster.build_wheel(tmp_path_factory.mktemp("dist"))
@@ -191,7 +191,7 @@ def test_mapped_tasks_ran_on_both_workers_and_overlapped(scenario):
 def test_current_holds_every_paper_of_the_days(scenario, shared_data):
     import duckdb
 
-    from pipeline.replay_server import RecordedServices
+    from devtools.replay_server import RecordedServices
 
     snapshots = scenario.cluster.warehouse / "snapshots"
     current = snapshots / (snapshots / "CURRENT").read_text().strip()

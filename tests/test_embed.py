@@ -39,7 +39,7 @@ def _warehouse_count(settings, sql):
 @pytest.fixture(scope="module")
 def embedded(shared_data, tmp_path_factory):
     """One real PDF (chunks + figure legends via the full-text extractor) + 25 CISI abstracts, embedded once."""
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = make_settings(tmp_path_factory.mktemp("embed"))
     import_cisi_subset(s, shared_data, N_CISI)
@@ -49,7 +49,7 @@ def embedded(shared_data, tmp_path_factory):
 
 
 def test_first_embed_builds_all_tables(embedded):
-    from pipeline.embed import table_model
+    from pipeline.steps.embed import table_model
 
     s, pdf, first = embedded
     n_passages = _warehouse_count(s, "SELECT count(*) FROM passages")
@@ -87,7 +87,7 @@ def test_first_embed_builds_all_tables(embedded):
 
 def test_vectors_match_the_bare_model(embedded):
     """A chunk's stored vector is exactly what the model gives for its text."""
-    from pipeline.encoders import get_encoder
+    from pipeline.embedding.encoders import get_encoder
 
     s, _, _ = embedded
     chunks = _table(s, "chunks")
@@ -113,7 +113,7 @@ def test_indexes_and_bm25(embedded):
 def test_rerun_encodes_nothing_and_one_changed_chunk_only_itself(embedded, tmp_path):
     import duckdb
 
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = clone_settings(embedded[0], tmp_path)
     again = run_embed(s)
@@ -138,7 +138,7 @@ def test_rerun_encodes_nothing_and_one_changed_chunk_only_itself(embedded, tmp_p
 def test_withdrawn_paper_rows_are_removed(embedded, tmp_path):
     import duckdb
 
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = clone_settings(embedded[0], tmp_path)
     con = duckdb.connect(str(s.db_path))
@@ -158,7 +158,7 @@ def _cls_pooled_model(path):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, Pooling, Transformer
 
-    from pipeline.encoders import default_model_path
+    from pipeline.embedding.encoders import default_model_path
 
     word = Transformer(default_model_path())
     model = SentenceTransformer(modules=[word, Pooling(word.get_embedding_dimension(), pooling_mode="cls"), Normalize()],
@@ -169,7 +169,7 @@ def _cls_pooled_model(path):
 
 def test_model_change_reembeds_everything(shared_data, tmp_path):
     """Another model (same dimension) and a truncated one (other dimension) each re-embed all texts."""
-    from pipeline.embed import run_embed, table_model
+    from pipeline.steps.embed import run_embed, table_model
 
     s = make_settings(tmp_path / "a")
     import_cisi_subset(s, shared_data, 12)
@@ -184,7 +184,7 @@ def test_model_change_reembeds_everything(shared_data, tmp_path):
     assert all(c["rebuilt"] for c in r2["changes"].values())
     t = _lance(s2).open_table("chunks")
     assert table_model(t)["name"] == other
-    from pipeline.encoders import get_encoder
+    from pipeline.embedding.encoders import get_encoder
 
     first = t.to_arrow()
     cos = float(_vectors(first)[0] @ get_encoder(s).encode_docs([first.column("text")[0].as_py()])[0])
@@ -203,8 +203,8 @@ def test_model_change_reembeds_everything(shared_data, tmp_path):
 
 
 def test_title_text_pair_format(shared_data, tmp_path):
-    from pipeline.embed import run_embed
-    from pipeline.encoders import get_encoder
+    from pipeline.steps.embed import run_embed
+    from pipeline.embedding.encoders import get_encoder
 
     s = make_settings(tmp_path, embed_doc_format="title_text_pair")
     import_cisi_subset(s, shared_data, 3)
@@ -220,7 +220,7 @@ def test_title_text_pair_format(shared_data, tmp_path):
 
 
 def test_bad_settings_are_user_errors(tmp_path):
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
     from pipeline.errors import UserError
 
     with pytest.raises(UserError, match="embed_doc_format"):

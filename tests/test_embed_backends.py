@@ -45,7 +45,7 @@ def _settings(tmp: Path, cache: Path, **kw):
 
 
 def _encoder(tmp, cache, backend, precision):
-    from pipeline.encoders import get_encoder
+    from pipeline.embedding.encoders import get_encoder
 
     return get_encoder(_settings(tmp, cache, embed_backend=backend, embed_precision=precision))
 
@@ -61,12 +61,12 @@ def _cos(a, b):
 
 # ---- settings ----------------------------------------------------------------------------------------
 def test_cache_key_differs_per_backend_and_precision(tmp_path, export_cache):
-    from pipeline.encoders import model_spec
-    from pipeline.embed import VectorCache
+    from pipeline.embedding.encoders import model_spec
+    from pipeline.steps.embed import VectorCache
 
     combos = [("torch", "fp32"), ("torch", "bf16"), ("onnx", "fp32"), ("onnx", "int8"), ("openvino", "fp32"),
               ("openvino", "int8")]
-    from pipeline.encoder_backends import cpu_has_native_bf16
+    from pipeline.embedding.backends import cpu_has_native_bf16
 
     if cpu_has_native_bf16():
         combos.append(("openvino", "bf16"))
@@ -87,7 +87,7 @@ def test_cache_key_differs_per_backend_and_precision(tmp_path, export_cache):
 
 
 def test_auto_resolves_by_device():
-    from pipeline.encoder_backends import cpu_has_native_bf16, resolve
+    from pipeline.embedding.backends import cpu_has_native_bf16, resolve
 
     assert resolve(None, None, "cpu").label() == "torch-fp32"  # the default on a CPU (opt in to the others)
     ov = resolve("openvino", None, "cpu")
@@ -112,7 +112,7 @@ def test_auto_resolves_by_device():
     ("torch", "fp8", "cpu", "embed_precision must be one of"),
 ])
 def test_bad_combinations_are_one_line_user_errors(backend, precision, device, words):
-    from pipeline.encoder_backends import resolve
+    from pipeline.embedding.backends import resolve
     from pipeline.errors import UserError
 
     with pytest.raises(UserError) as err:
@@ -170,7 +170,7 @@ def test_onnx_int8_is_close(texts, torch_vectors, tmp_path, export_cache):
 
 @pytest.mark.slow
 def test_openvino_matches_torch(texts, torch_vectors, tmp_path, export_cache):
-    from pipeline.encoder_backends import cpu_has_native_bf16
+    from pipeline.embedding.backends import cpu_has_native_bf16
 
     v = _encoder(tmp_path, export_cache, "openvino", "fp32").encode_docs(texts)
     assert float(_cos(v, torch_vectors).min()) > 1 - 1e-4
@@ -180,7 +180,7 @@ def test_openvino_matches_torch(texts, torch_vectors, tmp_path, export_cache):
 
 
 def test_openvino_int8_is_close_and_calibrated_without_the_corpus(texts, torch_vectors, tmp_path, export_cache):
-    from pipeline.encoder_backends import calibration_texts
+    from pipeline.embedding.backends import calibration_texts
 
     cal = calibration_texts()
     assert len(cal) == 300 and all(len(t.split()) >= 40 for t in cal)
@@ -193,8 +193,8 @@ def test_openvino_int8_is_close_and_calibrated_without_the_corpus(texts, torch_v
     assert float(cos.min()) < 1 - 1e-4  # really quantized, not the fp32 IR
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     # the quantized IR holds int8 MatMul weights, much smaller than the fp32 one
-    from pipeline.encoder_backends import Runtime, exported_file
-    from pipeline.encoders import default_model_path
+    from pipeline.embedding.backends import Runtime, exported_file
+    from pipeline.embedding.encoders import default_model_path
 
     fp32 = exported_file(export_cache, default_model_path(), Runtime("openvino", "fp32")).with_suffix(".bin")
     int8 = exported_file(export_cache, default_model_path(), Runtime("openvino", "int8")).with_suffix(".bin")
@@ -204,7 +204,7 @@ def test_openvino_int8_is_close_and_calibrated_without_the_corpus(texts, torch_v
 def test_int8_snapshot_queries_without_nncf_fall_back_to_float(texts, torch_vectors, tmp_path, export_cache):
     """A base-profile searcher (no NNCF) with no cached int8 export still encodes the snapshot's queries."""
     code = ("import sys, logging, json; sys.modules['nncf'] = None; logging.basicConfig(level=logging.INFO);"
-            "from pipeline.settings import Settings; from pipeline.encoders import snapshot_query_encoder, default_model_path;"
+            "from pipeline.settings import Settings; from pipeline.embedding.encoders import snapshot_query_encoder, default_model_path;"
             f"s = Settings(warehouse={str(tmp_path / 'wh')!r});"
             "enc = snapshot_query_encoder(default_model_path(), {'backend': 'openvino', 'precision': 'int8'}, s);"
             f"print(json.dumps(enc({texts[:2]!r}).tolist()))")
@@ -221,8 +221,8 @@ def test_int8_snapshot_queries_without_nncf_fall_back_to_float(texts, torch_vect
 def test_second_load_reuses_the_export(tmp_path, export_cache):
     from sentence_transformers import SentenceTransformer
 
-    from pipeline.encoder_backends import Runtime, ensure_export, exported_file
-    from pipeline.encoders import default_model_path
+    from pipeline.embedding.backends import Runtime, ensure_export, exported_file
+    from pipeline.embedding.encoders import default_model_path
 
     path = default_model_path()
     rt = Runtime("onnx", "fp32")
@@ -236,8 +236,8 @@ def test_second_load_reuses_the_export(tmp_path, export_cache):
     assert not [p for p in first.parent.parent.iterdir() if p.name.endswith(".tmp")]
     # a fresh process loads it without exporting (its log says so only when it exports)
     code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout);"
-            "from pathlib import Path; from pipeline.encoders import load_model, default_model_path;"
-            "from pipeline.encoder_backends import Runtime;"
+            "from pathlib import Path; from pipeline.embedding.encoders import load_model, default_model_path;"
+            "from pipeline.embedding.backends import Runtime;"
             f"m = load_model(default_model_path(), runtime=Runtime('onnx', 'fp32'), export_root=Path({str(export_cache)!r}));"
             "print('dim', m.encode(['x']).shape[1])")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
@@ -251,8 +251,8 @@ def test_second_load_reuses_the_export(tmp_path, export_cache):
 def test_int8_export_into_an_empty_cache_makes_the_fp32_one_first(tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from pipeline.encoder_backends import Runtime, ensure_export, exported_file
-    from pipeline.encoders import default_model_path
+    from pipeline.embedding.backends import Runtime, ensure_export, exported_file
+    from pipeline.embedding.encoders import default_model_path
 
     path = default_model_path()
     got = ensure_export(SentenceTransformer(path, device="cpu"), path, tmp_path, Runtime("onnx", "int8"))
@@ -263,7 +263,7 @@ def test_int8_export_into_an_empty_cache_makes_the_fp32_one_first(tmp_path):
 
 # ---- the GPU path's pieces, run on the CPU ----------------------------------------------------------------
 def test_length_order_restores_the_original_order(texts, torch_vectors, tmp_path, export_cache):
-    from pipeline.embed import encode_in_length_order, length_order
+    from pipeline.steps.embed import encode_in_length_order, length_order
 
     mixed = texts[:10] + [["a title", "a pair's text"], "short", ""]
     order = length_order(mixed)
@@ -279,8 +279,8 @@ def test_length_order_restores_the_original_order(texts, torch_vectors, tmp_path
 
 
 def test_overlapped_staging_writes_the_same_rows_as_sequential(shared_data, tmp_path, export_cache):
-    from pipeline.embed import VectorCache, _cache_key, _shard_work, encode_checkpointed
-    from pipeline.encoders import get_encoder
+    from pipeline.steps.embed import VectorCache, _cache_key, _shard_work, encode_checkpointed
+    from pipeline.embedding.encoders import get_encoder
 
     s = _settings(tmp_path, export_cache, embed_backend="onnx", embed_precision="int8", embed_checkpoint_texts=5)
     import_cisi_subset(s, shared_data, 17)
@@ -306,9 +306,9 @@ def test_overlapped_staging_writes_the_same_rows_as_sequential(shared_data, tmp_
 def test_streamed_shard_stages_the_same_rows_as_sequential_encoding(shared_data, tmp_path, export_cache):
     """embed_shard (reader thread, windows sorted by length, writer thread) against the same windows
     read, encoded and staged one after the other in this thread."""
-    from pipeline.embed import (SORT_WINDOW_CHECKPOINTS, VectorCache, _cache_key, _shard_blocks, _shard_work, embed_shard,
+    from pipeline.steps.embed import (SORT_WINDOW_CHECKPOINTS, VectorCache, _cache_key, _shard_blocks, _shard_work, embed_shard,
                                 encode_checkpointed, plan_shards)
-    from pipeline.encoders import get_encoder
+    from pipeline.embedding.encoders import get_encoder
 
     s = _settings(tmp_path, export_cache, embed_backend="onnx", embed_precision="int8", embed_checkpoint_texts=2)
     import_cisi_subset(s, shared_data, 19)
@@ -337,7 +337,7 @@ def test_streamed_shard_stages_the_same_rows_as_sequential_encoding(shared_data,
 
 
 def test_prefetch_hands_errors_to_the_caller():
-    from pipeline.embed import prefetch
+    from pipeline.steps.embed import prefetch
 
     def items():
         yield 1
@@ -352,7 +352,7 @@ def test_prefetch_hands_errors_to_the_caller():
 
 
 def test_staging_writer_hands_write_errors_to_the_caller():
-    from pipeline.embed import StagingWriter
+    from pipeline.steps.embed import StagingWriter
 
     seen = []
 
@@ -370,9 +370,9 @@ def test_staging_writer_hands_write_errors_to_the_caller():
 
 # ---- snapshots: queries on the documents' backend -----------------------------------------------------------
 def test_search_uses_the_snapshot_backend_for_queries(shared_data, tmp_path, export_cache):
-    from pipeline.embed import run_embed, table_model
-    from pipeline.encoders import get_encoder
-    from pipeline.publish import run_publish
+    from pipeline.steps.embed import run_embed, table_model
+    from pipeline.embedding.encoders import get_encoder
+    from pipeline.steps.publish import run_publish
     from pipeline.query import Searcher, open_snapshot
 
     s = _settings(tmp_path, export_cache, embed_backend="onnx", embed_precision="int8")

@@ -5,6 +5,7 @@ leaves consistent tables (one row per id, the warehouse's counts) that `publish`
 from __future__ import annotations
 
 import os
+import shutil
 import re
 import signal
 import subprocess
@@ -27,7 +28,7 @@ KEYS = {"chunks": "chunk_id", "papers": "paper_id", "figures": "figure_id"}
 KILL_EMBED = textwrap.dedent("""
     import os, signal, sys, threading
     from lancedb.table import LanceTable
-    from pipeline import embed
+    from pipeline.steps import embed
     from pipeline.settings import Settings
 
     point = sys.argv[1]
@@ -78,7 +79,7 @@ def _env(settings, **extra) -> dict:
 def base(shared_data, tmp_path_factory):
     """A warehouse of N_OLD CISI abstracts, embedded; the shared vector cache also holds N_NEW (so tests
     that import N_NEW sync new rows without encoding)."""
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     cache = tmp_path_factory.mktemp("vector-cache")
     big = make_settings(tmp_path_factory.mktemp("big"), embed_cache_dir=cache)
@@ -91,13 +92,11 @@ def base(shared_data, tmp_path_factory):
 
 
 def _clone(base, tmp_path, shared_data, *, grow: bool = True, fresh_lancedb: bool = False):
-    from pipeline.embed import reset_working
-
     s = clone_settings(base, tmp_path)
     if grow:
         import_cisi_subset(s, shared_data, N_NEW)
-    if fresh_lancedb:
-        reset_working(s)
+    if fresh_lancedb:  # the vector cache stays: the next embed rebuilds the tables from it
+        shutil.rmtree(s.lancedb_dir, ignore_errors=True)
     return s
 
 
@@ -107,7 +106,7 @@ def assert_consistent(settings) -> dict:
     import lancedb
     import pyarrow.compute as pc
 
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     con = duckdb.connect(str(settings.db_path), read_only=True)
     try:
@@ -133,7 +132,7 @@ def _kill_run(settings, point: str) -> subprocess.CompletedProcess:
 
 
 def test_killed_after_one_table_synced_then_rerun(base, tmp_path, shared_data):
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = _clone(base, tmp_path, shared_data)
     res = _kill_run(s, "after+chunks")
@@ -149,7 +148,7 @@ def test_killed_after_one_table_synced_then_rerun(base, tmp_path, shared_data):
 @pytest.mark.parametrize("point", ["sync+0", "sync+0.05", "sync+0.2", "sync+0.6", "merge+0", "merge+0.03",
                                    "after+papers", "optimize+0", "optimize+0.05"])
 def test_sigkill_during_incremental_sync(base, tmp_path, shared_data, point):
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = _clone(base, tmp_path, shared_data)
     res = _kill_run(s, point)
@@ -162,7 +161,7 @@ def test_sigkill_during_incremental_sync(base, tmp_path, shared_data, point):
 @pytest.mark.parametrize("point", ["create+0", "create+0.02", "create+0.1", "fts+0", "fts+0.05", "after+chunks",
                                    "optimize+0.02"])
 def test_sigkill_while_building_fresh_tables(base, tmp_path, shared_data, point):
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = _clone(base, tmp_path, shared_data, fresh_lancedb=True)
     res = _kill_run(s, point)
@@ -186,7 +185,7 @@ def test_two_concurrent_embeds_end_consistent(base, tmp_path, shared_data):
             assert out.startswith("embed: "), (out, err)
     assert_consistent(s)
     # and the next embed has nothing to do
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     ch = run_embed(s)["changes"]
     assert sum(c["inserted"] + c["updated"] + c["deleted"] for c in ch.values()) == 0
@@ -197,7 +196,7 @@ def test_duplicate_ids_from_an_old_concurrent_run_are_repaired(base, tmp_path, s
     gone from papers. The next embed repairs both from the vector cache, without encoding."""
     import lancedb
 
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = _clone(base, tmp_path, shared_data, grow=False)
     db = lancedb.connect(str(s.lancedb_dir))
@@ -219,8 +218,8 @@ def test_duplicate_ids_from_an_old_concurrent_run_are_repaired(base, tmp_path, s
 def test_killed_while_encoding_resumes_from_its_checkpoints(shared_data, tmp_path):
     """A fresh vector cache, checkpoints every 16 texts: SIGKILL once a few checkpoints are staged; the rerun
     encodes only what was not checkpointed (and takes over the dead process's writer lock)."""
-    from pipeline.embed import _cache_key
-    from pipeline.encoders import get_encoder
+    from pipeline.steps.embed import _cache_key
+    from pipeline.embedding.encoders import get_encoder
 
     n = 200
     s = make_settings(tmp_path, embed_cache_dir=tmp_path / "cache", embed_checkpoint_texts=16)

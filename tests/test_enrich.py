@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from pipeline.enrich import run_enrich
+from pipeline.steps.enrich import run_enrich
 from pipeline.errors import StepFailed
 from pipeline.raw import RawZone
 from pipeline.warehouse import Warehouse

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 from werkzeug import Response
 
-from pipeline.enrich import run_enrich
+from pipeline.steps.enrich import run_enrich
 from pipeline.errors import UserError
 from pipeline.warehouse import Warehouse
 from s2_replay import S2Replay, load_cassette

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.evaluate import (
+from pipeline.evaluation.evaluate import (
     MEASURE_NAMES,
     ablations,
     ranked_run,
@@ -18,7 +18,7 @@ from pipeline.evaluate import (
     write_trec_qrels,
     write_trec_run,
 )
-from pipeline.qrels import align_query_ids, detect_format, read_qrels, read_queries
+from pipeline.evaluation.qrels import align_query_ids, detect_format, read_qrels, read_queries
 
 # ---- measures on a tiny hand-made run, against values computed here from the definitions --------
 
@@ -180,7 +180,7 @@ def test_bad_inputs_are_one_line_user_errors(tmp_path):
 
 
 def test_long_queries_are_clipped_at_a_word_boundary():
-    from pipeline.evaluate import clip_queries
+    from pipeline.evaluation.evaluate import clip_queries
 
     out, cut = clip_queries({"1": "short query", "2": "word " * 300}, 1000)
     assert cut == ["2"] and out["1"] == "short query"

@@ -27,7 +27,7 @@ def cacm_db(cacm_warehouse):
 
 def arxiv_records(shared_data) -> list[BibRecord]:
     """The real arXiv records of the recorded OAI-PMH pages, as the catalog would hold them."""
-    from pipeline.arxiv_records import read_oai_page
+    from pipeline.sources.arxiv.records import read_oai_page
 
     out = []
     for name in ("saelim2015_ListRecordsResponse.xml", "hepcrawl2017_ListRecords_arXiv_hep-th.xml"):

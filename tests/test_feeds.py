@@ -8,7 +8,7 @@ recorded arXiv / Semantic Scholar responses, with new papers in between:
 - night 2: the recorded ``arXiv``-format OAI page (3 hep-th / quant-ph papers) and the other 6 PDFs.
 
 The second snapshot's feeds must list exactly the new papers whose similarity (recomputed here from the
-snapshot's own vectors and the embedding model, independently of ``pipeline.feeds``) reaches the
+snapshot's own vectors and the embedding model, independently of ``pipeline.feeds.write``) reaches the
 threshold; Atom feeds parse with feedparser; the digest is mailed through a real SMTP server (aiosmtpd).
 """
 
@@ -58,7 +58,7 @@ def replay(shared_data):
     from pytest_httpserver import HTTPServer
     from werkzeug import Response
 
-    from pipeline.replay_server import RecordedServices
+    from devtools.replay_server import RecordedServices
 
     services = RecordedServices.load(shared_data)
 
@@ -76,7 +76,7 @@ def replay(shared_data):
 
 def _settings(warehouse: Path, base_url: str, cache, **overrides):
     from conftest import isolated_settings
-    from pipeline.replay_server import service_env
+    from devtools.replay_server import service_env
 
     urls = {k.removeprefix("PAPERKB_").lower(): v for k, v in service_env(base_url).items()}
     return isolated_settings(warehouse, categories=["*"], arxiv_delay_s=0.0, s2_delay_s=0.0, retry_max_backoff_s=0.05,
@@ -85,10 +85,10 @@ def _settings(warehouse: Path, base_url: str, cache, **overrides):
 
 @pytest.fixture(scope="module")
 def nights(shared_data, replay, tmp_path_factory, request):
-    from pipeline.interests import add_interest
-    from pipeline.library import import_pdfs
+    from pipeline.feeds.interests import add_interest
+    from pipeline.library.pdf_folder import import_pdfs
     from pipeline.query.filters import Filters
-    from pipeline.refresh import run_refresh
+    from pipeline.steps.refresh import run_refresh
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
     root = tmp_path_factory.mktemp("feeds")
@@ -249,7 +249,7 @@ def test_the_snapshot_with_feeds_verifies_and_records_them(nights):
 
 
 def test_a_night_without_new_papers_lists_nothing(nights, replay, tmp_path):
-    from pipeline.refresh import run_refresh
+    from pipeline.steps.refresh import run_refresh
 
     s = nights["settings"]
     third = run_refresh(s)["snapshot_id"]
@@ -265,7 +265,7 @@ def test_a_night_without_new_papers_lists_nothing(nights, replay, tmp_path):
 def test_the_digest_is_mailed_once_per_recipient(nights):
     from aiosmtpd.controller import Controller
 
-    from pipeline.feed_mail import deliver
+    from pipeline.feeds.mail import deliver
 
     got = []
 

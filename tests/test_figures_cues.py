@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pymupdf
 
-from pipeline.figures import LABEL, find_figures
-from pipeline.pdftext import assign_kinds, layout
+from pipeline.sources.pdf.figures import LABEL, find_figures
+from pipeline.sources.pdf.text import assign_kinds, layout
 
 BODY = ("The quick experiments in this section were repeated five times with different seeds and the "
         "results were averaged before we compared them with the baselines of earlier work.")

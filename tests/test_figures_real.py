@@ -8,8 +8,8 @@ import pymupdf
 import pytest
 from fulltext_sources import SOURCES_REGEX, alnum, read_pdf_table, squash
 
-from pipeline.fulltext import extract_pdf
-from pipeline.pdftext import join_lines
+from pipeline.steps.fulltext import extract_pdf
+from pipeline.sources.pdf.text import join_lines
 
 _CACHE: dict = {}
 

@@ -10,7 +10,7 @@ import pytest
 from fulltext_sources import read_pdf_table
 from werkzeug import Response
 
-from pipeline.fulltext import extract_batch, fetch_batch, fetch_extract_batch, merge_fulltext, plan_batches, run_fulltext
+from pipeline.steps.fulltext import extract_batch, fetch_batch, fetch_extract_batch, merge_fulltext, plan_batches, run_fulltext
 from pipeline.raw import RawZone
 from pipeline.warehouse import Warehouse
 
@@ -185,7 +185,7 @@ def test_reject_reasons_for_bad_files(tmp_path, shared_data, settings):
     bodies = {"bad:trunc": real[: len(real) - 4096], "bad:html": b"<html>nope</html>", "bad:empty": b"",
               "bad:enc": encrypted, "good:1": real}
     rz = RawZone(settings.raw_dir)
-    from pipeline.sources.pdf import raw_relpath
+    from pipeline.sources.pdf.client import raw_relpath
 
     for pid, body in bodies.items():
         rz.write("pdf", raw_relpath(pid), body, url=f"file://{pid}", params={"paper_id": pid})
@@ -203,7 +203,7 @@ def test_reject_reasons_for_bad_files(tmp_path, shared_data, settings):
 def test_the_plan_sends_papers_already_in_the_raw_zone_straight_to_extraction(served, httpserver):
     """plan_fulltext splits the pending papers: PDFs still to download (fetch_batch in the one-slot pool,
     then extract_batch) and PDFs already in the raw zone (extract_raw_batch only, no pool)."""
-    from pipeline.refresh import plan_fulltext_batches
+    from pipeline.steps.fulltext import plan_fulltext_batches
 
     settings, _ = served
     settings = settings.model_copy(update={"fulltext_batch_size": 2})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.graph import (adjacency, ccbc_scores, fit_powerlaw, igraph_from_adjacency, iter_blocks, pagerank,
+from pipeline.steps.graph import (adjacency, ccbc_scores, fit_powerlaw, igraph_from_adjacency, iter_blocks, pagerank,
                             related_top_k, survival_weights)
 
 

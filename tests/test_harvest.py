@@ -15,7 +15,7 @@ import pytest
 
 from arxiv_replay import LAST_PAGE, LIST_PAGE, RECORDED_TOKEN, ArxivReplay
 from pipeline.errors import StepFailed, UserError
-from pipeline.harvest import run_harvest
+from pipeline.steps.harvest import run_harvest
 from pipeline.raw import RawZone
 
 OAI = "{http://www.openarchives.org/OAI/2.0/}"

@@ -21,7 +21,7 @@ import pytest
 
 from arxiv_replay import ArxivReplay, pages_script, renumbered_pages
 from pipeline.errors import UserError
-from pipeline.harvest import run_harvest
+from pipeline.steps.harvest import run_harvest
 from pipeline.settings import Settings
 
 PAPERKB = shutil.which("paperkb", path=str(Path(sys.executable).parent)) or shutil.which("paperkb")

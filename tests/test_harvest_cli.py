@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from arxiv_replay import LAST_PAGE, RECORDED_TOKEN, ArxivReplay
-from pipeline.harvest import run_harvest
+from pipeline.steps.harvest import run_harvest
 
 PAPERKB = shutil.which("paperkb", path=str(Path(sys.executable).parent)) or shutil.which("paperkb")
 

@@ -11,7 +11,7 @@ import pytest
 
 from arxiv_replay import API_FILES, ArxivReplay
 from pipeline.errors import UserError
-from pipeline.harvest import run_harvest, run_lookup
+from pipeline.steps.harvest import run_harvest, run_lookup
 from pipeline.raw import RawZone
 
 ATOM = "{http://www.w3.org/2005/Atom}"

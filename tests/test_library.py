@@ -12,7 +12,7 @@ import pytest
 from fulltext_sources import read_pdf_table
 
 from pipeline.cli import main
-from pipeline.library import arxiv_id_from_name, arxiv_stamp, import_pdfs
+from pipeline.library.pdf_folder import arxiv_id_from_name, arxiv_stamp, import_pdfs
 
 NO_NETWORK = "http://127.0.0.1:9/no-network"  # the discard port: any download attempt fails
 
@@ -105,7 +105,7 @@ def test_import_real_pdfs_then_fulltext_without_network(settings, shared_data, t
     assert len(list((settings.raw_dir / "pdf").glob("*.pdf"))) == 10
 
     # the fulltext step finds them pending and extracts them from the raw zone (a download would fail)
-    from pipeline.fulltext import run_fulltext
+    from pipeline.steps.fulltext import run_fulltext
 
     ft = run_fulltext(settings)
     assert (ft["papers"], ft["extracted"], ft["from_raw"], ft.get("downloaded", 0), ft["rejected"]) == (10, 10, 10, 0, 0)
@@ -159,14 +159,14 @@ def test_local_ids_stamp_over_file_name_duplicates_and_kept_metadata(settings, s
     assert rows["1706.03762"][2] == "Attention Is All You Need"
     assert len(reject) == 1 and reject[0][1] == "duplicate_paper" and "1706.03762" in reject[0][2]
 
-    from pipeline.fulltext import plan_batches
+    from pipeline.steps.fulltext import plan_batches
 
     assert sorted(p for b in plan_batches(settings) for p in b) == sorted(rows)  # local papers are extracted too
 
 
 def test_new_bytes_for_an_extracted_paper_are_extracted_again(settings, shared_data, tmp_path):
     """BERT as uploaded (38 highlights, an incremental update) and then the pristine arXiv prefix."""
-    from pipeline.fulltext import run_fulltext
+    from pipeline.steps.fulltext import run_fulltext
 
     settings = settings.model_copy(update={"arxiv_pdf_url": NO_NETWORK})
     data = (shared_data / "arxiv/pdf/1810.04805.pdf").read_bytes()

@@ -12,9 +12,9 @@ import duckdb
 from fulltext_sources import read_pdf_table
 
 from pipeline.cli import main
-from pipeline.library import PdfPaper, import_pdfs
-from pipeline.library_file import apply_entry, display_name
-from pipeline.library_match import LibraryEntry, file_field_paths, read_library
+from pipeline.library.pdf_folder import PdfPaper, import_pdfs
+from pipeline.library.manager_pdfs import apply_entry, display_name
+from pipeline.library.match import LibraryEntry, file_field_paths, read_library
 
 NO_NETWORK = "http://127.0.0.1:9/no-network"  # the discard port: any download attempt fails
 TABLES = ("papers", "authors", "paper_authors", "rejects", "fulltext_docs")
@@ -190,7 +190,7 @@ def test_import_a_bibtex_and_a_csl_json_library_then_fulltext(settings, shared_d
                     "10.1007/978-3-319-24574-4_28", "library")
 
     # the fulltext step extracts the imported PDFs from the raw zone, as after a folder import
-    from pipeline.fulltext import run_fulltext
+    from pipeline.steps.fulltext import run_fulltext
 
     ft = run_fulltext(settings)
     assert (ft["papers"], ft["extracted"], ft["from_raw"], ft.get("downloaded", 0), ft["rejected"]) == (4, 4, 4, 0, 0)

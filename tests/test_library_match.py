@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from pipeline import exports
-from pipeline.library_match import match_entries, match_library, normalize_title, read_library
+from pipeline.library.match import match_entries, match_library, normalize_title, read_library
 from pipeline.query.records import bib_records
 from pipeline.settings import SQL_DIR
 
@@ -24,7 +24,7 @@ def cacm_wh(cacm_warehouse):
 @pytest.fixture(scope="module")
 def arxiv_con(shared_data):
     """An in-memory catalog (the warehouse's papers and works tables) holding the 9 recorded arXiv papers."""
-    from pipeline.arxiv_records import read_oai_page
+    from pipeline.sources.arxiv.records import read_oai_page
 
     con = duckdb.connect()
     for name in ("010_papers.sql", "030_works.sql"):

@@ -63,7 +63,7 @@ def _imports(*folders: str) -> set[str]:
                 elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip"
                       and node.args and isinstance(node.args[0], ast.Constant)):
                     names.add(str(node.args[0].value).split(".")[0])
-    return names - set(sys.stdlib_module_names) - {"pipeline", "_airflow_env", "celery_cluster", "bench"}
+    return names - set(sys.stdlib_module_names) - {"pipeline", "_airflow_env", "celery_cluster", "bench", "devtools"}
 
 
 def _distributions(modules: set[str]) -> dict[str, set[str]]:
@@ -76,7 +76,7 @@ def test_every_import_is_declared_and_every_declaration_imported():
     profiles = _profiles()
     declared = set().union(*profiles.values())
     runtime = _distributions(_imports("pipeline", "dags"))
-    tests = _distributions(_imports("tests", "bench"))
+    tests = _distributions(_imports("tests", "bench", "devtools"))
     undeclared = {m: d for m, d in {**runtime, **tests}.items() if not d & declared}
     assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
     used = set().union(*runtime.values(), *tests.values())

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def embedded_wh(shared_data, tmp_path_factory):
     """30 real CISI documents imported and embedded once; each test works on its own copy."""
-    from pipeline.embed import run_embed
+    from pipeline.steps.embed import run_embed
 
     s = make_settings(tmp_path_factory.mktemp("pub"))
     import_cisi_subset(s, shared_data, 30)
@@ -53,7 +53,7 @@ def test_publish_builds_a_verified_snapshot(wh):
     import duckdb
 
     from pipeline import snapshots
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     r = run_publish(wh)
     folder = snapshots.resolve(wh)
@@ -90,7 +90,7 @@ def test_publish_refuses_stale_vectors(wh):
     import duckdb
 
     from pipeline.errors import UserError
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     first = run_publish(wh)["snapshot_id"]
     con = duckdb.connect(str(wh.db_path))
@@ -105,7 +105,7 @@ def test_publish_refuses_stale_vectors(wh):
 
 @pytest.mark.parametrize("stage", ["built", "verified"])
 def test_crash_before_rename_leaves_previous_serving(wh, stage):
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     first = run_publish(wh)["snapshot_id"]
 
@@ -122,7 +122,7 @@ def test_crash_before_rename_leaves_previous_serving(wh, stage):
 
 def test_crash_between_rename_and_swap(wh):
     from pipeline import snapshots
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     first = run_publish(wh)["snapshot_id"]
     seen = {}
@@ -146,7 +146,7 @@ KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from pipeline.settings import Settings
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     stage, marker = sys.argv[2], Path(sys.argv[3])
 
@@ -162,7 +162,7 @@ KILL_SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("stage", ["built", "renamed"])
 def test_publish_killed_with_sigkill(wh, tmp_path, stage):
     from pipeline import snapshots
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     first = run_publish(wh)["snapshot_id"]
     marker = tmp_path / "at-stage"
@@ -197,8 +197,8 @@ def test_reader_keeps_its_snapshot_while_another_is_published(wh):
     import lancedb
 
     from pipeline import snapshots
-    from pipeline.embed import run_embed
-    from pipeline.publish import run_publish
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.publish import run_publish
 
     run_publish(wh)
     a = snapshots.resolve(wh)  # a reader opens A...
@@ -226,7 +226,7 @@ def test_reader_keeps_its_snapshot_while_another_is_published(wh):
 def test_rollback_and_retention(wh, tmp_path):
     from pipeline import snapshots
     from pipeline.errors import UserError
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     s = wh.model_copy(update={"snapshot_keep": 2, "snapshot_min_age_h": 0})
     ids = [run_publish(s)["snapshot_id"] for _ in range(3)]
@@ -246,7 +246,7 @@ def test_retention_keeps_young_snapshots_and_current(tmp_path):
     from datetime import datetime, timedelta, timezone
 
     from pipeline import snapshots
-    from pipeline.publish import apply_retention
+    from pipeline.steps.publish import apply_retention
 
     now = datetime(2026, 11, 22, 12, tzinfo=timezone.utc)
     root = tmp_path / "snapshots"
@@ -268,7 +268,7 @@ def test_corrupted_file_is_caught(wh):
     from pipeline import snapshots
     from pipeline.cli import main
     from pipeline.errors import UserError
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     old = run_publish(wh)["snapshot_id"]
     cur = run_publish(wh)["snapshot_id"]
@@ -314,8 +314,8 @@ def test_vector_index_past_threshold_is_built_and_probed(wh):
     """Past embed_vector_index_min_rows an ANN index is built; publish probes through it."""
     import lancedb
 
-    from pipeline.embed import run_embed
-    from pipeline.publish import run_publish
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.publish import run_publish
 
     s = wh.model_copy(update={"embed_vector_index_min_rows": 20, "embed_vector_index_type": "IVF_FLAT",
                               "embed_vector_index_partitions": 2})
@@ -333,7 +333,7 @@ def test_pinned_snapshot_is_kept_by_retention(wh, capsys, monkeypatch):
     holds it; once the reader closes, the next publish deletes A."""
     from pipeline import snapshots
     from pipeline.cli import main
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
     from pipeline.query import open_snapshot
 
     s = wh.model_copy(update={"snapshot_keep": 2, "snapshot_min_age_h": 0})
@@ -404,7 +404,7 @@ def test_damaged_snapshot_is_refused_in_one_line(wh, capsys, monkeypatch, how, e
     from pipeline import snapshots
     from pipeline.cli import main
     from pipeline.errors import DamagedSnapshot
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
     from pipeline.query import open_snapshot
 
     sid = run_publish(wh)["snapshot_id"]
@@ -446,8 +446,8 @@ def test_snapshots_share_unchanged_lance_files_and_survive_compaction_and_cleanu
     import lancedb
 
     from pipeline import snapshots
-    from pipeline.embed import run_embed
-    from pipeline.publish import apply_retention, run_publish
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.publish import apply_retention, run_publish
 
     s = wh.model_copy(update={"snapshot_keep": 3, "snapshot_min_age_h": 0})
     first = run_publish(s)["snapshot_id"]

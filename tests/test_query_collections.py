@@ -15,7 +15,7 @@ from pipeline.query import Searcher, open_snapshot
 
 
 def _cisi_judged(shared_data, n: int):
-    from pipeline.qrels import read_qrels, read_queries
+    from pipeline.evaluation.qrels import read_qrels, read_queries
 
     qs = read_queries(shared_data / "collections" / "cisi" / "CISI.QRY")
     qrels = read_qrels(shared_data / "collections" / "cisi" / "CISI.REL")
@@ -73,11 +73,11 @@ def _cacm_links(shared_data) -> dict[str, set[str]]:
 @pytest.mark.slow
 def test_related_on_cacm(shared_data, tmp_path_factory, request):
     """CACM imported, graph computed, embedded, published: `related` fuses CCBC with semantic similarity."""
-    pytest.importorskip("pipeline.graph")
-    from pipeline.collections import import_collection
-    from pipeline.embed import run_embed
-    from pipeline.graph import run_graph
-    from pipeline.publish import run_publish
+    pytest.importorskip("pipeline.steps.graph")
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import run_publish
     from pipeline.settings import Settings
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None

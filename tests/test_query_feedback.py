@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.qrels import read_queries
+from pipeline.evaluation.qrels import read_queries
 from pipeline.query import Searcher, open_snapshot
 from pipeline.query.bm25 import Analyzer, CandidateBM25, CollectionStats
 

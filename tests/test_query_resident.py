@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.query import Searcher, open_snapshot
 from pipeline.query.filters import Filters
-from pipeline.qrels import read_queries
+from pipeline.evaluation.qrels import read_queries
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -122,7 +122,7 @@ def test_full_text_inside_a_running_event_loop_gives_the_same_results(searchers,
 
 def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot, cisi_queries):
     """``query_bf16``: the same query vectors as float32 up to rounding, so the same rankings."""
-    from pipeline.encoders import bf16_wanted
+    from pipeline.embedding.encoders import bf16_wanted
 
     assert bf16_wanted(True) and not bf16_wanted(False)
     snap = open_snapshot(cisi_snapshot)

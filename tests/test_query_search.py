@@ -73,9 +73,9 @@ def _build_snapshot(root, encode, dim: int) -> None:
                                          "label": [f[2] for f in FIGURES], "number": pa.array([f[3] for f in FIGURES], pa.int32()),
                                          "page": pa.array([f[4] for f in FIGURES], pa.int32()), "text": [f[5] for f in FIGURES],
                                          "vector": vec(fv)}))
-    from pipeline.encoders import default_model_path
+    from pipeline.embedding.encoders import default_model_path
 
-    from pipeline.publish import write_manifest
+    from pipeline.steps.publish import write_manifest
 
     write_manifest(snap, {  # lists every file with its checksum and size, as a published manifest does
         "snapshot_id": "S1", "schema_version": 1, "counts": {"chunks": len(rows), "papers": len(DOCS), "figures": len(FIGURES)},
@@ -86,7 +86,7 @@ def _build_snapshot(root, encode, dim: int) -> None:
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """Settings whose warehouse holds one small published snapshot ``S1`` (CURRENT)."""
-    from pipeline.encoders import default_model_path, load_model
+    from pipeline.embedding.encoders import default_model_path, load_model
     from pipeline.settings import Settings
 
     model = load_model(default_model_path())
@@ -348,7 +348,7 @@ def test_rerank_with_a_local_cross_encoder(small, tmp_path):
     """A CrossEncoder built from the bundled MiniLM weights (untrained head): proves the loading and scoring path."""
     from sentence_transformers import CrossEncoder
 
-    from pipeline.encoders import default_model_path
+    from pipeline.embedding.encoders import default_model_path
 
     path = tmp_path / "ce"
     CrossEncoder(default_model_path(), num_labels=1, device="cpu").save(str(path))

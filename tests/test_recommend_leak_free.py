@@ -41,15 +41,15 @@ def _cacm_without(src, dst, paper_docno: str) -> None:
 
 
 def _graph(settings, collection) -> None:
-    from pipeline.collections import import_collection
-    from pipeline.graph import run_graph
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.graph import run_graph
 
     import_collection(settings, collection)
     run_graph(settings)
 
 
 def test_equals_a_full_recompute_without_the_citing_paper(shared_data, tmp_path):
-    pytest.importorskip("pipeline.graph")
+    pytest.importorskip("pipeline.steps.graph")
     full = isolated_settings(tmp_path / "full")
     _graph(full, shared_data / "collections" / "cacm")
     with duckdb.connect(str(full.db_path), read_only=True) as con:

@@ -1,4 +1,4 @@
-"""pipeline.sources.s2 against recorded Semantic Scholar answers served by a local HTTP server."""
+"""pipeline.sources.s2.client against recorded Semantic Scholar answers served by a local HTTP server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawZone
-from pipeline.sources.s2 import S2Client, S2NotFound, parse_retry_after
+from pipeline.sources.s2.client import S2Client, S2NotFound, parse_retry_after
 from s2_replay import S2Replay, fail_first, load_cassette
 
 
@@ -142,7 +142,7 @@ def test_a_batch_list_is_paged_only_when_cut_off_absent_or_emptied(shared_data):
     citations) and variants of it."""
     import json
 
-    from pipeline.sources.s2 import list_needs_paging
+    from pipeline.sources.s2.client import list_needs_paging
 
     paper = json.loads((shared_data / "s2/Paper.json").read_bytes())
     cap = len(paper["citations"])

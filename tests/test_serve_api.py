@@ -149,7 +149,7 @@ def test_pinned_server_survives_six_publishes(own_warehouse):
     import os
 
     from pipeline import snapshots
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     s = own_warehouse
     a = snapshots.current_id(s)
@@ -173,7 +173,7 @@ def test_pinned_snapshot_deleted_by_hand_is_503(own_warehouse):
     """Deleted nonetheless (by hand): data endpoints answer 503 with one line, health says so, and
     /api/snapshots calls the deleted id neither current nor served."""
     from pipeline import snapshots
-    from pipeline.publish import run_publish
+    from pipeline.steps.publish import run_publish
 
     s = own_warehouse
     a = snapshots.current_id(s)

@@ -89,7 +89,7 @@ def test_cisi_snapshot_fixture(cisi_snapshot):
     import lancedb
     import numpy as np
 
-    from pipeline.encoders import get_encoder
+    from pipeline.embedding.encoders import get_encoder
 
     folder = snapshots.resolve(cisi_snapshot)
     m = snapshots.read_manifest(folder)
@@ -187,7 +187,7 @@ def test_retention_skips_pinned_snapshots_and_says_so(settings, caplog):
     from datetime import datetime, timezone
 
     from pipeline import pins
-    from pipeline.publish import apply_retention
+    from pipeline.steps.publish import apply_retention
 
     root = settings.snapshots_dir
     for i in range(1, 5):
@@ -195,7 +195,7 @@ def test_retention_skips_pinned_snapshots_and_says_so(settings, caplog):
     snapshots.write_current(root, "s4")
     held = pins.pin(root, "s1", who="paperkb serve")
     kept: dict = {}
-    with caplog.at_level(logging.INFO, logger="pipeline.publish"):
+    with caplog.at_level(logging.INFO, logger="pipeline.steps.publish"):
         assert apply_retention(root, keep=1, min_age_h=0, kept=kept) == ["s2", "s3"]
     assert kept == {"s1": f"pinned by paperkb serve pid {os.getpid()}"}
     assert f"kept s1: pinned by paperkb serve pid {os.getpid()}" in caplog.text
@@ -209,7 +209,7 @@ def test_retention_puts_back_a_snapshot_pinned_while_it_looked(settings, monkeyp
     """A reader pins between retention's look at the pins and its rename: retention sees the pin after the
     rename and renames the snapshot back; the reader's own check finds it where it was."""
     from pipeline import pins
-    from pipeline.publish import apply_retention
+    from pipeline.steps.publish import apply_retention
 
     root = settings.snapshots_dir
     for i in (1, 2):
@@ -235,7 +235,7 @@ def test_next_publish_puts_back_a_pinned_snapshot_left_half_retired(settings):
     """Retention killed between its rename to <id>.deleting and the rename back: the next publish's clean-up
     restores a pinned one instead of deleting it, and removes an unpinned one."""
     from pipeline import pins
-    from pipeline.publish import _remove_abandoned
+    from pipeline.steps.publish import _remove_abandoned
 
     root = settings.snapshots_dir
     _fake_snapshot(root, "s1").rename(root / "s1.deleting")

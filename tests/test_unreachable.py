@@ -18,10 +18,10 @@ import requests
 
 from pipeline.errors import ServiceUnreachable, StepFailed, find_unreachable
 from pipeline.raw import RawZone
-from pipeline.sources.arxiv import ArxivClient, ArxivUnavailable
+from pipeline.sources.arxiv.client import ArxivClient, ArxivUnavailable
 from pipeline.sources.net import unreachable_reason
-from pipeline.sources.pdf import PdfFetcher, arxiv_pdf_url
-from pipeline.sources.s2 import S2Client
+from pipeline.sources.pdf.client import PdfFetcher, arxiv_pdf_url
+from pipeline.sources.s2.client import S2Client
 from pipeline.warehouse import Warehouse
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -239,7 +239,7 @@ def _last_run(settings, step):
 
 
 def test_harvest_step_stops_at_once(patient, refused):
-    from pipeline.harvest import run_harvest
+    from pipeline.steps.harvest import run_harvest
 
     s = patient.model_copy(update={"arxiv_oai_url": refused + "/oai"})
     t0 = time.monotonic()
@@ -251,7 +251,7 @@ def test_harvest_step_stops_at_once(patient, refused):
 
 
 def test_enrich_step_stops_at_once_and_keeps_the_watermark(patient, refused):
-    from pipeline.enrich import WATERMARK, run_enrich
+    from pipeline.steps.enrich import WATERMARK, run_enrich
 
     s = patient.model_copy(update={"s2_api_url": refused + "/graph/v1"})
     _seed(s, [("2104.12255", "arxiv", "2104.12255"), ("1706.03762", "arxiv", "1706.03762")])
@@ -265,7 +265,7 @@ def test_enrich_step_stops_at_once_and_keeps_the_watermark(patient, refused):
 
 
 def test_fulltext_step_stops_instead_of_rejecting_every_paper(patient, refused):
-    from pipeline.fulltext import run_fulltext
+    from pipeline.steps.fulltext import run_fulltext
 
     s = patient.model_copy(update={"arxiv_pdf_url": refused + "/pdf"})
     _seed(s, [(pid, "arxiv", pid) for pid in ("1409.0473", "1505.04597", "1508.04025")])
@@ -318,7 +318,7 @@ def test_make_run_without_network_ends_within_a_minute_with_one_line(tmp_path, r
                 "PAPERKB_ARXIV_OAI_URL": refused + "/oai", "PAPERKB_ARXIV_API_URL": refused + "/api/query",
                 "PAPERKB_ARXIV_PDF_URL": refused + "/pdf", "PAPERKB_S2_API_URL": refused + "/graph/v1"})
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pipeline.airflow_local", "--date", "2026-11-21"], env=env,
+    proc = subprocess.run([sys.executable, "-m", "devtools.airflow_local", "--date", "2026-11-21"], env=env,
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
     took = time.monotonic() - t0
     console = proc.stdout + proc.stderr

@@ -151,7 +151,8 @@ def test_reentrant_in_one_process(settings):
 
 
 def test_run_refresh_holds_the_lock_once_across_its_steps(settings, monkeypatch):
-    from pipeline import embed, enrich, fulltext, graph, harvest, publish, refresh, writer_lock
+    from pipeline.steps import embed, enrich, fulltext, graph, harvest, publish, refresh
+    from pipeline import writer_lock
 
     seen = []
 
@@ -164,14 +165,14 @@ def test_run_refresh_holds_the_lock_once_across_its_steps(settings, monkeypatch)
 
     monkeypatch.setattr(harvest, "run_harvest", fake("harvest"))
     monkeypatch.setattr(enrich, "run_enrich", fake("enrich"))
-    monkeypatch.setattr(refresh, "plan_fulltext_batches", lambda s, replay=False: {"download": [], "in_raw": []})
+    monkeypatch.setattr(fulltext, "plan_fulltext_batches", lambda s, replay=False: {"download": [], "in_raw": []})
     monkeypatch.setattr(fulltext, "merge_fulltext", fake("fulltext"))
     monkeypatch.setattr(graph, "run_graph", fake("graph"))
     monkeypatch.setattr(embed, "plan_shards", lambda s, n: [])
     monkeypatch.setattr(embed, "merge_embeddings", fake("embed"))
     monkeypatch.setattr(publish, "run_publish", fake("publish"))
     # the fakes write no papers: let the refresh go on to publish as it does over a non-empty warehouse
-    monkeypatch.setattr(refresh, "empty_warehouse_reason", lambda s, replay=False: None)
+    monkeypatch.setattr(publish, "empty_warehouse_reason", lambda s, replay=False: None)
     out = refresh.run_refresh(settings)
     assert out["snapshot_id"] == "x"
     assert [n for n, _ in seen] == list(refresh.STEP_ORDER)
@@ -179,22 +180,23 @@ def test_run_refresh_holds_the_lock_once_across_its_steps(settings, monkeypatch)
     assert [r["doing"] for _, r in seen] == list(refresh.STEP_ORDER)
 
 
-def test_airflow_task_waits_for_the_lock_then_proceeds(settings, tmp_path, monkeypatch, caplog):
-    from pipeline import graph, refresh, writer_lock
+def test_airflow_task_waits_for_the_lock_then_proceeds(settings, tmp_path, caplog):
+    """The DAG's tasks run with ``lock_queue`` (dags/paperkb_nightly.py ``_settings``): a step queues."""
+    from pipeline import writer_lock
 
     ran = {}
 
+    @writer_lock.writes("graph")
     def fake_graph(s):
         ran["holder"] = writer_lock.read_holder(writer_lock.lock_path(s.warehouse))
         ran["at"] = time.time()
         return {"ok": True}
 
-    monkeypatch.setattr(graph, "run_graph", fake_graph)
     h = Holder(settings.warehouse, "embed", 3, tmp_path)  # releases after 3 s
     try:
         t0 = time.time()
         with caplog.at_level(logging.INFO, logger="pipeline.writer_lock"):
-            assert refresh.graph_task(settings) == {"ok": True}
+            assert fake_graph(settings.model_copy(update={"lock_queue": True})) == {"ok": True}
     finally:
         h.kill()
     assert ran["at"] - t0 >= 1.5  # it queued behind the holder instead of failing
@@ -202,16 +204,15 @@ def test_airflow_task_waits_for_the_lock_then_proceeds(settings, tmp_path, monke
     assert f"waiting for the warehouse lock held by `embed` (pid {h.pid}" in caplog.text
 
 
-def test_airflow_task_gives_up_after_lock_wait_s(settings, tmp_path, monkeypatch):
-    from pipeline import graph, refresh
+def test_airflow_task_gives_up_after_lock_wait_s(settings, tmp_path):
+    from pipeline.steps import graph
     from pipeline.writer_lock import WarehouseLocked
 
-    monkeypatch.setattr(graph, "run_graph", lambda s: pytest.fail("ran without the lock"))
-    s = settings.model_copy(update={"lock_wait_s": 1.0})
+    s = settings.model_copy(update={"lock_wait_s": 1.0, "lock_queue": True})
     with Holder(settings.warehouse, "publish", 120, tmp_path) as h:
         t0 = time.time()
         with pytest.raises(WarehouseLocked) as err:
-            refresh.graph_task(s)
+            graph.run_graph(s)
     assert 0.9 <= time.time() - t0 < 30
     msg = str(err.value)
     assert "\n" not in msg and f"`publish` (pid {h.pid}" in msg and "PAPERKB_LOCK_WAIT_S" in msg
@@ -221,14 +222,14 @@ def test_fan_out_tasks_take_no_lock(settings, tmp_path, shared_data):
     """embed_shard / plan_* run in parallel in Airflow: they read DuckDB read-only and write staging only."""
     from embed_helpers import import_cisi_subset
 
-    from pipeline import refresh
+    from pipeline.steps import embed, fulltext
 
     import_cisi_subset(settings, shared_data, 5)
     with Holder(settings.warehouse, "graph", 120, tmp_path):
-        shards = refresh.plan_embed_shards(settings)
-        out = [refresh.embed_shard_task(settings, sh) for sh in shards]
+        shards = embed.plan_shards(settings, settings.embed_shards)
+        out = [embed.embed_shard(settings, sh) for sh in shards]
         assert sum(o["encoded"] for o in out) == 5
-        assert refresh.plan_fulltext_batches(settings, replay=True) == {"download": [], "in_raw": []}
+        assert fulltext.plan_fulltext_batches(settings, replay=True) == {"download": [], "in_raw": []}
 
 
 def test_warehouse_that_is_a_file_is_one_line(tmp_path):
@@ -288,11 +289,12 @@ def test_rollback_is_refused_while_a_writer_runs(settings, tmp_path):
 
 def test_the_dag_publish_task_skips_an_empty_warehouse(settings):
     """The nightly DAG's publish over a warehouse with no papers publishes nothing (the task is skipped)."""
-    from pipeline import refresh, snapshots
+    from pipeline import snapshots
+    from pipeline.steps import publish
     from pipeline.warehouse import Warehouse
 
     with Warehouse(settings) as wh:
         wh.init()
-    out = refresh.publish_task(settings)
+    out = publish.publish_unless_empty(settings)
     assert "holds no papers" in out["skipped"]
     assert snapshots.current_id(settings) is None and not list(settings.snapshots_dir.glob("*T*Z-*"))

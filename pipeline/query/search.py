@@ -230,7 +230,7 @@ class Searcher:
     @cached_property
     def _encode(self):
         """Query encoder matching the snapshot's model (manifest), else the settings' model."""
-        from pipeline import encoders
+        from pipeline.embedding import encoders
 
         from pathlib import Path
 
@@ -267,7 +267,7 @@ class Searcher:
         """bfloat16 autocast for query encoding when ``query_bf16`` says so (a context manager)."""
         import contextlib
 
-        from pipeline.encoders import bf16_wanted
+        from pipeline.embedding.encoders import bf16_wanted
 
         if not bf16_wanted(getattr(self.settings, "query_bf16", None)):
             return contextlib.nullcontext()

@@ -436,7 +436,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     def feeds_index() -> dict[str, Any]:
         from urllib.parse import quote
 
-        from pipeline.feeds import read_index
+        from pipeline.feeds.write import read_index
 
         cur = opened()
         index = read_index(cur.searcher.snap.path)
@@ -453,7 +453,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         name: str = Path_(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="the interest's name"),
         format: FEED_FORMATS = Query("json", description="json (JSON Feed 1.1) | atom | md | html | bibtex | ris | csl-json"),
     ) -> Response:
-        from pipeline import feeds as feeds_mod
+        from pipeline.feeds import write as feeds_mod
 
         cur = opened()
         path = cur.searcher.snap.path

@@ -1,6 +1,6 @@
 -- interests: what a user follows (grain: name). After each publish paperkb writes, for every interest,
 -- the papers new in that snapshot that match it as feeds (Atom, JSON Feed, Markdown, HTML) into the
--- snapshot's feeds/ folder (pipeline/feeds.py). Written by `paperkb interests add|remove`.
+-- snapshot's feeds/ folder (pipeline/feeds/write.py). Written by `paperkb interests add|remove`.
 --   name        the feed's name: letters, digits, '.', '_', '-' (it names the feed files and URLs)
 --   kind        'query' (a saved search) or 'seeds' (papers like these)
 --   query       the saved query text (kind 'query')

@@ -1,6 +1,6 @@
 -- arXiv harvest: add authors not seen before (staging -> core).
 -- Input: `incoming_authors` (author_id, name, keyname, forenames), one row per author_id, registered by
--- pipeline.harvest. An existing author row is never rewritten: the first spelling seen stays, so a rerun
+-- pipeline.steps.harvest. An existing author row is never rewritten: the first spelling seen stays, so a rerun
 -- over the same raw data changes nothing (paper_authors.name keeps each paper's own spelling).
 INSERT INTO authors (author_id, name, keyname, forenames)
 SELECT i.author_id, i.name, i.keyname, i.forenames

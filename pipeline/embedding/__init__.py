@@ -1,0 +1,1 @@
+"""Text to vectors: chunking full text into passages, the sentence-transformers encoders and their backends."""

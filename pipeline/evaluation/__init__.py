@@ -1,0 +1,1 @@
+"""Retrieval evaluation: queries and qrels (qrels), runs scored with ir-measures (evaluate)."""

@@ -1,0 +1,853 @@
+"""Embed passages, papers and figure legends into the working LanceDB (``warehouse/lancedb``).
+
+Flow (also the fan-out for Airflow mapped tasks)::
+
+    plan_shards(settings, n)      -> [{"index": i, "count": n, "part": ...}, ...]
+    embed_shard(settings, shard)  -> encodes the shard's texts whose hash is not cached yet and writes
+                                     staging/embed/<model key>/<part>.parquet (no LanceDB writes)
+    merge_embeddings(settings)    -> moves staged vectors into the vector cache, then syncs the LanceDB
+                                     tables chunks, papers, figures with the warehouse + indexes
+    run_embed(settings)           -> all of it in one process
+
+Incremental by content: a vector is cached under (model key, sha256 of exactly what the encoder
+sees), so a rerun over unchanged data encodes nothing and a changed chunk re-encodes only itself.
+LanceDB rows carry a ``row_hash``; the sync (LanceDB ``merge_insert``) rewrites only rows whose hash
+changed, deletes rows of chunks/papers that left the warehouse (withdrawn, re-chunked) and inserts
+new ones. Tables are stamped with the model (name, dimension, key) in their schema metadata; a
+different model drops and rebuilds them, so a table never mixes vector spaces.
+
+Crash safety. ``run_embed`` and ``merge_embeddings`` hold the warehouse writer lock
+(``pipeline.writer_lock``), so one process at a time syncs LanceDB; ``embed_shard`` takes no lock (it
+only reads DuckDB and writes its own staging parts). Encoded vectors are staged every
+``embed_checkpoint_texts`` texts, so a killed embed resumes where it stopped. Every LanceDB write is one
+atomic commit (a new table version), so a sync killed at any point leaves each table at its old or its
+new version; before syncing, ``repair_table`` checks each table (opens, reads, one row per key) and
+rebuilds a damaged one from the vector cache. Running ``embed`` again always converges.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+import warnings
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.embedding.encoders import Encoder, get_encoder
+from pipeline.errors import UserError
+from pipeline.settings import SQL_DIR, Settings
+from pipeline.writer_lock import writes
+
+log = logging.getLogger(__name__)
+
+PASSAGES_VIEW_SQL = SQL_DIR / "views" / "090_passages.sql"
+META_PREFIX = "paperkb."
+TABLES = ("chunks", "papers", "figures")
+ABS_SUFFIX = "#abs"
+
+
+# ---- small pure helpers ---------------------------------------------------------------------------
+def input_hash(model_input: Any) -> str:
+    """sha256 of exactly what the encoder sees (a string, or a [title, text] pair)."""
+    raw = model_input if isinstance(model_input, str) else json.dumps(model_input, ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def row_hashes(table: pa.Table, columns: Iterable[str]) -> list[str]:
+    """Hash of the given columns per row: what decides whether a LanceDB row must be rewritten."""
+    cols = [table.column(c).to_pylist() for c in columns]
+    return [hashlib.sha256(json.dumps(vals, default=str, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
+            for vals in zip(*cols)] if cols else []
+
+
+def shard_of(content_hash: str, count: int) -> int:
+    return int(content_hash[:8], 16) % count
+
+
+def normalise_rows(m: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(m, axis=1, keepdims=True)
+    return (m / np.where(n == 0, 1.0, n)).astype(np.float32)
+
+
+def group_mean(keys: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unique keys and the L2-normalised mean vector of each key's rows (vectorised, no Python loop)."""
+    if len(keys) == 0:
+        return keys, vectors
+    order = np.argsort(keys, kind="stable")
+    k, v = keys[order], vectors[order]
+    uniq, starts = np.unique(k, return_index=True)
+    sums = np.add.reduceat(v, starts, axis=0)
+    return uniq, normalise_rows(sums)
+
+
+def _vector_type(dim: int) -> pa.DataType:
+    return pa.list_(pa.float32(), dim)
+
+
+def _vector_array(m: np.ndarray, dim: int) -> pa.FixedSizeListArray:
+    m = np.ascontiguousarray(m, dtype=np.float32).reshape(-1, dim)
+    return pa.FixedSizeListArray.from_arrays(pa.array(m.ravel(), pa.float32()), dim)
+
+
+# ---- reading the warehouse ---------------------------------------------------------------------------
+def _tables(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def _columns(con, table: str) -> set[str]:
+    return {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+
+
+def _open_read(settings: Settings):
+    import duckdb
+
+    if not settings.db_path.exists():
+        raise UserError(f"no warehouse at {settings.db_path}: run `paperkb harvest` or `paperkb import-collection` first")
+    return duckdb.connect(str(settings.db_path), read_only=True)
+
+
+def _passages_sql(con) -> str:
+    """The passages view if the warehouse has it, else its definition as a subquery (read-only access)."""
+    tables = _tables(con)
+    if "passages" in tables:
+        return "SELECT * FROM passages"
+    if "papers" not in tables:
+        raise UserError("the warehouse has no papers yet: run `paperkb harvest` or `paperkb import-collection` first")
+    sql = PASSAGES_VIEW_SQL.read_text(encoding="utf-8")
+    body = sql[sql.index("AS\nSELECT") + 3:].rstrip().rstrip(";")
+    if "chunks" not in tables:  # no full-text step in this warehouse: abstracts only
+        body = body[body.index("UNION ALL") + len("UNION ALL"):]
+    return body
+
+
+def read_passages(con) -> pa.Table:
+    return con.sql(f"SELECT * FROM ({_passages_sql(con)}) ORDER BY paper_id, ordinal").to_arrow_table()
+
+
+def read_figures(con) -> pa.Table:
+    if "figures" not in _tables(con):
+        return pa.table({"figure_id": pa.array([], pa.string())})
+    return con.sql(
+        "SELECT f.figure_id, f.paper_id, f.label, f.number, f.page, f.text, p.title FROM figures f "
+        "LEFT JOIN papers p ON p.paper_id = f.paper_id WHERE coalesce(trim(f.text), '') <> '' ORDER BY f.figure_id"
+    ).to_arrow_table()
+
+
+def read_paper_meta(con) -> pa.Table:
+    """Paper rows for the LanceDB papers table: ids, title, abstract, authors, year, categories, metrics.
+
+    Built in Python because the metric columns come from steps that may not have run on this
+    warehouse (S2 counts, graph metrics); missing ones are NULL."""
+    tables = _tables(con)
+    pcols = _columns(con, "papers")
+    mcols = _columns(con, "paper_metrics") if "paper_metrics" in tables else set()
+
+    def pcol(name: str, cast: str) -> str:
+        return f"p.{name}" if name in pcols else f"CAST(NULL AS {cast})"
+
+    authors = ("(SELECT list(a.name ORDER BY a.position) FROM paper_authors a WHERE a.paper_id = p.paper_id)"
+               if "paper_authors" in tables else "CAST([] AS VARCHAR[])")
+    metrics_join = ""
+    pagerank = weight = "CAST(NULL AS DOUBLE)"
+    citation_count = pcol("citation_count", "INTEGER")
+    if {"paper_id", "pagerank"} <= mcols:
+        # several works can map to one paper only through data errors: keep the best-ranked one
+        metrics_join = ("LEFT JOIN (SELECT * FROM paper_metrics WHERE paper_id IS NOT NULL "
+                        "QUALIFY row_number() OVER (PARTITION BY paper_id ORDER BY pagerank DESC NULLS LAST) = 1) m "
+                        "ON m.paper_id = p.paper_id")
+        pagerank = "m.pagerank"
+        weight = "m.weight" if "weight" in mcols else weight
+        if "citation_count" in mcols:
+            citation_count = f"coalesce({citation_count}, m.citation_count)"
+    sql = f"""
+        SELECT p.paper_id, {pcol('external_id', 'VARCHAR')} AS external_id, {pcol('source', 'VARCHAR')} AS source,
+               {pcol('title', 'VARCHAR')} AS title, {pcol('abstract', 'VARCHAR')} AS abstract,
+               coalesce({authors}, CAST([] AS VARCHAR[])) AS authors,
+               CAST({pcol('year', 'INTEGER')} AS INTEGER) AS year,
+               coalesce({pcol('categories', 'VARCHAR[]')}, CAST([] AS VARCHAR[])) AS categories,
+               {pcol('primary_category', 'VARCHAR')} AS primary_category,
+               CAST({citation_count} AS INTEGER) AS citation_count,
+               CAST({pagerank} AS DOUBLE) AS pagerank, CAST({weight} AS DOUBLE) AS weight
+        FROM papers p {metrics_join}
+        ORDER BY p.paper_id"""
+    return con.sql(sql).to_arrow_table()
+
+
+# ---- model inputs -------------------------------------------------------------------------------------
+def passage_inputs(encoder: Encoder, passages: pa.Table) -> list:
+    titles = passages.column("title").to_pylist()
+    bodies = passages.column("body").to_pylist()
+    texts = passages.column("text").to_pylist()
+    kinds = passages.column("kind").to_pylist()
+    out = []
+    for t, b, x, k in zip(titles, bodies, texts, kinds):
+        if k == "abstract" and encoder.spec.doc_format == "text":
+            out.append(x or "")
+        else:
+            out.append(encoder.doc_input(t, b, None))
+    return out
+
+
+def figure_inputs(encoder: Encoder, figures: pa.Table) -> list:
+    if figures.num_rows == 0:
+        return []
+    return [encoder.doc_input(t, x, None) for t, x in zip(figures.column("title").to_pylist(),
+                                                           figures.column("text").to_pylist())]
+
+
+# ---- the vector cache -----------------------------------------------------------------------------------
+class VectorCache:
+    """Vectors by content hash for one model: ``warehouse/vector_cache/<model key>/*.parquet``.
+
+    Append-only Parquet parts (each an atomic rename of a staged shard), deduplicated on read.
+    Plain Parquet rather than a LanceDB table: shards written by parallel workers become cache
+    parts by a rename, with no concurrent writers on one dataset."""
+
+    def __init__(self, settings: Settings, key: str):
+        self.dir = vector_cache_root(settings) / key
+        self.staging = settings.staging_dir / "embed" / key
+
+    def parts(self) -> list[Path]:
+        return sorted(self.dir.glob("*.parquet")) if self.dir.is_dir() else []
+
+    def staged(self) -> list[Path]:
+        return sorted(self.staging.glob("*.parquet")) if self.staging.is_dir() else []
+
+    def known_hashes(self, include_staged: bool = True) -> set[str]:
+        files = self.parts() + (self.staged() if include_staged else [])
+        known: set[str] = set()
+        for f in files:
+            try:
+                known.update(pq.read_table(f, columns=["content_hash"]).column("content_hash").to_pylist())
+            except FileNotFoundError:  # compacted by another process meanwhile: its rows are in the new part
+                continue
+        return known
+
+    def write_staged(self, part: str, hashes: list[str], vectors: np.ndarray, dim: int) -> Path:
+        self.staging.mkdir(parents=True, exist_ok=True)
+        out = self.staging / f"{part}.parquet"
+        tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:6]}.tmp")
+        pq.write_table(pa.table({"content_hash": pa.array(hashes, pa.string()),
+                                 "vector": _vector_array(vectors, dim)}), tmp)
+        os.replace(tmp, out)
+        return out
+
+    def absorb_staged(self) -> int:
+        """Move staged shard files into the cache (rename: atomic, idempotent)."""
+        files = self.staged()
+        if files:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            os.replace(f, self.dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{f.name}")
+        return len(files)
+
+    def load(self, dim: int) -> tuple[dict[str, int], np.ndarray]:
+        """hash -> row, and the vectors (float32[n, dim])."""
+        files = self.parts()
+        if not files:
+            return {}, np.zeros((0, dim), np.float32)
+        t = pa.concat_tables([pq.read_table(f) for f in files if f.exists()])
+        hashes = t.column("content_hash").to_pylist()
+        vec = t.column("vector").combine_chunks()
+        m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, vec.type.list_size)
+        if m.shape[1] != dim:
+            raise UserError(f"vector cache {self.dir} holds {m.shape[1]}-d vectors, the model gives {dim}-d")
+        index = {h: i for i, h in enumerate(hashes)}  # later parts win (identical anyway)
+        if len(files) > 64:  # compact: one part again
+            self.compact(t)
+        return index, m
+
+    def compact(self, t: pa.Table) -> None:
+        hashes = t.column("content_hash").to_pylist()
+        keep = sorted({h: i for i, h in enumerate(hashes)}.values())
+        out = self.dir / f"{time.strftime('%Y%m%dT%H%M%S')}-compact-{uuid.uuid4().hex[:6]}.parquet"
+        tmp = out.with_name("." + out.name + ".tmp")
+        old = self.parts()
+        pq.write_table(t.take(pa.array(keep)), tmp)
+        os.replace(tmp, out)
+        for f in old:
+            f.unlink()
+
+
+def vector_cache_root(settings: Settings) -> Path:
+    """The vector cache (``<model key>/`` folders) and the exported models (``models/``)."""
+    from pipeline.embedding.encoders import cache_root
+
+    return cache_root(settings)
+
+
+def _cache_meta_path(settings: Settings, key: str) -> Path:
+    return vector_cache_root(settings) / key / "model.json"
+
+
+def _model_dim(settings: Settings, encoder: Encoder) -> int:
+    """The model's dimension, from the cache's model.json when present (so a no-op rerun loads no model)."""
+    meta = _cache_meta_path(settings, encoder.spec.key())
+    if meta.exists():
+        return int(json.loads(meta.read_text())["dim"])
+    dim = encoder.dim
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    tmp = meta.with_name(f".model.{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(json.dumps(encoder.describe(), indent=1))
+    os.replace(tmp, meta)  # a cache dir may be shared by concurrent runs
+    return dim
+
+
+def _cache_key(encoder: Encoder) -> str:
+    return encoder.spec.key()
+
+
+def model_facts(settings: Settings, encoder: Encoder | None = None) -> dict:
+    encoder = encoder or get_encoder(settings)
+    dim = _model_dim(settings, encoder)
+    s = encoder.spec
+    return {"name": s.name, "query_model": s.query_name, "doc_format": s.doc_format, "dim": dim,
+            "truncate_dim": s.truncate_dim, "max_seq_length": s.max_seq_length, "key": _cache_key(encoder),
+            "path": s.doc_model, "query_path": s.query_model, "backend": s.backend, "precision": s.precision}
+
+
+# ---- fan-out API ------------------------------------------------------------------------------------------
+def plan_shards(settings: Settings, n_shards: int = 1) -> list[dict]:
+    """Shards by content hash, so each worker gets about the same number of texts."""
+    n = max(1, int(n_shards))
+    run = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    return [{"index": i, "count": n, "part": f"{run}-{i:03d}"} for i in range(n)]
+
+
+# a shard is sorted by length in windows of this many checkpoints: reading and hashing the next window
+# overlaps with encoding this one, and within a window the batches are of similar length
+SORT_WINDOW_CHECKPOINTS = 4
+
+
+def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, block: int):
+    """This shard's texts that are not cached or staged yet, deduplicated, as (hashes, inputs) blocks of
+    at most ``block``: the DuckDB read and the cache's known hashes first, then hashing block by block."""
+    con = _open_read(settings)
+    try:
+        passages = read_passages(con)
+        figures = read_figures(con)
+    finally:
+        con.close()
+    inputs = passage_inputs(encoder, passages) + figure_inputs(encoder, figures)
+    known = VectorCache(settings, _cache_key(encoder)).known_hashes()
+    seen: set[str] = set()
+    hashes: list[str] = []
+    todo: list = []
+    for x in inputs:
+        h = input_hash(x)
+        if h in known or h in seen:
+            continue
+        if shard is not None and shard_of(h, shard["count"]) != shard["index"]:
+            continue
+        seen.add(h)
+        hashes.append(h)
+        todo.append(x)
+        if len(todo) >= block:
+            yield hashes, todo
+            hashes, todo = [], []
+    if todo:
+        yield hashes, todo
+
+
+def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tuple[list[str], list]:
+    """(hashes, inputs) of this shard's texts that are not cached or staged yet, deduplicated."""
+    hashes: list[str] = []
+    inputs: list = []
+    for h, x in _shard_blocks(settings, encoder, shard, block=1 << 62):
+        hashes += h
+        inputs += x
+    return hashes, inputs
+
+
+def prefetch(items: Iterable, depth: int = 1):
+    """Iterate ``items`` in a background thread, at most ``depth`` items ahead of the caller; an error
+    there is raised here. Leaving early stops the thread at its next item."""
+    import queue
+    import threading
+
+    q: "queue.Queue" = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(msg) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(msg, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for it in items:
+                if not put(("item", it)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            put(("error", exc))
+
+    t = threading.Thread(target=run, name="paperkb-embed-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, val = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise val
+            yield val
+    finally:
+        stop.set()
+
+
+def length_order(inputs: list) -> np.ndarray:
+    """Positions of ``inputs`` longest first (characters, a pair's parts added): batches of similar
+    length pad little. Stable, so equal lengths keep their order."""
+    lengths = np.array([len(x) if isinstance(x, str) else sum(len(p or "") for p in x) for x in inputs], dtype=np.int64)
+    return np.argsort(-lengths, kind="stable")
+
+
+def encode_in_length_order(encode, inputs: list) -> np.ndarray:
+    """``encode(inputs)`` computed on the inputs sorted by length, rows returned in the original order."""
+    if not inputs:
+        return encode(inputs)
+    order = length_order(inputs)
+    vecs = encode([inputs[i] for i in order])
+    out = np.empty_like(vecs)
+    out[order] = vecs
+    return out
+
+
+def encode_checkpointed(settings: Settings, encoder: Encoder, cache: "VectorCache", part: str, hashes: list[str],
+                        inputs: list, *, overlap: bool = True) -> int:
+    """Encode ``inputs`` in slices of ``embed_checkpoint_texts``, staging each slice's vectors as its own
+    Parquet part as soon as it is done: a killed embed keeps every finished slice (the rerun's
+    ``_shard_work`` skips staged hashes, and the merge absorbs the parts).
+
+    The shard's texts are taken longest first (less padding per batch, the GPU's main waste); rows are
+    staged by content hash, so the order does not matter downstream. With ``overlap`` a writer thread
+    stages slice k (Arrow conversion, Parquet, rename) while the encoder works on slice k + 1, through a
+    queue of at most 2 slices: the encoder never waits for the disk, and memory stays bounded."""
+    dim = _model_dim(settings, encoder)
+    step = max(1, int(settings.embed_checkpoint_texts))
+    order = length_order(inputs)
+    hashes = [hashes[i] for i in order]
+    inputs = [inputs[i] for i in order]
+    n_parts = (len(inputs) + step - 1) // step
+
+    def stage(k: int, i: int, vecs: np.ndarray) -> None:
+        name = part if n_parts == 1 else f"{part}-c{k:05d}"
+        cache.write_staged(name, hashes[i:i + step], vecs, dim)
+        if n_parts > 1:
+            log.debug("embed: checkpoint %d/%d (%d texts) staged as %s", k + 1, n_parts, min(len(inputs), i + step), name)
+
+    slices = [(k, i) for k, i in enumerate(range(0, len(inputs), step))]
+    if not overlap or n_parts < 2:
+        for k, i in slices:
+            stage(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
+        return len(inputs)
+    with StagingWriter(stage, depth=2) as writer:
+        for k, i in slices:
+            writer.put(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
+    return len(inputs)
+
+
+class StagingWriter:
+    """A writer thread fed through a bounded queue: ``put`` blocks while ``depth`` slices wait; leaving
+    the ``with`` block waits for every write, and re-raises the first write error in the caller."""
+
+    def __init__(self, write, depth: int = 2):
+        import queue
+        import threading
+
+        self._write = write
+        self._q: "queue.Queue" = queue.Queue(maxsize=max(1, depth))
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="paperkb-embed-writer", daemon=True)
+
+    def __enter__(self) -> "StagingWriter":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    self._write(*item)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    self._error = exc
+
+    def put(self, *item) -> None:
+        if self._error is not None:
+            raise self._error
+        self._q.put(item)
+
+    def __exit__(self, *exc) -> None:
+        self._q.put(None)
+        self._thread.join()
+        if self._error is not None and exc[0] is None:
+            raise self._error
+
+
+def embed_shard(settings: Settings, shard: dict) -> dict:
+    """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes.
+
+    Three stages overlap: a reader thread reads the warehouse and hashes the texts window by window
+    (``SORT_WINDOW_CHECKPOINTS`` checkpoints each), this thread encodes a window longest text first while the
+    next window is hashed, and a writer thread stages each checkpoint's vectors."""
+    encoder = get_encoder(settings)
+    cache = VectorCache(settings, _cache_key(encoder))
+    window = max(1, int(settings.embed_checkpoint_texts)) * SORT_WINDOW_CHECKPOINTS
+    encoded = 0
+    for j, (hashes, inputs) in enumerate(prefetch(_shard_blocks(settings, encoder, shard, window))):
+        part = shard["part"] if j == 0 else f"{shard['part']}-w{j:05d}"
+        encoded += encode_checkpointed(settings, encoder, cache, part, hashes, inputs)
+    summary = {"shard": shard["index"], "encoded": encoded}
+    log.info("embed shard %d/%d: encoded %d new texts", shard["index"] + 1, shard["count"], encoded)
+    return summary
+
+
+@writes("embed")
+def merge_embeddings(settings: Settings) -> dict:
+    """Absorb staged vectors and bring the LanceDB tables in line with the warehouse (single writer)."""
+    from pipeline.warehouse import Warehouse
+
+    t0 = time.perf_counter()
+    encoder = get_encoder(settings)
+    cache = VectorCache(settings, _cache_key(encoder))
+    cache.absorb_staged()
+    con = _open_read(settings)
+    try:
+        passages = read_passages(con)
+        figures = read_figures(con)
+        papers = read_paper_meta(con)
+    finally:
+        con.close()
+
+    p_inputs = passage_inputs(encoder, passages)
+    f_inputs = figure_inputs(encoder, figures)
+    p_hashes = [input_hash(x) for x in p_inputs]
+    f_hashes = [input_hash(x) for x in f_inputs]
+    dim = _model_dim(settings, encoder)
+    index, mat = cache.load(dim)
+    # texts that appeared after the shards ran: encode them here rather than fail
+    missing = {h: x for h, x in zip(p_hashes + f_hashes, p_inputs + f_inputs) if h not in index}
+    if missing:
+        encode_checkpointed(settings, encoder, cache, "merge-" + uuid.uuid4().hex[:8], list(missing),
+                            list(missing.values()))
+        cache.absorb_staged()
+        index, mat = cache.load(dim)
+
+    t_read = time.perf_counter()
+    p_vec = mat[[index[h] for h in p_hashes]] if p_hashes else np.zeros((0, dim), np.float32)
+    f_vec = mat[[index[h] for h in f_hashes]] if f_hashes else np.zeros((0, dim), np.float32)
+    facts = model_facts(settings, encoder)
+
+    chunks_t = build_chunks_table(passages, p_hashes, p_vec, dim)
+    papers_t = build_papers_table(papers, passages, p_hashes, p_vec, dim)
+    figures_t = build_figures_table(figures, f_hashes, f_vec, dim)
+
+    import lancedb
+
+    t_build = time.perf_counter()
+    settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
+    db = lancedb.connect(str(settings.lancedb_dir))
+    changes = {}
+    for name, table, key in (("chunks", chunks_t, "chunk_id"), ("papers", papers_t, "paper_id"),
+                             ("figures", figures_t, "figure_id")):
+        repaired = repair_table(db, settings.lancedb_dir, name, key)
+        changes[name] = sync_table(db, name, table, key, facts)
+        if repaired:
+            changes[name]["repaired"] = repaired
+    t_sync = time.perf_counter()
+    indexes = ensure_indexes(db, settings)
+    t_index = time.perf_counter()
+
+    summary = {
+        "model": facts["name"], "dim": dim, "encoded": len(missing), "runtime": encoder.spec.runtime.label(),
+        "passages": chunks_t.num_rows, "papers": papers_t.num_rows, "figures": figures_t.num_rows,
+        "changes": changes, "indexes_built": indexes, "seconds": round(time.perf_counter() - t0, 2),
+        "timings": {"read_and_encode_s": round(t_read - t0, 2), "build_s": round(t_build - t_read, 2),
+                    "sync_s": round(t_sync - t_build, 2), "index_s": round(t_index - t_sync, 2)},
+    }
+    with Warehouse(settings) as wh, wh.run("embed") as run:
+        run.count("in", len(p_hashes) + len(f_hashes))
+        run.count("out", chunks_t.num_rows + papers_t.num_rows + figures_t.num_rows)
+        run.count("encoded", len(missing))
+        run.count("rejected", 0)
+    return summary
+
+
+@writes("embed")
+def run_embed(settings: Settings) -> dict:
+    """Plan one shard, encode what is new, merge: the whole step in this process."""
+    t0 = time.perf_counter()
+    encoded = 0
+    for shard in plan_shards(settings, 1):
+        encoded += embed_shard(settings, shard)["encoded"]
+    summary = merge_embeddings(settings)
+    summary["encoded"] = encoded + summary["encoded"]
+    summary["seconds"] = round(time.perf_counter() - t0, 2)
+    ch = summary["changes"]
+    log.info("embed: %d passages, %d papers, %d figures in; %d texts encoded; rows written %d, deleted %d; 0 rejected",
+             summary["passages"], summary["papers"], summary["figures"], summary["encoded"],
+             sum(c["inserted"] + c["updated"] for c in ch.values()), sum(c["deleted"] for c in ch.values()))
+    return summary
+
+
+def _tty() -> bool:
+    import sys
+
+    return sys.stderr.isatty()
+
+
+# ---- building the LanceDB tables --------------------------------------------------------------------------
+def build_chunks_table(passages: pa.Table, hashes: list[str], vectors: np.ndarray, dim: int) -> pa.Table:
+    t = pa.table({
+        "chunk_id": passages.column("chunk_id").cast(pa.string()),
+        "paper_id": passages.column("paper_id").cast(pa.string()),
+        "kind": passages.column("kind").cast(pa.string()),
+        "ordinal": passages.column("ordinal").cast(pa.int32()),
+        "section": passages.column("section").cast(pa.string()),
+        "page_start": passages.column("page_start").cast(pa.int32()),
+        "page_end": passages.column("page_end").cast(pa.int32()),
+        "text": passages.column("text").cast(pa.string()),
+        "content_hash": pa.array(hashes, pa.string()),
+    })
+    t = t.append_column("row_hash", pa.array(row_hashes(t, t.column_names), pa.string()))
+    return t.append_column(pa.field("vector", _vector_type(dim)), _vector_array(vectors, dim))
+
+
+def build_papers_table(papers: pa.Table, passages: pa.Table, hashes: list[str], vectors: np.ndarray,
+                       dim: int) -> pa.Table:
+    pids = np.array(passages.column("paper_id").to_pylist(), dtype=object)
+    ids = passages.column("chunk_id").to_pylist()
+    # doc vector: normalised mean of all the paper's passage vectors (abstract passage included)
+    uniq, means = group_mean(pids.astype(str), vectors) if len(pids) else (np.array([]), np.zeros((0, dim)))
+    doc_row = {p: i for i, p in enumerate(uniq.tolist())}
+    abs_row = {pid: i for i, (pid, cid) in enumerate(zip(pids, ids)) if cid.endswith(ABS_SUFFIX)}
+    # the paper's input hashes decide whether its vectors changed
+    per_paper: dict[str, list[str]] = {}
+    for pid, h in zip(pids, hashes):
+        per_paper.setdefault(pid, []).append(h)
+
+    paper_ids = papers.column("paper_id").to_pylist()
+    keep = [i for i, p in enumerate(paper_ids) if p in doc_row]  # papers with no text have no vectors
+    papers = papers.take(pa.array(keep, pa.int64())) if len(keep) != len(paper_ids) else papers
+    paper_ids = papers.column("paper_id").to_pylist()
+    zeros = np.zeros(dim, np.float32)
+    doc = np.stack([means[doc_row[p]] for p in paper_ids]) if paper_ids else np.zeros((0, dim), np.float32)
+    abs_ = (np.stack([vectors[abs_row[p]] if p in abs_row else zeros for p in paper_ids])
+            if paper_ids else np.zeros((0, dim), np.float32))
+    t = papers.append_column("n_passages", pa.array([len(per_paper.get(p, [])) for p in paper_ids], pa.int32()))
+    t = t.append_column("content_hash", pa.array(
+        [hashlib.sha256("".join(per_paper.get(p, [])).encode()).hexdigest() for p in paper_ids], pa.string()))
+    t = t.append_column("row_hash", pa.array(row_hashes(t, t.column_names), pa.string()))
+    t = t.append_column(pa.field("abs_vector", _vector_type(dim)), _vector_array(abs_, dim))
+    return t.append_column(pa.field("doc_vector", _vector_type(dim)), _vector_array(doc, dim))
+
+
+def build_figures_table(figures: pa.Table, hashes: list[str], vectors: np.ndarray, dim: int) -> pa.Table:
+    if figures.num_rows == 0:
+        figures = pa.table({"figure_id": pa.array([], pa.string()), "paper_id": pa.array([], pa.string()),
+                            "label": pa.array([], pa.string()), "number": pa.array([], pa.int32()),
+                            "page": pa.array([], pa.int32()), "text": pa.array([], pa.string())})
+    t = pa.table({
+        "figure_id": figures.column("figure_id").cast(pa.string()),
+        "paper_id": figures.column("paper_id").cast(pa.string()),
+        "label": figures.column("label").cast(pa.string()),
+        "number": figures.column("number").cast(pa.int32()),
+        "page": figures.column("page").cast(pa.int32()),
+        "text": figures.column("text").cast(pa.string()),
+        "content_hash": pa.array(hashes, pa.string()),
+    })
+    t = t.append_column("row_hash", pa.array(row_hashes(t, t.column_names), pa.string()))
+    return t.append_column(pa.field("vector", _vector_type(dim)), _vector_array(vectors, dim))
+
+
+def _stamp(schema: pa.Schema, facts: dict) -> pa.Schema:
+    meta = dict(schema.metadata or {})
+    meta.update({f"{META_PREFIX}model".encode(): facts["name"].encode(),
+                 f"{META_PREFIX}query_model".encode(): facts["query_model"].encode(),
+                 f"{META_PREFIX}dim".encode(): str(facts["dim"]).encode(),
+                 f"{META_PREFIX}model_key".encode(): facts["key"].encode(),
+                 f"{META_PREFIX}doc_format".encode(): facts["doc_format"].encode(),
+                 f"{META_PREFIX}path".encode(): str(facts["path"]).encode(),
+                 f"{META_PREFIX}query_path".encode(): str(facts["query_path"]).encode(),
+                 f"{META_PREFIX}truncate_dim".encode(): str(facts["truncate_dim"] or "").encode(),
+                 f"{META_PREFIX}max_seq_length".encode(): str(facts["max_seq_length"] or "").encode(),
+                 f"{META_PREFIX}backend".encode(): str(facts.get("backend") or "torch").encode(),
+                 f"{META_PREFIX}precision".encode(): str(facts.get("precision") or "fp32").encode()})
+    return schema.with_metadata(meta)
+
+
+def table_model(table) -> dict:
+    """The model a LanceDB table was built with (from its schema metadata)."""
+    meta = table.schema.metadata or {}
+    get = lambda k: (meta.get(f"{META_PREFIX}{k}".encode()) or b"").decode() or None  # noqa: E731
+    dim, trunc, seq = get("dim"), get("truncate_dim"), get("max_seq_length")
+    return {"name": get("model"), "query_model": get("query_model"), "dim": int(dim) if dim else None,
+            "key": get("model_key"), "doc_format": get("doc_format"), "path": get("path"),
+            "query_path": get("query_path"), "truncate_dim": int(trunc) if trunc else None,
+            "max_seq_length": int(seq) if seq else None,
+            # tables from before backends existed were embedded with torch fp32
+            "backend": get("backend") or "torch", "precision": get("precision") or "fp32"}
+
+
+def sync_table(db, name: str, table: pa.Table, key: str, facts: dict) -> dict:
+    """Make LanceDB table ``name`` equal ``table``: rows with a new row_hash are rewritten, rows no longer
+    present are deleted, identical rows are left alone. A model change rebuilds the table."""
+    table = table.replace_schema_metadata(_stamp(table.schema, facts).metadata)
+    if name in table_names(db):
+        existing = db.open_table(name)
+        m = table_model(existing)
+        same_model = m["key"] == facts["key"] and m["dim"] == facts["dim"]
+        same_schema = existing.schema.names == table.schema.names
+        if same_model and same_schema:
+            if table.num_rows == 0:
+                n = existing.count_rows()
+                if n:
+                    existing.delete("true")
+                return {"inserted": 0, "updated": 0, "deleted": n, "rebuilt": False}
+            res = (existing.merge_insert(key)
+                   .when_matched_update_all(where="target.row_hash != source.row_hash")
+                   .when_not_matched_insert_all()
+                   .when_not_matched_by_source_delete()
+                   .execute(table))
+            out = {"inserted": int(res.num_inserted_rows), "updated": int(res.num_updated_rows),
+                   "deleted": int(res.num_deleted_rows), "rebuilt": False}
+            problem = table_problem(existing, key, expected=table.num_rows)
+            if problem is None:
+                return out
+            # should not happen under the writer lock; rebuild rather than leave a table that fails every later run
+            log.warning("LanceDB table %s after the sync: %s: rebuilding it from the vector cache", name, problem)
+        else:
+            reason = "model changed" if not same_model else "schema changed"
+            log.info("LanceDB table %s: %s (%s -> %s): rebuilding", name, reason, m["name"], facts["name"])
+    _remove_table(db, name)
+    db.create_table(name, data=table, schema=table.schema)
+    return {"inserted": table.num_rows, "updated": 0, "deleted": 0, "rebuilt": True}
+
+
+def table_problem(table, key: str, expected: int | None = None) -> str | None:
+    """What is wrong with an opened LanceDB table, or None: every data file readable (the key column
+    is scanned), one row per key, and ``expected`` rows when given."""
+    n = table.count_rows()
+    ids = table.search().select([key]).limit(None).to_arrow().column(key)
+    distinct = len(pc.unique(ids))
+    if len(ids) != n:
+        return f"{n} rows counted but {len(ids)} read"
+    if distinct != n:
+        return f"{n} rows for {distinct} {key}s (duplicates from an interrupted or concurrent sync)"
+    if expected is not None and n != expected:
+        return f"{n} rows, the warehouse has {expected}"
+    return None
+
+
+def repair_table(db, root: Path, name: str, key: str) -> str | None:
+    """Before a sync: make sure table ``name`` opens, reads and has one row per key. A damaged table (an
+    older paperkb's concurrent embeds, a data file gone, a create killed half-way) is removed, so the
+    sync rebuilds it from the vector cache: nothing is re-encoded. Returns what was repaired, or None."""
+    path = Path(root) / f"{name}.lance"
+    if name not in table_names(db):
+        if path.exists():  # a create or drop killed half-way: a folder LanceDB does not list as a table
+            shutil.rmtree(path, ignore_errors=True)
+            log.warning("LanceDB table %s: removed the leftovers of an interrupted create", name)
+            return "leftovers removed"
+        return None
+    try:
+        problem = table_problem(db.open_table(name), key)
+    except Exception as exc:  # noqa: BLE001 - any failure to open or read means: rebuild it
+        problem = f"unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    if problem is None:
+        return None
+    log.warning("LanceDB table %s is damaged: %s: rebuilding it from the vector cache", name, problem)
+    _remove_table(db, name, path)
+    return problem
+
+
+def _remove_table(db, name: str, path: Path | None = None) -> None:
+    try:
+        if name in table_names(db):
+            db.drop_table(name)
+    except Exception as exc:  # noqa: BLE001 - a damaged table may not drop cleanly: remove its folder
+        log.debug("drop_table(%s) failed (%s): removing its folder", name, exc)
+    if path is None:
+        uri = getattr(db, "uri", None)
+        path = Path(str(uri)) / f"{name}.lance" if uri else None
+    if path is not None and path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def table_names(db) -> list[str]:
+    res = db.list_tables()
+    return list(getattr(res, "tables", res))
+
+
+def _index_names(table) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for ix in table.list_indices():
+        for col in ix.columns:
+            out.setdefault(col, []).append(ix.index_type)
+    return out
+
+
+def ensure_indexes(db, settings: Settings) -> dict:
+    """BM25 on chunk text, B-tree on filter columns, an ANN index past the size threshold.
+
+    New rows join existing indexes via ``optimize()``; old versions are pruned so the directory
+    copied into a snapshot holds only the current data."""
+    done: dict[str, list[str]] = {}
+    plan = {"chunks": (["paper_id", "kind"], ["vector"]), "papers": (["paper_id", "year", "source"],
+            ["abs_vector", "doc_vector"]), "figures": (["paper_id"], ["vector"])}
+    for name, (scalars, vectors) in plan.items():
+        if name not in table_names(db):
+            continue
+        t = db.open_table(name)
+        have = _index_names(t)
+        made = []
+        n = t.count_rows()
+        if name == "chunks" and "text" not in have and n:
+            with warnings.catch_warnings():  # deprecated alias of create_index(config=FTS()), same index
+                warnings.simplefilter("ignore")
+                t.create_fts_index("text", replace=True)  # LanceDB native BM25 (no tantivy)
+            made.append("fts:text")
+        for col in scalars:
+            if col not in have and n:
+                with warnings.catch_warnings():  # deprecated alias of create_index(config=BTree()), same index
+                    warnings.simplefilter("ignore")
+                    t.create_scalar_index(col, index_type="BTREE")
+                made.append(f"btree:{col}")
+        if n >= settings.embed_vector_index_min_rows:
+            for col in vectors:
+                if col not in have:
+                    kw: dict[str, Any] = {"metric": "cosine", "vector_column_name": col,
+                                          "index_type": settings.embed_vector_index_type}
+                    if settings.embed_vector_index_partitions:
+                        kw["num_partitions"] = settings.embed_vector_index_partitions
+                    if settings.embed_vector_index_sub_vectors:
+                        kw["num_sub_vectors"] = settings.embed_vector_index_sub_vectors
+                    with warnings.catch_warnings():  # metric/num_partitions form: deprecated, still supported
+                        warnings.simplefilter("ignore", DeprecationWarning)
+                        t.create_index(**kw)
+                    made.append(f"{settings.embed_vector_index_type.lower()}:{col}")
+        with warnings.catch_warnings():  # "removes every version except the latest": intended, single writer
+            warnings.simplefilter("ignore", UserWarning)
+            t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        done[name] = made
+    return done

@@ -1,0 +1,762 @@
+"""The arXiv harvest step: OAI-PMH -> raw zone -> staging Parquet -> DuckDB.
+
+``run_harvest`` (``paperkb harvest``) fetches the ``ListRecords`` list from the watermark (or
+``--from``/``--until``), page by page. Each page is stored in the raw zone and then the resumption
+token is checkpointed (table ``harvest_checkpoints``), so a killed harvest resumes with the next
+page. When the list is complete its pages are parsed from the raw zone into staging Parquet parts
+(``harvest_batch_records`` records each) and merged part by part into ``papers``, ``authors``,
+``paper_authors`` and ``versions``, with a commit and a DuckDB checkpoint after about every
+``harvest_commit_records`` records (default 10,000), so memory stays flat however big the run is.
+A part holds every row of its papers, so a paper's row, versions and authors always land in the
+same commit. The rejects, the new watermark and the checkpoint's ``merged`` status land only in the
+last commit: a run killed in between leaves whole earlier batches and an unmoved watermark, and the
+rerun (which resumes the fetched list) skips those batches as unchanged.
+``harvest_commit_records=0`` merges the whole run in one transaction instead (a killed run leaves
+the tables exactly as they were, but DuckDB holds the whole run in memory).
+
+``run_lookup`` (``paperkb lookup ID...``) fetches given ids through the arXiv API and merges them
+the same way. ``run_harvest(replay=True)`` re-parses every arXiv response in the raw zone (OAI
+pages and API feeds, in the order they were fetched) without the network.
+
+Idempotent: rows identical to the stored ones are not rewritten, so a rerun over the same raw
+data reports 0 papers written.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from hashlib import sha1
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.sources.arxiv.ids import parse_arxiv_id
+from pipeline.sources.arxiv.records import (
+    API_PAPER_COLUMNS,
+    OAI_PAPER_COLUMNS,
+    ApiErrorFeed,
+    MalformedResponse,
+    author_key,
+    category_matcher,
+    read_atom_feed,
+    read_oai_page,
+)
+from pipeline.dates import parse_day
+from pipeline.errors import StepFailed, UserError
+from pipeline.raw import RawEntry, RawZone
+from pipeline.settings import Settings
+from pipeline.warehouse import RunLog, Warehouse, write_staging
+from pipeline.writer_lock import writes
+
+log = logging.getLogger(__name__)
+
+WATERMARK_SOURCE = "arxiv_oai"
+RAW_SOURCE = "arxiv"
+# OAI error codes the user can fix by changing a setting or an argument
+_USER_FIXABLE = {"badArgument", "cannotDisseminateFormat", "noSetHierarchy"}
+
+PAPERS_SCHEMA = pa.schema([
+    ("paper_id", pa.string()), ("source", pa.string()), ("external_id", pa.string()),
+    ("title", pa.string()), ("abstract", pa.string()), ("categories", pa.list_(pa.string())),
+    ("primary_category", pa.string()), ("published", pa.date32()), ("updated", pa.date32()),
+    ("year", pa.int32()), ("doi", pa.string()), ("dois", pa.list_(pa.string())), ("journal_ref", pa.string()),
+    ("comments", pa.string()), ("license", pa.string()), ("submitter", pa.string()), ("report_no", pa.string()),
+    ("msc_class", pa.string()), ("acm_class", pa.string()), ("latest_version", pa.int32()),
+    ("oai_datestamp", pa.date32()), ("metadata_source", pa.string()),
+])
+AUTHORS_SCHEMA = pa.schema([("author_id", pa.string()), ("name", pa.string()), ("keyname", pa.string()),
+                            ("forenames", pa.string())])
+PAPER_AUTHORS_SCHEMA = pa.schema([("paper_id", pa.string()), ("position", pa.int32()), ("author_id", pa.string()),
+                                  ("name", pa.string()), ("affiliation", pa.string())])
+VERSIONS_SCHEMA = pa.schema([("paper_id", pa.string()), ("version", pa.int32()),
+                             ("submitted_at", pa.timestamp("us", tz="UTC")), ("size", pa.string()),
+                             ("source_type", pa.string())])
+_COLUMNS = {"oai": OAI_PAPER_COLUMNS, "api": API_PAPER_COLUMNS}
+
+
+# ------------------------------------------------------------------------------------------------
+# small helpers
+# ------------------------------------------------------------------------------------------------
+def _console_progress():
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal)
+
+
+def summary_line(s: dict[str, Any]) -> str:
+    """The one line the CLI prints (and run_log.message keeps)."""
+    parts = [f"{s['step']}{' (replay)' if s.get('mode') == 'replay' else ''}:"]
+    if s["step"] == "lookup":
+        parts.append(f"{s.get('requested', 0)} ids asked, {s.get('found', 0)} found")
+        if s.get("missing"):
+            parts.append(f"missing {', '.join(s['missing'][:10])}{' ...' if len(s['missing']) > 10 else ''}")
+    else:
+        parts.append(f"{s.get('pages', 0)} pages")
+    parts.append(f"{s.get('records_in', 0)} records in")
+    parts.append(f"{s.get('papers_written', 0)} papers written ({s.get('papers_new', 0)} new, "
+                 f"{s.get('papers_updated', 0)} updated)")
+    if s.get("skipped_category"):
+        parts.append(f"{s['skipped_category']} outside {','.join(s.get('categories', []))}")
+    parts.append(f"{s.get('rejected', 0)} rejected")
+    if s.get("oai_error"):
+        parts.append(f"arXiv said {s['oai_error']}")
+    if s.get("step") == "harvest" and s.get("mode") != "replay":
+        parts.append(f"watermark {s.get('watermark') or 'unset'}"
+                     + ("" if s.get("watermark_moved") else " (not moved)"))
+    return ", ".join(parts).replace(":,", ":")
+
+
+# ------------------------------------------------------------------------------------------------
+# parse raw -> staging Parquet parts -> merge, committing every ~harvest_commit_records records
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Part:
+    index: int
+    kind: str  # "oai" | "api"
+    paths: dict[str, Path]
+    n_records: int = 0
+
+
+@dataclass
+class LoadStats:
+    pages: int = 0
+    error_pages: int = 0
+    records_in: int = 0
+    deleted: int = 0
+    skipped_category: int = 0
+    rejected: int = 0
+    rejected_pages: int = 0
+    papers_new: int = 0
+    papers_updated: int = 0
+    authors_new: int = 0
+    paper_authors_written: int = 0
+    versions_written: int = 0
+    paper_ids: list[str] = field(default_factory=list)  # only collected for lookups
+
+    @property
+    def papers_written(self) -> int:
+        return self.papers_new + self.papers_updated
+
+
+OAI_PAGE_RECORDS = 1000  # records per ListRecords page at arXiv
+
+
+def build_tables(recs: list[dict[str, Any]], kind: str) -> dict[str, pa.Table]:
+    """The four staging tables of a batch of records (one record per paper)."""
+    cols = _COLUMNS[kind]
+    papers = {c: [r.get(c) for r in recs] for c in cols}
+    authors: dict[str, dict[str, Any]] = {}
+    pa_rows: dict[str, list] = {c: [] for c in PAPER_AUTHORS_SCHEMA.names}
+    ver_rows: dict[str, list] = {c: [] for c in VERSIONS_SCHEMA.names}
+    for rec in recs:
+        pid = rec["paper_id"]
+        for pos, a in enumerate(rec["authors"], start=1):
+            aid = author_key(a["name"])
+            if aid not in authors:
+                authors[aid] = {"author_id": aid, "name": a["name"], "keyname": a.get("keyname"),
+                                "forenames": a.get("forenames")}
+            pa_rows["paper_id"].append(pid)
+            pa_rows["position"].append(pos)
+            pa_rows["author_id"].append(aid)
+            pa_rows["name"].append(a["name"])
+            pa_rows["affiliation"].append(a.get("affiliation"))
+        for v in rec["versions"]:
+            ver_rows["paper_id"].append(pid)
+            ver_rows["version"].append(v["version"])
+            ver_rows["submitted_at"].append(v["submitted_at"])
+            ver_rows["size"].append(v["size"])
+            ver_rows["source_type"].append(v["source_type"])
+    return {
+        "papers": pa.table(papers, schema=pa.schema([PAPERS_SCHEMA.field(c) for c in cols])),
+        "authors": pa.Table.from_pylist(list(authors.values()), schema=AUTHORS_SCHEMA),
+        "paper_authors": pa.table(pa_rows, schema=PAPER_AUTHORS_SCHEMA),
+        "versions": pa.table(ver_rows, schema=VERSIONS_SCHEMA),
+    }
+
+
+def _write_part(settings: Settings, stage_rel: str, index: int, tables: dict[str, pa.Table]) -> dict[str, Path]:
+    return {name: write_staging(settings, f"{stage_rel}/{name}", t, f"part-{index:05d}") for name, t in tables.items()}
+
+
+def _parse_oai_group(settings: Settings, stage_rel: str, index: int, raw_root: str, relpaths: list[str],
+                     categories: list[str]) -> dict[str, Any]:
+    """Worker: parse a group of OAI pages into one staging part (runs in a child process)."""
+    raw = RawZone(raw_root)
+    keep = category_matcher(categories)
+    res: dict[str, Any] = {"index": index, "pages": 0, "error_pages": 0, "records_in": 0, "deleted": 0,
+                           "skipped_category": 0, "rejected_pages": 0, "rejects": [], "ids": [], "paths": None}
+    batch: dict[str, dict[str, Any]] = {}
+    for rel in relpaths:
+        res["pages"] += 1
+        try:
+            page = read_oai_page(raw.path(rel))
+        except (MalformedResponse, OSError) as exc:
+            res["rejected_pages"] += 1
+            res["rejects"].append({"raw_path": rel, "record_key": None, "reason": "malformed OAI-PMH response",
+                                   "detail": str(exc)})
+            continue
+        if page.error_code:
+            res["error_pages"] += 1
+            continue
+        res["deleted"] += page.deleted
+        res["rejects"].extend({"raw_path": rel, "record_key": rj.record_key, "reason": rj.reason, "detail": rj.detail}
+                              for rj in page.rejects)
+        for rec in page.records:
+            res["records_in"] += 1
+            if not keep(rec["categories"]):
+                res["skipped_category"] += 1
+                continue
+            batch.pop(rec["paper_id"], None)
+            batch[rec["paper_id"]] = rec
+    if batch:
+        res["ids"] = list(batch)
+        res["paths"] = {k: str(v) for k, v in _write_part(settings, stage_rel, index, build_tables(list(batch.values()), "oai")).items()}
+    return res
+
+
+class _Loader:
+    """Streams records into staging parts; then merges the parts, committing between them (see ``merge``)."""
+
+    def __init__(self, settings: Settings, run: RunLog, categories: list[str] | None, collect_ids: bool = False):
+        self.settings = settings
+        self.run = run
+        self.categories = list(categories) if categories is not None else ["*"]
+        self.keep = category_matcher(self.categories)
+        self.stage_root = settings.staging_dir / "arxiv" / run.run_id
+        self.stage_rel = f"arxiv/{run.run_id}"
+        self.batch: dict[str, dict[str, Any]] = {}
+        self.batch_kind: str | None = None
+        self.parts: list[_Part] = []
+        self._next_index = 0  # index of the part being filled (parts may skip an index: an empty group)
+        # last part each paper was seen in, and the papers a later part supersedes, so a paper
+        # fetched twice in one run is written once (the latest record wins) and reruns write 0 rows
+        self.seen_part: dict[str, int] = {}
+        self.superseded: dict[int, set[str]] = defaultdict(set)
+        self.rejects: list[dict[str, Any]] = []
+        self.stats = LoadStats()
+        self.collect_ids = collect_ids
+
+    # -- reading the raw zone ----------------------------------------------------------------------
+    def add_oai_page(self, raw: RawZone, relpath: str) -> None:
+        self.stats.pages += 1
+        try:
+            page = read_oai_page(raw.path(relpath))
+        except (MalformedResponse, OSError) as exc:
+            self._reject_page(relpath, "malformed OAI-PMH response", str(exc))
+            return
+        if page.error_code:
+            self.stats.error_pages += 1  # noRecordsMatch & co: no records, nothing to reject
+            return
+        self.stats.deleted += page.deleted
+        for rj in page.rejects:
+            self._reject(relpath, rj.record_key, rj.reason, rj.detail)
+        for rec in page.records:
+            self._add("oai", rec)
+
+    def add_api_feed(self, raw: RawZone, relpath: str) -> None:
+        self.stats.pages += 1
+        try:
+            feed = read_atom_feed(raw.read(relpath))
+        except ApiErrorFeed:
+            self.stats.error_pages += 1
+            return
+        except (MalformedResponse, OSError) as exc:
+            self._reject_page(relpath, "malformed arXiv API response", str(exc))
+            return
+        for rj in feed.rejects:
+            self._reject(relpath, rj.record_key, rj.reason, rj.detail)
+        for rec in feed.records:
+            self._add("api", rec)
+
+    def _reject_page(self, relpath: str, reason: str, detail: str) -> None:
+        log.warning("rejected %s: %s (%s)", relpath, reason, detail)
+        self.stats.rejected_pages += 1
+        self._reject(relpath, None, reason, detail)
+
+    def _reject(self, relpath: str, key: str | None, reason: str, detail: str = "") -> None:
+        self.stats.rejected += 1
+        self.rejects.append({"raw_path": relpath, "record_key": key, "reason": reason, "detail": detail})
+
+    def _add(self, kind: str, rec: dict[str, Any]) -> None:
+        self.stats.records_in += 1
+        # OAI lists are filtered to the configured categories; API lookups were asked for by id
+        if kind == "oai" and not self.keep(rec["categories"]):
+            self.stats.skipped_category += 1
+            return
+        if self.batch_kind is not None and kind != self.batch_kind:
+            self.flush()
+        self.batch_kind = kind
+        pid = rec["paper_id"]
+        part = self._next_index
+        prev = self.seen_part.get(pid)
+        if prev is not None and prev != part:
+            self.superseded[prev].add(pid)
+        self.seen_part[pid] = part
+        self.batch.pop(pid, None)  # the latest record goes last
+        self.batch[pid] = rec
+        if self.collect_ids:
+            self.stats.paper_ids.append(pid)
+        if len(self.batch) >= self.settings.harvest_batch_records:
+            self.flush()
+
+    # -- staging -------------------------------------------------------------------------------
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        kind = self.batch_kind or "oai"
+        index = self._next_index
+        self._next_index += 1
+        paths = _write_part(self.settings, self.stage_rel, index, build_tables(list(self.batch.values()), kind))
+        self.parts.append(_Part(index, kind, paths, len(self.batch)))
+        self.batch = {}
+        self.batch_kind = None
+
+    # -- parallel parse (big replays) ----------------------------------------------------------
+    def add_oai_pages(self, raw: RawZone, relpaths: list[str]) -> None:
+        """Parse OAI pages in order; with ``harvest_parse_workers`` > 1 and enough pages, groups of
+        pages are parsed into staging parts by worker processes (the merge stays single-writer)."""
+        workers = self.settings.harvest_parse_workers
+        per_group = max(1, self.settings.harvest_batch_records // OAI_PAGE_RECORDS)
+        groups = [relpaths[i:i + per_group] for i in range(0, len(relpaths), per_group)]
+        if workers <= 1 or len(groups) < 2:
+            for rel in relpaths:
+                self.add_oai_page(raw, rel)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.flush()
+        base = self._next_index
+        self._next_index += len(groups)
+        # spawn, not fork: the parent holds DuckDB and Arrow thread pools that must not be forked
+        with ProcessPoolExecutor(max_workers=min(workers, len(groups)),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_parse_oai_group, self.settings, self.stage_rel, base + i, str(raw.root), g,
+                                   self.categories) for i, g in enumerate(groups)]
+            for fut in futures:  # in page order, so the latest record of a paper still wins
+                self._absorb(fut.result())
+
+    def _absorb(self, res: dict[str, Any]) -> None:
+        st = self.stats
+        for k in ("pages", "error_pages", "records_in", "deleted", "skipped_category", "rejected_pages"):
+            setattr(st, k, getattr(st, k) + res[k])
+        st.rejected += len(res["rejects"])
+        self.rejects.extend(res["rejects"])
+        index = res["index"]
+        for pid in res["ids"]:
+            prev = self.seen_part.get(pid)
+            if prev is not None and prev != index:
+                self.superseded[prev].add(pid)
+            self.seen_part[pid] = index
+        if res["paths"] is not None:
+            self.parts.append(_Part(index, "oai", {k: Path(v) for k, v in res["paths"].items()}, len(res["ids"])))
+
+    # -- merge ---------------------------------------------------------------------------------
+    def merge(self, wh: Warehouse) -> None:
+        """Upsert every part (call inside ``wh.transaction()``), committing between parts after
+        about every ``harvest_commit_records`` records; what the caller adds after this
+        (watermark, list checkpoint status) lands in the caller's, last, commit."""
+        self.flush()
+        every = self.settings.harvest_commit_records
+        since = 0
+        for part in self.parts:
+            self._merge_part(wh, part)  # every row of the part's papers: never split across commits
+            since += part.n_records
+            if every and since >= every and part is not self.parts[-1]:
+                # DuckDB keeps uncommitted rows in memory, and committed ones in memory until a
+                # checkpoint writes them to the file: both, so neither grows with the run. The
+                # caller's transaction goes on (watermark + list checkpoint land in the last commit)
+                wh.con.execute("COMMIT")
+                _checkpoint(wh)
+                wh.con.execute("BEGIN TRANSACTION")
+                since = 0
+        if self.rejects:  # in the last commit, with the watermark: a killed run leaves none, its rerun records them once
+            wh.add_rejects(self.run.step, self.rejects, run_id=self.run.run_id)
+
+    def _merge_part(self, wh: Warehouse, part: _Part) -> None:
+        papers = pq.read_table(part.paths["papers"])
+        paper_authors = pq.read_table(part.paths["paper_authors"])
+        gone = self.superseded.get(part.index)
+        if gone:
+            value_set = pa.array(sorted(gone), pa.string())
+            papers = papers.filter(pc.invert(pc.is_in(papers["paper_id"], value_set=value_set)))
+            paper_authors = paper_authors.filter(pc.invert(pc.is_in(paper_authors["paper_id"], value_set=value_set)))
+        st = wh.upsert("papers", papers, keys=["paper_id"])
+        self.stats.papers_new += st.inserted
+        self.stats.papers_updated += st.updated
+
+        con = wh.con
+        con.register("incoming_authors", pq.read_table(part.paths["authors"]))
+        try:
+            rows = wh.sql_file("transform/arxiv_new_authors.sql").fetchall()
+            self.stats.authors_new += int(rows[0][0]) if rows else 0
+        finally:
+            con.unregister("incoming_authors")
+
+        counts = pa.table({"paper_id": papers["paper_id"]}).join(
+            paper_authors.group_by("paper_id").aggregate([("position", "max")]), "paper_id", join_type="left outer")
+        counts = pa.table({"paper_id": counts["paper_id"],
+                           "n_authors": pc.fill_null(counts["position_max"], 0).cast(pa.int32())})
+        con.register("incoming_author_counts", counts)
+        try:
+            wh.sql_file("transform/arxiv_trim_paper_authors.sql").fetchall()
+        finally:
+            con.unregister("incoming_author_counts")
+        st = wh.upsert("paper_authors", paper_authors, keys=["paper_id", "position"])
+        self.stats.paper_authors_written += st.written
+        st = wh.upsert("versions", pq.read_table(part.paths["versions"]), keys=["paper_id", "version"])
+        self.stats.versions_written += st.written
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.stage_root, ignore_errors=True)
+
+    def summary(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "pages": s.pages, "error_pages": s.error_pages, "records_in": s.records_in, "deleted": s.deleted,
+            "skipped_category": s.skipped_category, "rejected": s.rejected, "rejected_pages": s.rejected_pages,
+            "papers_written": s.papers_written, "papers_new": s.papers_new, "papers_updated": s.papers_updated,
+            "authors_new": s.authors_new, "paper_authors_written": s.paper_authors_written,
+            "versions_written": s.versions_written,
+        }
+
+
+def _count_into(run: RunLog, summary: dict[str, Any]) -> None:
+    for k in ("pages", "records_in", "papers_written", "papers_new", "papers_updated", "authors_new",
+              "versions_written", "skipped_category", "rejected"):
+        run.count(k, int(summary.get(k) or 0))
+
+
+# DuckDB settings of the harvest's connection. max_vacuum_tasks=0: DuckDB's checkpoint otherwise
+# merges the small row groups that batch commits leave into full ones (122,880 rows), rewriting
+# them in memory, so its peak grew with the table (measured: DuckDB's in-memory table data peaked
+# at 38 MB for 25k records and 124 MB for 100k; 28-38 MB at both without vacuum). Row groups stay
+# as written; a later checkpoint (another step's connection) may still merge them.
+_HARVEST_DUCKDB = {"max_vacuum_tasks": "0"}
+
+
+def _checkpoint(wh: Warehouse) -> None:
+    """Write committed rows to the database file (DuckDB keeps them in memory until then)."""
+    import duckdb
+
+    try:
+        wh.con.execute("CHECKPOINT")
+    except duckdb.Error as exc:  # e.g. another connection of this process has a transaction open
+        log.debug("checkpoint skipped (%s); DuckDB checkpoints on its own when its WAL is large", exc)
+
+
+@contextmanager
+def _open(settings: Settings) -> Iterator[Warehouse]:
+    import duckdb
+
+    wh = Warehouse(settings).init()
+    wanted = dict(_HARVEST_DUCKDB)
+    if settings.harvest_memory_limit.strip():
+        wanted["memory_limit"] = settings.harvest_memory_limit.strip()
+    # these settings are global to the database instance: put back what was there when done
+    before = {k: wh.con.execute("SELECT current_setting(?)", [k]).fetchone()[0] for k in wanted}
+    try:
+        for key, value in wanted.items():
+            try:
+                wh.con.execute(f"SET {key} = ?", [value])
+            except duckdb.Error as exc:
+                raise UserError(f"PAPERKB_HARVEST_{key.upper()} {value!r} is not a value DuckDB accepts "
+                                f"(e.g. 1GB, 512MB): {str(exc).splitlines()[0]}") from exc
+        yield wh
+        _checkpoint(wh)  # still without vacuum (closing would checkpoint with it)
+    finally:
+        try:
+            for key, value in before.items():
+                wh.con.execute(f"SET {key} = ?", [value])
+        except duckdb.Error:
+            log.debug("could not restore DuckDB settings", exc_info=True)
+        wh.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# checkpoints
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Checkpoint:
+    harvest_id: str
+    oai_set: str | None
+    metadata_prefix: str
+    from_date: str | None
+    until_date: str | None
+    status: str = "listing"
+    resumption_token: str | None = None
+    pages_done: int = 0
+    records_seen: int = 0
+    complete_list_size: int | None = None
+    response_date: str | None = None
+    raw_dir: str = ""
+    run_id: str | None = None
+    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def page_relpath(self, n: int) -> str:
+        """Path under raw/arxiv/ of page n of this list."""
+        return f"{self.raw_dir}/page-{n:05d}.xml"
+
+    def save(self, wh: Warehouse) -> None:
+        wh.con.execute(
+            "INSERT OR REPLACE INTO harvest_checkpoints (harvest_id, oai_set, metadata_prefix, from_date, until_date, "
+            "status, resumption_token, pages_done, records_seen, complete_list_size, response_date, raw_dir, run_id, "
+            "started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [self.harvest_id, self.oai_set, self.metadata_prefix, self.from_date, self.until_date, self.status,
+             self.resumption_token, self.pages_done, self.records_seen, self.complete_list_size, self.response_date,
+             self.raw_dir, self.run_id, self.started_at, datetime.now(timezone.utc)],
+        )
+
+    @classmethod
+    def new(cls, settings: Settings, from_date: str | None, until_date: str | None, run_id: str) -> "Checkpoint":
+        now = datetime.now(timezone.utc)
+        hid = f"{now:%Y%m%dT%H%M%S%f}Z_{from_date or 'start'}_{until_date or 'open'}"
+        return cls(harvest_id=hid, oai_set=settings.oai_set or None, metadata_prefix=settings.oai_metadata_prefix,
+                   from_date=from_date, until_date=until_date, raw_dir=f"oai/{hid}", run_id=run_id, started_at=now)
+
+    @classmethod
+    def open_for(cls, wh: Warehouse, settings: Settings, from_date: str | None, until_date: str | None) -> "Checkpoint | None":
+        """The unfinished list of an earlier run with the same request, if any."""
+        row = wh.con.execute(
+            "SELECT harvest_id, oai_set, metadata_prefix, from_date, until_date, status, resumption_token, pages_done, "
+            "records_seen, complete_list_size, response_date, raw_dir, run_id, epoch_us(started_at) FROM harvest_checkpoints "
+            "WHERE status IN ('listing', 'fetched') AND oai_set IS NOT DISTINCT FROM ? AND metadata_prefix = ? "
+            "AND from_date IS NOT DISTINCT FROM ? AND until_date IS NOT DISTINCT FROM ? "
+            "ORDER BY started_at DESC LIMIT 1",
+            [settings.oai_set or None, settings.oai_metadata_prefix, from_date, until_date],
+        ).fetchall()
+        row = row[0] if row else None
+        if not row:
+            return None
+        # TIMESTAMPTZ comes back through pytz, which is not installed: read it as epoch microseconds
+        return cls(*row[:-1], started_at=datetime.fromtimestamp(row[-1] / 1e6, tz=timezone.utc))
+
+
+# ------------------------------------------------------------------------------------------------
+# the steps
+# ------------------------------------------------------------------------------------------------
+@writes("harvest")
+def run_harvest(settings: Settings, from_date: str | None = None, until_date: str | None = None,
+                replay: bool = False) -> dict[str, Any]:
+    """Harvest arXiv metadata into the warehouse (see module doc). Returns a JSON-able summary."""
+    from_day, until_day = parse_day(from_date, "--from"), parse_day(until_date, "--until")
+    from_date = from_day.isoformat() if from_day else None
+    until_date = until_day.isoformat() if until_day else None
+    if from_date and until_date and until_date < from_date:
+        raise UserError(f"--until {until_date} is before --from {from_date}")
+    with _open(settings) as wh:
+        if replay:
+            return _replay(settings, wh)
+        return _harvest(settings, wh, from_date, until_date)
+
+
+def _replay(settings: Settings, wh: Warehouse) -> dict[str, Any]:
+    raw = RawZone(settings.raw_dir)
+    entries = [e for e in raw.entries(RAW_SOURCE)
+               if e.path.startswith(f"{RAW_SOURCE}/oai/") or e.path.startswith(f"{RAW_SOURCE}/api/")]
+    with wh.run("harvest") as run:
+        loader = _Loader(settings, run, settings.categories)
+        with _console_progress() as progress:
+            task = progress.add_task("re-parsing raw arXiv responses", total=len(entries))
+            pending: list[str] = []  # consecutive OAI pages, parsed together (in parallel if configured)
+            for e in entries:
+                if e.path.startswith(f"{RAW_SOURCE}/oai/"):
+                    pending.append(e.path)
+                    continue
+                loader.add_oai_pages(raw, pending)
+                progress.advance(task, len(pending))
+                pending = []
+                loader.add_api_feed(raw, e.path)
+                progress.advance(task)
+            loader.add_oai_pages(raw, pending)
+            progress.advance(task, len(pending))
+            loader.flush()
+        with wh.transaction():
+            loader.merge(wh)
+        loader.cleanup()
+        summary = {"step": "harvest", "mode": "replay", "run_id": run.run_id, "categories": list(settings.categories),
+                   "raw_files": len(entries), **loader.summary()}
+        _count_into(run, summary)
+        run.message = summary_line(summary)
+    log.info(summary["run_id"] + ": " + run.message)
+    return summary
+
+
+def _harvest(settings: Settings, wh: Warehouse, from_arg: str | None, until_date: str | None) -> dict[str, Any]:
+    from pipeline.sources.arxiv.client import ArxivClient, ArxivUnavailable, HttpStatusError
+
+    old_watermark = wh.get_watermark(WATERMARK_SOURCE)
+    from_date = from_arg or old_watermark
+    raw = RawZone(settings.raw_dir)
+    with wh.run("harvest", interval=(from_date, until_date)) as run:
+        cp = Checkpoint.open_for(wh, settings, from_date, until_date)
+        resumed = cp is not None
+        if cp is None:
+            cp = Checkpoint.new(settings, from_date, until_date, run.run_id)
+            cp.save(wh)
+        else:
+            log.info("resuming harvest %s after page %d (%s)", cp.harvest_id, cp.pages_done, cp.status)
+        oai_error: str | None = None
+        restarts = 0
+        list_truncated = False
+        client = ArxivClient(settings, raw)
+        try:
+            with _console_progress() as progress:
+                task = progress.add_task(f"harvesting arXiv {settings.oai_set or 'all'} from {from_date or 'the start'}",
+                                         total=None, completed=cp.pages_done)
+                while cp.status == "listing":
+                    n = cp.pages_done + 1
+                    if cp.resumption_token:
+                        params: dict[str, Any] = {"verb": "ListRecords", "resumptionToken": cp.resumption_token}
+                    else:
+                        params = {"verb": "ListRecords", "metadataPrefix": cp.metadata_prefix}
+                        if cp.oai_set:
+                            params["set"] = cp.oai_set
+                        if cp.from_date:
+                            params["from"] = cp.from_date
+                        if cp.until_date:
+                            params["until"] = cp.until_date
+                    try:
+                        _entry, page = client.oai_page(params, cp.page_relpath(n))
+                    except MalformedResponse as exc:
+                        # stored in the raw zone; without its token the list cannot go on. The pages
+                        # before it are loaded, this one is rejected, the watermark stays.
+                        log.warning("page %d of the list is not well-formed after retries (%s)", n, exc)
+                        cp.pages_done, cp.status, list_truncated = n, "fetched", True
+                        cp.save(wh)
+                        break
+                    except ArxivUnavailable as exc:
+                        raise StepFailed(f"{exc}. {cp.pages_done} pages are stored; run again to resume.") from exc
+                    except HttpStatusError as exc:
+                        raise UserError(f"arXiv OAI-PMH at {settings.arxiv_oai_url} answered {exc}: "
+                                        "check PAPERKB_ARXIV_OAI_URL") from exc
+                    if page.error_code == "badResumptionToken" and cp.resumption_token:
+                        restarts += 1
+                        if restarts > settings.oai_max_restarts:
+                            raise StepFailed(f"arXiv refused the resumption token {restarts} times; "
+                                             f"stopped (pages kept in raw/arxiv/{cp.raw_dir})")
+                        log.warning("arXiv refused resumption token %r; restarting the list from %s",
+                                    cp.resumption_token, from_date or "the start")
+                        cp.status = "restarted"
+                        cp.save(wh)
+                        cp = Checkpoint.new(settings, from_date, until_date, run.run_id)
+                        cp.save(wh)
+                        continue
+                    if page.error_code == "noRecordsMatch":
+                        oai_error = page.error_code  # an empty list: a successful, empty harvest
+                        cp.pages_done, cp.status, cp.resumption_token = n, "fetched", None
+                        if n == 1:
+                            cp.response_date = page.response_date
+                        cp.save(wh)
+                        break
+                    if page.error_code:
+                        msg = f"arXiv OAI-PMH error {page.error_code}: {page.error_message}"
+                        if page.error_code in _USER_FIXABLE:
+                            raise UserError(msg + " (check --from/--until and the oai_set / oai_metadata_prefix settings)")
+                        raise StepFailed(msg)
+                    cp.pages_done = n
+                    cp.records_seen += len(page.records) + len(page.rejects) + page.deleted
+                    if n == 1:
+                        cp.response_date = page.response_date
+                    if page.complete_list_size is not None:
+                        cp.complete_list_size = page.complete_list_size
+                    cp.resumption_token = page.resumption_token or None
+                    if not cp.resumption_token:
+                        cp.status = "fetched"
+                    cp.save(wh)
+                    progress.update(task, completed=n, description=f"harvesting arXiv: {cp.records_seen} records"
+                                    + (f" of ~{cp.complete_list_size}" if cp.complete_list_size else ""))
+        finally:
+            client.close()
+
+        # ---- parse the list's pages from the raw zone and merge them (batched commits, see _Loader.merge) ----
+        loader = _Loader(settings, run, settings.categories)
+        loader.add_oai_pages(raw, [f"{RAW_SOURCE}/{cp.page_relpath(n)}" for n in range(1, cp.pages_done + 1)])
+        new_watermark = None
+        move = loader.stats.rejected_pages == 0 and not list_truncated
+        if move:
+            candidate = until_date or (cp.response_date or "")[:10] or None
+            if candidate:
+                new_watermark = max(candidate, old_watermark) if old_watermark else candidate
+        with wh.transaction():
+            loader.merge(wh)
+            if new_watermark and new_watermark != old_watermark:
+                wh.set_watermark(WATERMARK_SOURCE, new_watermark, run_id=run.run_id)
+            cp.status = "merged"
+            cp.save(wh)
+        loader.cleanup()
+        summary = {
+            "step": "harvest", "mode": "network", "run_id": run.run_id, "harvest_id": cp.harvest_id,
+            "from": from_date, "until": until_date, "resumed": resumed, "restarts": restarts, "oai_error": oai_error,
+            "categories": list(settings.categories), **loader.summary(),
+            "watermark": new_watermark or old_watermark, "watermark_moved": bool(new_watermark and new_watermark != old_watermark),
+        }
+        _count_into(run, summary)
+        run.message = summary_line(summary)
+    log.info(summary["run_id"] + ": " + run.message)
+    return summary
+
+
+@writes("lookup")
+def run_lookup(settings: Settings, ids: Iterable[str]) -> dict[str, Any]:
+    """Fetch the given arXiv ids through the arXiv API (Atom, ``id_list``) and merge them.
+
+    Every category is kept (the ids were asked for explicitly). Ids arXiv does not know are
+    reported as ``missing``; an id arXiv calls malformed raises ``UserError``."""
+    from pipeline.sources.arxiv.client import ArxivClient, ArxivUnavailable, HttpStatusError
+
+    asked = [i.strip() for i in ids if i and i.strip()]
+    if not asked:
+        raise UserError("give at least one arXiv id, e.g. paperkb lookup 2104.12255 astro-ph/0601001")
+    raw = RawZone(settings.raw_dir)
+    with _open(settings) as wh, wh.run("lookup") as run:
+        fetched: list[RawEntry] = []
+        with ArxivClient(settings, raw) as client:
+            size = settings.arxiv_api_batch
+            for start in range(0, len(asked), size):
+                chunk = asked[start:start + size]
+                now = datetime.now(timezone.utc)
+                relpath = f"api/{now:%Y%m%d}/{now:%H%M%S%f}-{sha1(','.join(chunk).encode()).hexdigest()[:10]}.xml"
+                try:
+                    entry, _feed = client.api_id_list(chunk, relpath)
+                except ApiErrorFeed as exc:
+                    raise UserError(f"arXiv API refused the request: {exc}") from exc
+                except HttpStatusError as exc:
+                    raise UserError(f"arXiv API at {settings.arxiv_api_url} answered {exc}: check PAPERKB_ARXIV_API_URL") from exc
+                except MalformedResponse as exc:
+                    raise StepFailed(f"arXiv API answered with a broken feed ({exc}); it is kept in raw/{RAW_SOURCE}/{relpath}") from exc
+                except ArxivUnavailable as exc:
+                    raise StepFailed(str(exc)) from exc
+                fetched.append(entry)
+        loader = _Loader(settings, run, ["*"], collect_ids=True)
+        for entry in fetched:
+            loader.add_api_feed(raw, entry.path)
+        with wh.transaction():
+            loader.merge(wh)
+        loader.cleanup()
+        found = set(loader.stats.paper_ids)
+        missing = []
+        for a in asked:
+            try:
+                pid = parse_arxiv_id(a).paper_id
+            except ValueError:
+                pid = a
+            if pid not in found:
+                missing.append(a)
+        summary = {"step": "lookup", "mode": "network", "run_id": run.run_id, "requested": len(asked),
+                   "found": len(found), "missing": missing, "paper_ids": sorted(found), **loader.summary()}
+        _count_into(run, summary)
+        run.message = summary_line(summary)
+    log.info(summary["run_id"] + ": " + run.message)
+    return summary

@@ -1,0 +1,458 @@
+"""Publish an immutable snapshot: build ``<id>.tmp/``, verify it, rename it, swap ``CURRENT``.
+
+Stages (a crash at any point leaves the previous snapshot serving)::
+
+    build     snapshots/<id>.tmp/{catalog.duckdb, lancedb/, feeds/, manifest.json}   readers never look here
+              (feeds/: each interest's new matching papers since CURRENT, see ``pipeline.feeds.write``)
+    verify    counts match the warehouse, LanceDB tables + indexes open, probe queries answer,
+              every file matches its sha256 in the manifest
+    rename    <id>.tmp -> <id>          complete but not yet CURRENT (rollback target)
+    swap      CURRENT := <id>           os.replace of a one-line file: atomic
+    retain    keep the newest ``snapshot_keep`` snapshots, CURRENT, any younger than ``snapshot_min_age_h``,
+              and any a reader pins (a lease in ``snapshots/.pins/``, see ``pipeline.pins``)
+
+Only one writer runs at a time on a warehouse, publish included (``pipeline.writer_lock``); an
+abandoned ``*.tmp`` folder from a killed publish is removed by the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from pipeline import snapshots as snap
+from pipeline import writer_lock
+from pipeline.errors import UserError
+from pipeline.query.configs import weights_for
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# tables that describe runs of the pipeline rather than papers: not copied into a snapshot
+OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
+LANCE_TABLES = ("chunks", "papers", "figures")
+
+StageHook = Callable[[str, Path], None]
+
+
+def new_snapshot_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:4]}"
+
+
+def _remove_abandoned(root: Path) -> list[str]:
+    """Folders left by a publish or a retention that was killed (we hold the lock: none is live)."""
+    from pipeline import pins
+
+    removed = []
+    for d in root.iterdir():
+        if d.is_dir() and d.name.endswith((snap.TMP_SUFFIX, snap.DELETING_SUFFIX)):
+            sid = d.name[: -len(snap.DELETING_SUFFIX)]
+            if d.name.endswith(snap.DELETING_SUFFIX) and not (root / sid).exists() and pins.holders(root, sid):
+                os.replace(d, root / sid)  # retention was killed before it could put back a pinned one
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
+    return removed
+
+
+# ---- build ---------------------------------------------------------------------------------------------
+def build_catalog(settings: Settings, out: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """Copy the analyst/app tables and views into ``out`` (a new DuckDB file). Returns (counts, watermarks)."""
+    import duckdb
+
+    if not settings.db_path.exists():
+        raise UserError(f"no warehouse at {settings.db_path}: nothing to publish")
+    con = duckdb.connect(str(out))
+    try:
+        con.execute(f"ATTACH '{_sql_str(settings.db_path)}' AS wh (READ_ONLY)")
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'wh' AND schema_name = 'main' "
+            "ORDER BY table_name").fetchall()]
+        counts: dict[str, int] = {}
+        for t in tables:
+            if t in OPERATIONAL_TABLES or t.startswith(("_", "stg_")):
+                continue
+            con.execute(f'CREATE TABLE main."{t}" AS SELECT * FROM wh.main."{t}"')
+            counts[t] = con.execute(f'SELECT count(*) FROM wh.main."{t}"').fetchone()[0]
+        watermarks = {}
+        if "watermarks" in tables:
+            watermarks = dict(con.execute("SELECT source, value FROM wh.main.watermarks ORDER BY source").fetchall())
+        views = con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'wh' AND schema_name = 'main' "
+            "AND NOT internal ORDER BY view_name").fetchall()
+        con.execute("DETACH wh")
+        for name, sql in views:  # views keep working in the catalog: they name tables without a schema
+            try:
+                con.execute(sql)
+            except duckdb.Error as exc:
+                log.warning("view %s not copied into the snapshot: %s", name, str(exc).splitlines()[0])
+        for name, _ in views:
+            if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()[0]:
+                counts[f"view:{name}"] = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return counts, watermarks
+
+
+def _sql_str(p: Path) -> str:
+    return str(p).replace("'", "''")
+
+
+def copy_lancedb(settings: Settings, out: Path) -> dict:
+    """Copy the working LanceDB (already compacted by the embed step) and read its model stamp."""
+    import lancedb
+
+    from pipeline.steps.embed import table_model, table_names
+
+    src = settings.lancedb_dir
+    if not src.is_dir():
+        raise UserError(f"no LanceDB at {src}: run `paperkb embed` before `paperkb publish`")
+    db = lancedb.connect(str(src))
+    names = set(table_names(db))
+    missing = [t for t in LANCE_TABLES if t not in names]
+    if missing:
+        raise UserError(f"LanceDB at {src} has no {', '.join(missing)} table: run `paperkb embed` first")
+    models = {t: table_model(db.open_table(t)) for t in LANCE_TABLES}
+    keys = {(m["key"], m["dim"]) for m in models.values()}
+    if len(keys) != 1:
+        raise UserError("LanceDB tables were embedded with different models: run `paperkb embed` again")
+    linked = link_tree(src, out)
+    log.info("publish: LanceDB %d file(s) hard-linked, %d copied", linked["linked"], linked["copied"])
+    return models["chunks"]
+
+
+# Lance never rewrites these files in place: a new version writes new files, so a snapshot can share them.
+IMMUTABLE_DIRS = ("data", "_deletions", "_indices")
+
+
+def _immutable(rel: Path) -> bool:
+    return any(part in IMMUTABLE_DIRS for part in rel.parts[:-1])
+
+
+def link_tree(src: Path, out: Path) -> dict[str, int]:
+    """Copy ``src`` to ``out``, hard-linking Lance's immutable data, deletion and index files instead of
+    copying them; small mutable metadata (_versions, _transactions, _latest.manifest) is copied. Falls back
+    to a copy when the link fails (e.g. snapshots on another filesystem)."""
+    done = {"linked": 0, "copied": 0}
+    warned = False
+    for dirpath, _dirs, names in os.walk(src):
+        rel_dir = Path(dirpath).relative_to(src)
+        (out / rel_dir).mkdir(parents=True, exist_ok=True)
+        for n in names:
+            rel = rel_dir / n
+            if _immutable(rel):
+                try:
+                    os.link(src / rel, out / rel)
+                    done["linked"] += 1
+                    continue
+                except OSError as e:
+                    if not warned:
+                        log.info("publish: cannot hard-link LanceDB files into the snapshot (%s): copying them", e)
+                        warned = True
+            shutil.copy2(src / rel, out / rel)
+            done["copied"] += 1
+    return done
+
+
+# ---- verify --------------------------------------------------------------------------------------------
+def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, int]:
+    """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries."""
+    import duckdb
+    import lancedb
+
+    problems: list[str] = []
+    con = duckdb.connect(str(folder / "catalog.duckdb"), read_only=True)
+    try:
+        for t, n in expected_counts.items():
+            if t.startswith("view:"):
+                continue
+            got = con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+            if got != n:
+                problems.append(f"catalog.{t}: {got} rows, warehouse has {n}")
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        want = {}
+        if "passages" in tables:
+            want["chunks"] = con.execute("SELECT count(*) FROM passages").fetchone()[0]
+            want["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM passages").fetchone()[0]
+        if "figures" in tables:
+            want["figures"] = con.execute(
+                "SELECT count(*) FROM figures WHERE coalesce(trim(text), '') <> ''").fetchone()[0]
+    finally:
+        con.close()
+
+    db = lancedb.connect(str(folder / "lancedb"))
+    lance_counts: dict[str, int] = {}
+    for name in LANCE_TABLES:
+        t = db.open_table(name)
+        lance_counts[name] = n = t.count_rows()
+        if name in want and want[name] != n:
+            problems.append(f"lancedb.{name}: {n} rows, warehouse has {want[name]}: run `paperkb embed` first")
+    chunks = db.open_table("chunks")
+    indexed = {c for ix in chunks.list_indices() for c in ix.columns}
+    if lance_counts["chunks"] and "text" not in indexed:
+        problems.append("lancedb.chunks has no full-text index on text")
+    if lance_counts["chunks"]:
+        row = chunks.search().limit(1).select(["chunk_id", "text", "vector"]).to_list()[0]
+        exact = chunks.search(row["vector"], vector_column_name="vector").metric("cosine") \
+            .bypass_vector_index().limit(1).to_list()
+        if not exact or exact[0]["_distance"] > 1e-3:
+            problems.append("probe vector query (exact) did not find its own chunk")
+        # through the ANN index when there is one (approximate: the chunk must be among the top 10)
+        ann = chunks.search(row["vector"], vector_column_name="vector").metric("cosine").refine_factor(5) \
+            .limit(10).to_list()
+        if row["chunk_id"] not in {h["chunk_id"] for h in ann}:
+            problems.append("probe vector query (index) did not find its own chunk")
+        word = max((w.strip(".,;:()[]\"'") for w in (row["text"] or "").split()), key=len, default="")
+        if word:
+            fts = chunks.search(word, query_type="fts").limit(5).to_list()
+            if not fts:
+                problems.append(f"probe BM25 query {word!r} answered nothing")
+    papers = db.open_table("papers")
+    if lance_counts["papers"]:
+        papers.search().limit(1).select(["paper_id", "doc_vector"]).to_list()
+    if problems:
+        raise UserError(f"snapshot verification failed: {problems[0]}" + (
+            f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return {f"lancedb.{k}": v for k, v in lance_counts.items()}
+
+
+def lance_indexes(lance_dir: Path) -> dict[str, list[dict]]:
+    """``{table: [{name, type, columns, uuid}]}``: the indexes readers may expect (the open check looks
+    for each one's files, see ``pipeline.snapshots.check``)."""
+    import lancedb
+
+    db = lancedb.connect(str(lance_dir))
+    out = {}
+    for name in LANCE_TABLES:
+        out[name] = [{"name": ix.name, "type": str(ix.index_type), "columns": list(ix.columns),
+                      "uuid": getattr(ix, "index_uuid", None)} for ix in db.open_table(name).list_indices()]
+    return out
+
+
+def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: dict) -> dict:
+    """Every interest's feed of new papers (against CURRENT, the snapshot this one follows) into ``tmp/feeds``."""
+    from pipeline.feeds.write import write_feeds
+
+    prev = snap.current_id(root)
+    return write_feeds(tmp, manifest, root / prev if prev and (root / prev).is_dir() else None, settings)
+
+
+# ---- publish -------------------------------------------------------------------------------------------
+def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -> set[str]:
+    """Write manifest.json with every file's sha256 and size. A file that is the same inode as the same
+    path in the ``previous`` snapshot (a shared hard link) reuses that snapshot's checksum instead of being
+    read again. Returns the relative paths whose checksum was reused."""
+    files = snap.snapshot_files(folder)
+    prev_m = _previous_manifest(previous)
+    reused: set[str] = set()
+    manifest["files"], manifest["sizes"] = {}, {}
+    for rel in files:
+        st = (folder / rel).stat()
+        digest = (prev_m.get("files") or {}).get(rel)
+        if digest and _same_inode(st, previous / rel):
+            reused.add(rel)
+        else:
+            digest = snap.sha256_file(folder / rel)
+        manifest["files"][rel] = digest
+        manifest["sizes"][rel] = st.st_size
+    tmp = folder / f".{snap.MANIFEST}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1, sort_keys=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / snap.MANIFEST)
+    return reused
+
+
+def _previous_manifest(previous: Path | None) -> dict:
+    if previous is None:
+        return {}
+    try:
+        return snap.read_manifest(previous)
+    except Exception:  # a damaged previous snapshot only means no checksums to reuse
+        return {}
+
+
+def _same_inode(st: os.stat_result, other: Path) -> bool:
+    try:
+        o = other.stat()
+    except OSError:
+        return False
+    return (o.st_ino, o.st_dev) == (st.st_ino, st.st_dev)
+
+
+def apply_retention(root: Path, keep: int, min_age_h: float = 0.0, now: datetime | None = None,
+                    kept: dict[str, str] | None = None) -> list[str]:
+    """Delete the oldest snapshots beyond ``keep``, but never CURRENT, never a pinned one (a reader holds a
+    lease on it: :mod:`pipeline.pins`) and never one published less than ``min_age_h`` hours before
+    ``now`` (readers get that long to notice a newer one; a snapshot whose age or manifest cannot be
+    read is kept). Renamed first, so a half-deleted snapshot is never visible under its id; the pins
+    are read again after the rename, and a snapshot pinned meanwhile is renamed back.
+
+    Returns the deleted ids; ``kept`` (when given) receives ``{id: "pinned by ..."}`` for each snapshot
+    that retention would have deleted but a reader holds."""
+    from pipeline import pins
+
+    snaps = [s for s in snap.list_snapshots(root, check_files=False, with_pins=False) if s["created_at"]]
+    cur = snap.current_id(root)
+    now = now or datetime.now(timezone.utc)
+    candidates = [s["snapshot_id"] for s in snaps[:-keep]
+                  if s["snapshot_id"] != cur and _old_enough(s.get("created_at"), now, min_age_h)] if len(snaps) > keep else []
+    kept = kept if kept is not None else {}
+    doomed = []
+    for sid in candidates:
+        held = pins.holders(root, sid, clean=True)
+        gone = root / f"{sid}{snap.DELETING_SUFFIX}"
+        if not held:
+            os.replace(root / sid, gone)
+            held = pins.holders(root, sid)  # a reader that pinned it between the look and the rename
+            if held:
+                os.replace(gone, root / sid)
+        if held:
+            kept[sid] = "pinned by " + "; ".join(held[:3]) + (f" (+{len(held) - 3} more)" if len(held) > 3 else "")
+            log.info("retention: kept %s: %s", sid, kept[sid])
+            continue
+        shutil.rmtree(gone, ignore_errors=True)
+        doomed.append(sid)
+    pins.clean_stale(root)
+    return doomed
+
+
+def _old_enough(created_at: str | None, now: datetime, min_age_h: float) -> bool:
+    if min_age_h <= 0:
+        return True
+    try:
+        created = datetime.fromisoformat(created_at or "")
+    except ValueError:
+        return False
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=timezone.utc)
+    return (now - created).total_seconds() >= min_age_h * 3600
+
+
+@writer_lock.writes("publish")  # the run_log row at the end too
+def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dict:
+    """Build, verify and switch to a new snapshot. ``on_stage(stage, path)`` is called after the stages
+    'built', 'verified', 'renamed' and 'swapped' (tests use it to crash a publish at each point)."""
+    t0 = time.perf_counter()
+    root = settings.snapshots_dir
+    hook = on_stage or (lambda stage, path: None)
+    with writer_lock.hold(settings.warehouse, "publish"):  # reentrant: already held by @writes
+        root.mkdir(parents=True, exist_ok=True)
+        abandoned = _remove_abandoned(root)
+        if abandoned:
+            log.info("removed %d abandoned folder(s) from an interrupted publish: %s", len(abandoned), ", ".join(abandoned))
+        sid = new_snapshot_id()
+        tmp = root / f"{sid}{snap.TMP_SUFFIX}"
+        final = root / sid
+        tmp.mkdir(parents=True)
+        try:
+            counts, watermarks = build_catalog(settings, tmp / "catalog.duckdb")
+            model = copy_lancedb(settings, tmp / "lancedb")
+            manifest = {
+                "snapshot_id": sid,
+                "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+                "schema_version": snap.SCHEMA_VERSION,
+                "counts": dict(counts),
+                "model": {k: model.get(k) for k in ("name", "query_model", "dim", "key", "doc_format", "truncate_dim",
+                                                    "max_seq_length", "path", "query_path", "backend", "precision")},
+                "score_config": settings.query_config,
+                "weights": weights_for(settings.query_config, settings.query_weights),
+                "watermarks": watermarks,
+                "layout": {"catalog": "catalog.duckdb", "lancedb": "lancedb",
+                           "lancedb_tables": list(LANCE_TABLES)},
+            }
+            lance_counts = verify_contents(tmp, counts)
+            manifest["counts"].update(lance_counts)
+            manifest["indexes"] = lance_indexes(tmp / "lancedb")
+            feeds = write_snapshot_feeds(settings, root, tmp, manifest)
+            if feeds:
+                manifest["layout"]["feeds"] = "feeds"
+                manifest["feeds"] = {n: f["matched"] for n, f in feeds["feeds"].items()}
+            prev_id = snap.current_id(root)
+            prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
+            reused = write_manifest(tmp, manifest, prev_dir)
+            hook("built", tmp)
+            problems = snap.verify(root, path=tmp, trusted=reused)
+            if problems:
+                raise UserError(f"snapshot {sid} failed checksum verification: {problems[0]}")
+            hook("verified", tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        os.rename(tmp, final)
+        snap._fsync_dir(root)
+        hook("renamed", final)
+        previous = snap.current_id(root)
+        snap.write_current(root, sid)
+        hook("swapped", final)
+        kept: dict[str, str] = {}
+        removed = apply_retention(root, settings.snapshot_keep, settings.snapshot_min_age_h, kept=kept)
+    size = sum((manifest.get("sizes") or {}).values())
+    summary = {"snapshot_id": sid, "path": str(final), "previous": previous, "counts": manifest["counts"],
+               "bytes": size, "removed": removed, "kept_pinned": kept, "seconds": round(time.perf_counter() - t0, 2)}
+    log.info("publish: snapshot %s is CURRENT (%d chunks, %d papers, %.1f MB) in %.1fs; removed %d old, kept %d pinned",
+             sid, manifest["counts"].get("lancedb.chunks", 0), manifest["counts"].get("lancedb.papers", 0),
+             size / 1e6, summary["seconds"], len(removed), len(kept))
+    _record_run(settings, summary)
+    return summary
+
+
+def _record_run(settings: Settings, summary: dict) -> None:
+    from pipeline.warehouse import Warehouse
+
+    with Warehouse(settings) as wh, wh.run("publish") as run:
+        run.count("out", summary["counts"].get("lancedb.chunks", 0))
+        run.message = f"snapshot {summary['snapshot_id']}"
+
+
+# ---- no empty snapshots ----------------------------------------------------------------------------------
+def warehouse_papers(settings: Settings) -> int:
+    """Papers in the working warehouse (0 when it has no database yet)."""
+    if not settings.db_path.is_file():
+        return 0
+    import duckdb
+
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    try:
+        return int(con.execute("SELECT count(*) FROM papers").fetchone()[0])
+    except duckdb.CatalogException:  # no papers table yet
+        return 0
+    finally:
+        con.close()
+
+
+def empty_warehouse_reason(settings: Settings, replay: bool = False) -> str | None:
+    """Why a refresh must not publish (the warehouse holds no paper after its steps), or ``None``.
+
+    A snapshot of 0 papers would replace a good CURRENT with one that finds nothing; an empty source
+    (an empty raw zone under ``--replay``, a window with nothing harvested into an empty warehouse,
+    a wrong ``--warehouse``) is far likelier a mistake than the intent."""
+    if warehouse_papers(settings) > 0:
+        return None
+    from pipeline import snapshots
+
+    source = "the raw zone holds nothing to replay" if replay else "nothing was harvested or imported"
+    current = snapshots.current_id(settings)
+    keep = f"; CURRENT stays {current}" if current else ""
+    return (f"the warehouse {settings.warehouse} holds no papers ({source}): not embedding or publishing an empty "
+            f"snapshot{keep}")
+
+
+def publish_unless_empty(settings: Settings) -> dict:
+    """:func:`run_publish`, unless the warehouse holds no papers: then ``{"skipped": reason}`` and CURRENT
+    stays as it is (the DAG marks its publish task skipped)."""
+    empty = empty_warehouse_reason(settings)
+    if empty is not None:
+        log.warning("%s", empty)
+        return {"skipped": empty}
+    return run_publish(settings)

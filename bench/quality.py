@@ -113,7 +113,8 @@ def baseline_tree(ref: str, dest: Path) -> Path:
 
 def halves(summary: dict, qrels_path: Path) -> dict[str, dict[str, float]]:
     """nDCG@10 of every row on the odd and even query-id halves, re-scored from the TREC runs."""
-    from pipeline.evaluation.evaluate import read_trec_run, score_run
+    from pipeline.evaluation.evaluate import score_run
+    from pipeline.evaluation.trec import read_trec_run
     from pipeline.evaluation.qrels import read_qrels
 
     qrels = read_qrels(qrels_path)

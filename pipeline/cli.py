@@ -349,10 +349,10 @@ def search(
     searcher = Searcher(open_snapshot(settings, snapshot), settings)
     if queries is not None:
         from pipeline.evaluation.qrels import read_queries
-        from pipeline.query.runs import write_trec_run
+        from pipeline.query.runs import search_trec_run
 
         qs = read_queries(queries)
-        n = write_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
+        n = search_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
         typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
         return
     _check_export_format(export_format)

@@ -8,16 +8,8 @@ import re
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.evaluation.evaluate import (
-    MEASURE_NAMES,
-    ablations,
-    ranked_run,
-    read_trec_run,
-    relative_to,
-    score_run,
-    write_trec_qrels,
-    write_trec_run,
-)
+from pipeline.evaluation.evaluate import MEASURE_NAMES, ablations, relative_to, score_run
+from pipeline.evaluation.trec import ranked_run, read_trec_run, write_trec_qrels, write_trec_run
 from pipeline.evaluation.qrels import align_query_ids, detect_format, read_qrels, read_queries
 
 # ---- measures on a tiny hand-made run, against values computed here from the definitions --------

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from pipeline.cli import main
-from pipeline.evaluation.evaluate import MEASURE_NAMES, read_trec_run, score_run
+from pipeline.evaluation.evaluate import MEASURE_NAMES, score_run
+from pipeline.evaluation.trec import read_trec_run
 from pipeline.evaluation.qrels import read_qrels
 
 pytestmark = pytest.mark.slow
@@ -44,7 +45,7 @@ def test_eval_default_beats_bm25_and_dense_on_cisi(cisi_snapshot, shared_data, t
 
 def test_eval_ablations_table_with_trec_topics(cisi_snapshot, shared_data, tmp_path, capsys):
     """TREC-format queries/qrels (written from the real CISI files) and the full ablation table."""
-    from pipeline.evaluation.evaluate import write_trec_qrels
+    from pipeline.evaluation.trec import write_trec_qrels
     from pipeline.evaluation.qrels import read_queries
 
     d = shared_data / "collections" / "cisi"

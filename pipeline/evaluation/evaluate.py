@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping
 
 from pipeline.errors import UserError
 from pipeline.evaluation.qrels import align_query_ids, read_qrels, read_queries
+from pipeline.evaluation.trec import Qrels, Run, ranked_run, write_trec_qrels, write_trec_run
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,6 @@ MEASURE_NAMES = ("nDCG@10", "AP", "R@100")
 #: results fetched per query: deep enough for R@100
 RUN_DEPTH = 100
 
-Run = dict[str, dict[str, float]]  # {qid: {docid: score}}
-Qrels = dict[str, dict[str, int]]  # {qid: {docid: gain}}
 
 
 @dataclass(frozen=True)
@@ -70,72 +69,6 @@ def ablations(signal_names: Iterable[str], full: bool = True) -> list[Ablation]:
         Ablation("title boosts off", {"title_boost": False}, "no title boosts"),
     ]
     return rows
-
-
-# ---- runs and qrels as files (TREC, Pyserini style) ----------------------------------------------
-
-
-def ranked_run(ranked: Mapping[str, list[tuple[str, float]]]) -> Run:
-    """Turn ranked lists into an ir-measures run whose scores strictly follow the ranks.
-
-    ``trec_eval`` (and ir-measures) order by score and break ties by docid, which would silently
-    reorder equal-score results; ties and NaNs are nudged down so the evaluated order is ours.
-    """
-    run: Run = {}
-    for qid, items in ranked.items():
-        docs: dict[str, float] = {}
-        prev = None
-        for docid, score in items:
-            if docid in docs:
-                continue  # a paper appears once per query
-            s = float(score)
-            if s != s:  # NaN
-                s = prev - 1e-6 if prev is not None else 0.0
-            if prev is not None and s >= prev:
-                s = prev - 1e-6 * max(1.0, abs(prev))
-            docs[docid] = s
-            prev = s
-        run[qid] = docs
-    return run
-
-
-def write_trec_run(run: Run, path: Path | str, tag: str) -> Path:
-    """``qid Q0 docid rank score tag`` lines, best first per query."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tag = "_".join(tag.split()) or "paperkb"
-    with path.open("w", encoding="utf-8") as fh:
-        for qid in sorted(run, key=_qid_key):
-            for rank, (docid, score) in enumerate(sorted(run[qid].items(), key=lambda kv: -kv[1]), 1):
-                fh.write(f"{qid} Q0 {docid} {rank} {score!r} {tag}\n")  # repr: exact round trip, ties stay broken
-    return path
-
-
-def read_trec_run(path: Path | str) -> Run:
-    run: Run = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        f = line.split()
-        if not f:
-            continue
-        if len(f) != 6:
-            raise UserError(f"{path}: line {n} is not a TREC run line (qid Q0 docid rank score tag)")
-        run.setdefault(f[0], {})[f[2]] = float(f[4])
-    return run
-
-
-def write_trec_qrels(qrels: Qrels, path: Path | str) -> Path:
-    """``qid 0 docid gain`` lines (what ``trec_eval`` and Pyserini read)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for qid in sorted(qrels, key=_qid_key):
-            for docid, gain in sorted(qrels[qid].items(), key=lambda kv: _qid_key(kv[0])):
-                fh.write(f"{qid} 0 {docid} {gain}\n")
-    return path
-
-
-def _qid_key(q: str):
-    return (0, int(q), "") if q.isdigit() else (1, 0, q)
 
 
 # ---- scoring -----------------------------------------------------------------------------------

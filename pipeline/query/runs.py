@@ -1,8 +1,10 @@
-"""Batch search into a standard TREC run file: ``qid Q0 docid rank score tag`` (docid = external id)."""
+"""Batch search into a standard TREC run file (``paperkb search --queries Q --run-out RUN``), written by
+:mod:`pipeline.evaluation.trec` with the same tie rule as ``paperkb eval``'s runs."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 from pipeline.errors import UserError
@@ -10,35 +12,19 @@ from pipeline.errors import UserError
 log = logging.getLogger(__name__)
 
 
-def trec_lines(qid: str, resp, tag: str) -> list[str]:
-    """One line per result; ranks are 1.., scores strictly decreasing in rank order (trec_eval sorts by score)."""
-    lines = []
-    prev = None
-    for rank, r in enumerate(resp.results, start=1):
-        score = float(r.score)
-        if prev is not None and score >= prev:  # ties would be re-ordered by docid in trec_eval: keep our order
-            score = prev - 1e-6
-        prev = score
-        docid = r.external_id or r.paper_id
-        lines.append(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}")
-    return lines
-
-
-def write_trec_run(searcher, queries: dict[str, str], path: Path, k: int = 100, tag: str = "paperkb", **kwargs) -> int:
+def search_trec_run(searcher, queries: dict[str, str], path: Path, k: int = 100, tag: str = "paperkb", **kwargs) -> int:
     """Search every query and write the run; returns the number of lines. Bad queries are skipped and logged."""
+    from rich.progress import Progress
+
+    from pipeline.evaluation.trec import ranked_run, write_trec_run
+
     if not queries:
         raise UserError("the queries file holds no queries")
     if any(c.isspace() for c in tag) or not tag:
         raise UserError("--tag must be one word")
-    from rich.progress import Progress
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    n = skipped = 0
-    import sys
-
-    with open(tmp, "w") as out, Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+    ranked: dict[str, list[tuple[str, float]]] = {}
+    skipped = 0
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
         task = progress.add_task("searching", total=len(queries))
         for qid, text in queries.items():
             try:
@@ -48,13 +34,11 @@ def write_trec_run(searcher, queries: dict[str, str], path: Path, k: int = 100, 
                     raise
                 skipped += 1
                 log.warning("query %s skipped: %s", qid, exc)
-                progress.advance(task)
-                continue
-            for line in trec_lines(qid, resp, tag):
-                out.write(line + "\n")
-                n += 1
+            else:
+                ranked[qid] = [(r.external_id or r.paper_id, float(r.score)) for r in resp.results]
             progress.advance(task)
-    tmp.replace(path)
+    run = ranked_run(ranked)
+    write_trec_run(run, path, tag)
     if skipped:
         log.warning("%d of %d queries skipped (empty or too long)", skipped, len(queries))
-    return n
+    return sum(len(docs) for docs in run.values())

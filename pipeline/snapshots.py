@@ -61,7 +61,12 @@ def current_id(settings_or_root: Any) -> str | None:
 
 
 def resolve(settings_or_root: Any, snapshot_id: str | None = None) -> Path:
-    """The folder of snapshot ``snapshot_id``, or of ``CURRENT`` when None. UserError if missing."""
+    """The folder of snapshot ``snapshot_id``, or of ``CURRENT`` when None. ``settings_or_root`` is a
+    Settings, a warehouse or snapshots folder, or a snapshot folder itself (one holding ``manifest.json``,
+    which resolves to itself when no id is given). UserError if missing."""
+    if snapshot_id is None and not hasattr(settings_or_root, "snapshots_dir") \
+            and (Path(settings_or_root) / MANIFEST).is_file():
+        return Path(settings_or_root)
     root = snapshots_root(settings_or_root)
     if snapshot_id is None:
         snapshot_id = current_id(root)

@@ -105,15 +105,7 @@ def open_snapshot(settings_or_root, snapshot_id: str | None = None, *, pin: bool
     a warning). Raises UserError when there is no such snapshot, and DamagedSnapshot (a UserError)
     when it fails the open check.
     """
-    if hasattr(settings_or_root, "snapshots_dir"):
-        root = Path(settings_or_root.snapshots_dir)
-    else:
-        root = Path(settings_or_root)
-    if snapshot_id is None and (root / _snapshots.MANIFEST).is_file():
-        path = root
-    else:
-        path = Path(_snapshots.resolve(root, snapshot_id))
-    path = path.resolve()
+    path = _snapshots.resolve(settings_or_root, snapshot_id).resolve()
     manifest = _snapshots.read_manifest(path)  # DamagedSnapshot when truncated or not an object
     lease = _pin(path, who) if pin else None
     try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline import snapshots
 from pipeline.errors import DamagedSnapshot
 from pipeline.settings import Settings
 
@@ -50,7 +51,7 @@ class SnapshotHolder:
         self._pointer_state: tuple[int, int] | None = None
 
     def _pointer(self) -> Path:
-        return self.settings.snapshots_dir / "CURRENT"
+        return self.settings.snapshots_dir / snapshots.CURRENT
 
     def _state(self) -> tuple[int, int] | None:
         try:
@@ -77,7 +78,6 @@ class SnapshotHolder:
                 return cur
             if cur is not None and self.pinned:
                 raise gone_error(cur.snapshot_id)
-            from pipeline import snapshots
             from pipeline.query import Searcher, open_snapshot
 
             path = snapshots.resolve(self.settings.snapshots_dir, self.pinned)

@@ -108,6 +108,10 @@ def test_the_wheel_carries_sql_dags_and_page(wheel):
     assert {"pipeline/serve/static/vendor/swagger-ui-bundle.js", "pipeline/serve/static/vendor/redoc.standalone.js"} <= expected
     assert len(expected) > 30
     assert expected <= names, sorted(expected - names)
+    # every runtime package of the source tree, and not the development harness
+    packages = {f"{p.parent.relative_to(REPO)}/__init__.py" for p in (REPO / "pipeline").rglob("__init__.py")}
+    assert {"pipeline/sources/arxiv/__init__.py", "pipeline/steps/__init__.py"} <= packages <= names
+    assert not any(n.startswith(("devtools/", "tests/", "bench/")) for n in names)
     meta = next(n for n in names if n.endswith("METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
     assert {"pipeline", "airflow", "all"} <= set(re.findall(r"^Provides-Extra: (\S+)", text, re.M))

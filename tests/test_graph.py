@@ -198,3 +198,56 @@ def test_hub_shortcut_gives_the_exact_result(hub_citers):
         assert np.array_equal(getattr(exact, f), getattr(fast, f)), f
     assert np.allclose(exact.weighted, fast.weighted, rtol=1e-12, atol=1e-15)
     assert np.allclose(exact.naive, fast.naive, rtol=1e-12, atol=1e-15)
+
+
+def _library_fit(values: np.ndarray):
+    import warnings
+
+    import powerlaw
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return powerlaw.Fit(values, discrete=False, verbose=0)
+
+
+def _cacm_citation_counts(shared_data) -> np.ndarray:
+    """Times each CACM document is cited by another (its type-5 ``.X`` links): a real citation-count sample."""
+    from pipeline.sources.local_corpus import cacm_citations, smart_paper
+    from pipeline.sources.smart import iter_smart_records
+
+    text = (shared_data / "collections" / "cacm" / "cacm.all").read_text(encoding="latin-1")
+    edges, _ = cacm_citations([smart_paper(r) for r in iter_smart_records(text)])
+    _, counts = np.unique([cited for _, cited in edges], return_counts=True)
+    return counts.astype(np.float64)
+
+
+@pytest.mark.parametrize("sample", ["cacm", "pareto", "zipf_ties", "lognormal_ties", "synthetic_graph"])
+def test_fast_xmin_search_chooses_what_the_powerlaw_package_chooses(sample, shared_data):
+    """ks_xmin replaces the package's O(n x distinct) KS search: same xmin, so the same fit and compare."""
+    from pipeline.steps.graph import ks_xmin
+
+    rng = np.random.default_rng(7)
+    if sample == "cacm":
+        values = _cacm_citation_counts(shared_data)
+    elif sample == "pareto":
+        values = rng.pareto(1.4, 4000) + 1.0
+    elif sample == "zipf_ties":
+        values = rng.zipf(2.2, 20_000).astype(np.float64)
+    elif sample == "lognormal_ties":
+        values = np.round(rng.lognormal(1.0, 1.2, 3000)) + 1.0
+    else:  # in-degrees of the benchmark's synthetic citation graph (Pareto popularity)
+        from bench.graph import synthetic_edges
+
+        _, dst = synthetic_edges(50_000, 3_000, 400_000)
+        values = np.bincount(dst).astype(np.float64)
+        values = values[values >= 1]
+    assert len(np.unique(values)) > 10
+    lib = _library_fit(values)
+    assert ks_xmin(values) == lib.xmin
+    fast, obj = fit_powerlaw(values, min_n=10)
+    assert fast.status == "ok" and fast.xmin == lib.xmin
+    assert fast.alpha == pytest.approx(lib.power_law.alpha, rel=1e-12)
+    assert fast.sigma == pytest.approx(lib.power_law.standard_err, rel=1e-12)
+    assert fast.ks_d == pytest.approx(lib.power_law.D, rel=1e-9)
+    r, p = lib.distribution_compare("power_law", "lognormal", normalized_ratio=True)
+    assert fast.loglikelihood_ratio == pytest.approx(r, rel=1e-9) and fast.p_value == pytest.approx(p, rel=1e-9)

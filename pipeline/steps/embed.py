@@ -807,11 +807,25 @@ def _index_names(table) -> dict[str, list[str]]:
     return out
 
 
+def unindexed_share(table) -> float:
+    """The largest share of the table's rows that one of its indexes does not cover yet (0 without indexes)."""
+    n = table.count_rows()
+    if not n:
+        return 0.0
+    shares = [(table.index_stats(ix.name).num_unindexed_rows or 0) / n for ix in table.list_indices()]
+    return max(shares, default=0.0)
+
+
 def ensure_indexes(db, settings: Settings) -> dict:
     """BM25 on chunk text, B-tree on filter columns, an ANN index past the size threshold.
 
-    New rows join existing indexes via ``optimize()``; old versions are pruned so the directory
-    copied into a snapshot holds only the current data."""
+    Nightly policy (issue 14): rows added since the last merge stay *unindexed*, which LanceDB searches
+    exhaustively next to the indexed rows (full text, vector and filters alike), so they are found at
+    once; no existing data or index file is rewritten, and a publish hard-links every one of them from
+    the previous snapshot (it adds only the new fragments). Once the unindexed rows of a table exceed
+    ``embed_optimize_unindexed_share`` of it, ``optimize()`` compacts the fragments, merges the new
+    rows into the indexes (a rewritten full-text index) and prunes old versions. Returns, per table,
+    the indexes made and whether it was optimized."""
     done: dict[str, list[str]] = {}
     plan = {"chunks": (["paper_id", "kind"], ["vector"]), "papers": (["paper_id", "year", "source"],
             ["abs_vector", "doc_vector"]), "figures": (["paper_id"], ["vector"])}
@@ -846,8 +860,14 @@ def ensure_indexes(db, settings: Settings) -> dict:
                         warnings.simplefilter("ignore", DeprecationWarning)
                         t.create_index(**kw)
                     made.append(f"{settings.embed_vector_index_type.lower()}:{col}")
-        with warnings.catch_warnings():  # "removes every version except the latest": intended, single writer
-            warnings.simplefilter("ignore", UserWarning)
-            t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        share = unindexed_share(t)
+        if share > settings.embed_optimize_unindexed_share or (share and not settings.embed_optimize_unindexed_share):
+            with warnings.catch_warnings():  # "removes every version except the latest": intended, single writer
+                warnings.simplefilter("ignore", UserWarning)
+                t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+            made.append(f"optimize (unindexed {share:.1%})")
+        elif share:
+            log.info("embed: %s keeps %.1f%% of its rows unindexed (merged past %.0f%%, PAPERKB_EMBED_OPTIMIZE_UNINDEXED_SHARE)",
+                     name, 100 * share, 100 * settings.embed_optimize_unindexed_share)
         done[name] = made
     return done

@@ -142,10 +142,10 @@ class Settings(BaseSettings):
         "with native bfloat16, else fp32). torch: fp32, bf16, fp16 (CUDA); onnx: fp32, int8 (dynamic quantization); "
         "openvino: fp32, bf16. Part of the vector space's identity")
     embed_vector_index_min_rows: int = Field(default=100_000, description="build an ANN index on a vector column past this many rows")
-    embed_optimize_unindexed_share: float = Field(
-        default=0.10, ge=0.0, le=1.0, description="compact the LanceDB tables and merge their indexes (optimize) only once "
-        "the rows added since the last merge exceed this share of a table; until then new rows stay searchable "
-        "unindexed and a publish shares every older file with the previous snapshot. 0 = after every embed")
+    embed_index_max_deltas: int = Field(
+        default=20, ge=0, description="each embed indexes its new rows as small index deltas (no existing file is "
+        "rewritten, so a publish adds only the new files); past this many deltas in an index, the embed compacts the "
+        "table and merges its indexes (optimize). 0 = merge after every embed")
     embed_vector_index_type: str = Field(default="IVF_PQ", description="LanceDB index type: IVF_PQ (cheapest to build), IVF_HNSW_SQ (better recall), IVF_FLAT...")
     embed_vector_index_partitions: int | None = Field(default=None, description="IVF partitions (None = LanceDB default, ~sqrt(rows))")
     embed_vector_index_sub_vectors: int | None = Field(default=None, description="PQ sub-vectors for IVF_PQ (None = LanceDB default)")

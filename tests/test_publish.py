@@ -478,21 +478,21 @@ def test_snapshots_share_unchanged_lance_files_and_survive_compaction_and_cleanu
 
 
 def test_a_small_night_rewrites_no_old_file_and_its_rows_are_found_at_once(wh, shared_data):
-    """Issue 14 item 1, the nightly policy: a few new rows stay unindexed (LanceDB searches them
-    exhaustively), so no data or index file is rewritten and the next publish adds only the new
-    fragments; past PAPERKB_EMBED_OPTIMIZE_UNINDEXED_SHARE the embed merges them into the indexes."""
+    """Issue 14 item 1, the nightly policy: new rows get small index deltas, so no data or index file is
+    rewritten and the next publish adds only new files; past PAPERKB_EMBED_INDEX_MAX_DELTAS the embed
+    compacts and merges the deltas; every snapshot verifies and searches throughout."""
     import lancedb
 
     from pipeline import snapshots
-    from pipeline.steps.embed import run_embed, unindexed_share
+    from pipeline.steps.embed import index_state, run_embed
     from pipeline.steps.publish import run_publish
 
-    s = wh.model_copy(update={"snapshot_keep": 5, "snapshot_min_age_h": 0, "embed_optimize_unindexed_share": 0.2})
+    s = wh.model_copy(update={"snapshot_keep": 5, "snapshot_min_age_h": 0, "embed_index_max_deltas": 1})
     first = run_publish(s)["snapshot_id"]
-    import_cisi_subset(s, shared_data, 33)  # a small night: 3 new papers on 30 (10% < 20%)
+    import_cisi_subset(s, shared_data, 33)  # a small night: 3 new papers on 30
     run_embed(s)
     chunks = lancedb.connect(str(s.lancedb_dir)).open_table("chunks")
-    assert 0 < unindexed_share(chunks) <= 0.2
+    assert index_state(chunks) == (0, 2)  # every row indexed, by the index and one delta
     second = run_publish(s)["snapshot_id"]
     a, b = s.snapshots_dir / first / "lancedb", s.snapshots_dir / second / "lancedb"
     old = {p.relative_to(a): p.stat() for p in a.rglob("*") if p.is_file() and p.relative_to(a).parts[1] in ("data", "_indices")}
@@ -500,15 +500,15 @@ def test_a_small_night_rewrites_no_old_file_and_its_rows_are_found_at_once(wh, s
     new = [p for p in b.rglob("*") if p.is_file() and p.relative_to(b).parts[1] in ("data", "_indices", "_deletions")
            and p.relative_to(b) not in old]
     assert new and sum(p.stat().st_size for p in new) < sum(st.st_size for st in old.values()) / 2
-    # a new paper's chunk is found by the full-text search of the snapshot right away
+    # a new paper's chunk is found by the full-text search of the snapshot
     t = lancedb.connect(str(b)).open_table("chunks")
     row = next(r for r in t.to_arrow().to_pylist() if r["paper_id"] == "cisi:33")
     word = max(row["text"].split(), key=len).strip(".,;:()")
     assert row["chunk_id"] in _search_ids(s.snapshots_dir / second, word)
-    # a bigger night crosses the threshold: optimize merges every row into the indexes
-    import_cisi_subset(s, shared_data, 45)
+    # the next night would make a second delta: past the limit, the embed merges
+    import_cisi_subset(s, shared_data, 36)
     run_embed(s)
-    assert unindexed_share(lancedb.connect(str(s.lancedb_dir)).open_table("chunks")) == 0
+    assert index_state(lancedb.connect(str(s.lancedb_dir)).open_table("chunks")) == (0, 1)
     third = run_publish(s)["snapshot_id"]
     for sid in (first, second, third):
         assert snapshots.verify(s, sid) == [], sid

@@ -807,25 +807,41 @@ def _index_names(table) -> dict[str, list[str]]:
     return out
 
 
-def unindexed_share(table) -> float:
-    """The largest share of the table's rows that one of its indexes does not cover yet (0 without indexes)."""
-    n = table.count_rows()
-    if not n:
-        return 0.0
-    shares = [(table.index_stats(ix.name).num_unindexed_rows or 0) / n for ix in table.list_indices()]
-    return max(shares, default=0.0)
+def index_state(table) -> tuple[int, int]:
+    """(rows some index does not cover yet, the most segments one index has: 1 + its deltas)."""
+    stats = [table.index_stats(ix.name) for ix in table.list_indices()]
+    return (max((s.num_unindexed_rows or 0 for s in stats), default=0),
+            max((s.num_indices or 1 for s in stats), default=0))
+
+
+def maintain_indexes(table, settings: Settings) -> str | None:
+    """The nightly index policy (issue 14): new rows get small index *deltas*
+    (``optimize_indices(num_indices_to_merge=0)``, Lance's API: LanceDB's ``optimize()`` would rewrite the
+    full-text index), so no existing data or index file is rewritten and a publish hard-links all of them
+    from the previous snapshot. Once an index holds more than ``embed_index_max_deltas`` deltas, the
+    fragments are compacted and every index's segments merged into one. Old versions are
+    pruned either way (kept snapshots hold their own links). Returns what was done, or None."""
+    unindexed, segments = index_state(table)
+    if not unindexed:
+        return None
+    merge = segments > settings.embed_index_max_deltas
+    ds = table.to_lance()
+    if merge:
+        ds.optimize.compact_files()
+    # 0: the new rows become one more delta; else every segment is merged into one index
+    ds.optimize.optimize_indices(num_indices_to_merge=segments if merge else 0)
+    ds.cleanup_old_versions(timedelta(0), delete_unverified=True)
+    table.checkout_latest()
+    if merge:
+        return f"compacted, {segments} index segments merged"
+    return f"index delta ({unindexed} rows)"
 
 
 def ensure_indexes(db, settings: Settings) -> dict:
     """BM25 on chunk text, B-tree on filter columns, an ANN index past the size threshold.
 
-    Nightly policy (issue 14): rows added since the last merge stay *unindexed*, which LanceDB searches
-    exhaustively next to the indexed rows (full text, vector and filters alike), so they are found at
-    once; no existing data or index file is rewritten, and a publish hard-links every one of them from
-    the previous snapshot (it adds only the new fragments). Once the unindexed rows of a table exceed
-    ``embed_optimize_unindexed_share`` of it, ``optimize()`` compacts the fragments, merges the new
-    rows into the indexes (a rewritten full-text index) and prunes old versions. Returns, per table,
-    the indexes made and whether it was optimized."""
+    New rows join the indexes as deltas, merged now and then (:func:`maintain_indexes`). Returns, per
+    table, the indexes made and the maintenance done."""
     done: dict[str, list[str]] = {}
     plan = {"chunks": (["paper_id", "kind"], ["vector"]), "papers": (["paper_id", "year", "source"],
             ["abs_vector", "doc_vector"]), "figures": (["paper_id"], ["vector"])}
@@ -860,14 +876,8 @@ def ensure_indexes(db, settings: Settings) -> dict:
                         warnings.simplefilter("ignore", DeprecationWarning)
                         t.create_index(**kw)
                     made.append(f"{settings.embed_vector_index_type.lower()}:{col}")
-        share = unindexed_share(t)
-        if share > settings.embed_optimize_unindexed_share or (share and not settings.embed_optimize_unindexed_share):
-            with warnings.catch_warnings():  # "removes every version except the latest": intended, single writer
-                warnings.simplefilter("ignore", UserWarning)
-                t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
-            made.append(f"optimize (unindexed {share:.1%})")
-        elif share:
-            log.info("embed: %s keeps %.1f%% of its rows unindexed (merged past %.0f%%, PAPERKB_EMBED_OPTIMIZE_UNINDEXED_SHARE)",
-                     name, 100 * share, 100 * settings.embed_optimize_unindexed_share)
+        kept = maintain_indexes(t, settings)
+        if kept:
+            made.append(kept)
         done[name] = made
     return done

@@ -27,6 +27,7 @@ run: install
 	HF_HUB_OFFLINE=1 $(PY) -m devtools.airflow_local $(if $(REPLAY),--replay $(SHARED_DATA)) $(if $(DATE),--date $(DATE))
 
 test: install
+	$(VENV)/bin/ruff check .
 	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q
 
 bench: install

@@ -254,7 +254,7 @@ class Cluster:
             cmd = ["taskset", "-c", cpus, *cmd]
         if hostname:
             # its own host name, as a worker on another host has (UTS namespace; needs root)
-            cmd = ["unshare", "--uts", "sh", "-c", f'hostname "$0" && exec "$@"', hostname, *cmd]
+            cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname, *cmd]
         proc = subprocess.Popen(cmd, env=self.env(), stdout=open(log, "ab"), stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.procs[name] = proc

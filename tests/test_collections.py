@@ -95,7 +95,7 @@ def cacm(settings, shared_data):
 def test_cacm_imports_with_type5_citations(cacm):
     settings, s, path = cacm
     # independent count from the file: unordered pairs of type-5 links between different documents
-    pairs, doc = set(), None
+    pairs = set()
     for line in path.read_text(errors="replace").splitlines():
         m = re.match(r"^(\d+)\s+5\s+(\d+)\s*$", line)
         if m and m.group(1) != m.group(2):

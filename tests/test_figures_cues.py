@@ -31,10 +31,10 @@ def _paragraph(page, y, text, font="helv", size=10, width=95):
 def _make_pdf() -> bytes:
     doc = pymupdf.open()
     p1 = doc.new_page()
-    y = _paragraph(p1, 80, BODY * 2)
+    _paragraph(p1, 80, BODY * 2)
     p1.draw_rect(pymupdf.Rect(150, 120, 450, 250), color=(0, 0, 0), fill=(0.8, 0.8, 0.9))  # a figure
     _paragraph(p1, 266, "Figure 1: A drawn box standing in for a plot, with a legend in the body font.")
-    y = _paragraph(p1, 330, BODY * 3)
+    _paragraph(p1, 330, BODY * 3)
     # a body paragraph that happens to start with a label: same font, nothing drawn near it
     _paragraph(p1, 420, "Figure 2. shows how the loss falls when the learning rate is halved, which "
                         "we discuss below together with the other ablations of this section. " + BODY)

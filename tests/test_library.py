@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import duckdb
-import pytest
 from fulltext_sources import read_pdf_table
 
 from pipeline.cli import main

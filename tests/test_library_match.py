@@ -5,13 +5,12 @@ recorded OAI-PMH pages loaded into a catalog built from the warehouse schema."""
 from __future__ import annotations
 
 import json
-import os
 
 import duckdb
 import pytest
 
 from pipeline import exports
-from pipeline.library.match import match_entries, match_library, normalize_title, read_library
+from pipeline.library.match import match_library, normalize_title, read_library
 from pipeline.query.records import bib_records
 from pipeline.settings import SQL_DIR
 

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Declared but never imported by name, each for a reason:
 IMPLICIT = {
     "pytz": "DuckDB imports it to return TIMESTAMPTZ values",
+    "ruff": "a tool `make test` runs (the linter)",
     "pylance": "LanceDB's LanceTable.to_lance() imports it (`lance`): the embed step's index deltas",
     "apache-airflow-providers-celery": "Airflow loads it for AIRFLOW__CORE__EXECUTOR=CeleryExecutor",
     "apache-airflow-providers-postgres": "Airflow's postgresql:// metadata database and Celery result backend",

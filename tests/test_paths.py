@@ -4,7 +4,6 @@ whole edge list: the length, every hop's link and direction, and the number of s
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections import deque
 

@@ -331,7 +331,6 @@ def test_vector_index_past_threshold_is_built_and_probed(wh):
 def test_pinned_snapshot_is_kept_by_retention(wh, capsys, monkeypatch):
     """A reader holding snapshot A (open_snapshot pins it) outlives `keep` publishes; retention says who
     holds it; once the reader closes, the next publish deletes A."""
-    from pipeline import snapshots
     from pipeline.cli import main
     from pipeline.steps.publish import run_publish
     from pipeline.query import open_snapshot
@@ -430,7 +429,7 @@ def test_damaged_snapshot_is_refused_in_one_line(wh, capsys, monkeypatch, how, e
         assert expected in err
     assert main(["--warehouse", w, "snapshots", "list"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"* {sid} ") and f"damaged: " in out and expected in out
+    assert out.startswith(f"* {sid} ") and "damaged: " in out and expected in out
     assert main(["--warehouse", w, "snapshots", "verify"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     # the next publish is not disturbed by the damaged one, and becomes CURRENT

@@ -117,7 +117,7 @@ def test_related_on_cacm(shared_data, tmp_path_factory, request):
     for r in items:
         assert set(r.components) <= {"citations", "velocity", "authors", "recency"}
         assert 0.0 <= r.quality <= 1.0
-        a, b = settings.query_related_semantic_weight, settings.query_related_quality_weight
+        b = settings.query_related_quality_weight
         assert r.score == pytest.approx((1 - b) * r.fused + b * r.quality)
     assert any("recency" in r.components and "citations" in r.components for r in items)
 

@@ -26,7 +26,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 log = logging.getLogger(__name__)
 

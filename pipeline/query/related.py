@@ -102,7 +102,7 @@ def related_papers(searcher, paper_id: str, k: int = 20, *, graph: list[dict] | 
 
         raise UserError(f"k must be between 1 and 1000, got {k!r}")
     meta = searcher.meta
-    row = searcher.paper_row[paper_id]
+    searcher.paper_row[paper_id]  # KeyError for a paper the snapshot lacks (callers check first)
 
     # graph evidence
     con = None

@@ -333,3 +333,17 @@ def test_damaged_manifests_are_refused_and_listed(settings, capsys, text, expect
     assert main(["--warehouse", w, "search", "library"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "snapshot A is damaged" in err
+
+
+def test_the_readme_example_reads_a_snapshot_without_paperkb(cacm_snapshot):
+    """The README's snapshot-contract example, run as written from the data root's parent, with paperkb made
+    unimportable: a downstream app needs only duckdb and lancedb."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    example = text.split("An app needs\nno Airflow and not even paperkb:", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = "import sys\nsys.modules['pipeline'] = None  # no paperkb\n" + example
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", code], cwd=cacm_snapshot.warehouse.parent, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    model, count, chunk_id = res.stdout.split(" ", 1)[0], res.stdout.split("[(")[1].split(",")[0], res.stdout.split()[-1]
+    assert model and int(count) > 3000 and chunk_id.startswith("cacm:")

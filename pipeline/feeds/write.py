@@ -36,6 +36,7 @@ import numpy as np
 
 from pipeline.errors import UserError
 from pipeline.feeds.interests import Interest, read_interests
+from pipeline.vectors import l2_normalise
 
 log = logging.getLogger(__name__)
 
@@ -100,18 +101,12 @@ def new_paper_ids(con, previous_catalog: Path | None) -> list[str]:
 
 
 # ---- matching -----------------------------------------------------------------------------------------
-def _unit(m: np.ndarray) -> np.ndarray:
-    from pipeline.query.signals import l2_normalise
-
-    return l2_normalise(m)
-
-
 def paper_vectors(searcher, ids: list[str]) -> np.ndarray:
     """Unit paper vectors: the document vector, else the abstract vector (zero rows when neither)."""
     if not ids:
         return np.zeros((0, searcher.dim), dtype=np.float32)
     dv, av = searcher.paper_vectors(ids)
-    return _unit(np.where(np.linalg.norm(dv, axis=1, keepdims=True) > 0, dv, av))
+    return l2_normalise(np.where(np.linalg.norm(dv, axis=1, keepdims=True) > 0, dv, av))
 
 
 def best_passages(searcher, qv: np.ndarray, ids: list[str]) -> dict[str, tuple[float, str, int | None]]:
@@ -127,7 +122,7 @@ def best_passages(searcher, qv: np.ndarray, ids: list[str]) -> dict[str, tuple[f
             continue
         t = (searcher.chunks.search(qv.astype(np.float32), vector_column_name="vector").where(where, prefilter=True)
              .select(["paper_id", "section", "text", "page_start", "vector", "_distance"]).limit(n).to_arrow())
-        sims = _unit(vector_matrix(t["vector"], searcher.dim)) @ qv
+        sims = l2_normalise(vector_matrix(t["vector"], searcher.dim)) @ qv
         for pid, section, text, page, s in zip(t["paper_id"].to_pylist(), t["section"].to_pylist(), t["text"].to_pylist(),
                                                t["page_start"].to_pylist(), sims):
             if section and _REFERENCES.match(section):  # cited titles say what the paper cites, not what it is about
@@ -148,7 +143,7 @@ def match_query(searcher, interest: Interest, new_ids: list[str], threshold: flo
         ids = [p for p in ids if ok[searcher.paper_row[p]]]
     if not ids:
         return []
-    qv = _unit(searcher.encode([interest.query]))[0]
+    qv = l2_normalise(searcher.encode([interest.query]))[0]
     abstract = dict(zip(ids, paper_vectors(searcher, ids) @ qv))
     passages = best_passages(searcher, qv, ids)
     out = []

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import UserError
+from pipeline.vectors import l2_normalise
 
 NEGATIVE_WEIGHT = 0.5
 MAX_SEEDS = 100
@@ -121,30 +122,22 @@ class RecommendResponse:
 
 
 # ---- pure scoring ------------------------------------------------------------------------------
-def _unit(m: np.ndarray) -> np.ndarray:
-    m = np.asarray(m, dtype=np.float64)
-    if m.ndim == 1:
-        m = m[None, :]
-    n = np.linalg.norm(m, axis=1, keepdims=True)
-    return np.divide(m, n, out=np.zeros_like(m), where=n > 0)
-
-
 def semantic_scores(cands: np.ndarray, pos: np.ndarray, neg: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Cosine evidence of each candidate row against the seeds' vectors.
 
     Returns ``semantic`` (0.5 centroid cosine + 0.5 best positive cosine), ``nearest`` (index of the
     nearest positive), ``nearest_sim``, and for negatives ``neg_sim`` (best cosine, 0 without negatives)
     and ``neg_nearest`` (-1 without negatives)."""
-    C, P = _unit(cands), _unit(pos)
+    C, P = l2_normalise(cands, dtype=np.float64), l2_normalise(pos, dtype=np.float64)
     sims = C @ P.T  # (n, |pos|)
-    centroid = _unit(P.mean(axis=0))
+    centroid = l2_normalise(P.mean(axis=0), dtype=np.float64)
     cen = (C @ centroid.T)[:, 0]
     nearest = sims.argmax(axis=1) if sims.shape[1] else np.full(len(C), -1)
     nearest_sim = sims.max(axis=1) if sims.shape[1] else np.zeros(len(C))
     out = {"semantic": 0.5 * cen + 0.5 * nearest_sim, "nearest": nearest, "nearest_sim": nearest_sim,
            "neg_sim": np.zeros(len(C)), "neg_nearest": np.full(len(C), -1)}
     if neg is not None and len(neg):
-        nsims = C @ _unit(neg).T
+        nsims = C @ l2_normalise(neg, dtype=np.float64).T
         out["neg_sim"], out["neg_nearest"] = nsims.max(axis=1), nsims.argmax(axis=1)
     return out
 
@@ -299,7 +292,7 @@ def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, 
     # candidates from the vector space
     cands: dict[str, None] = {}
     if use_vectors:
-        queries = [_unit(pv.mean(axis=0))[0]] + list(_unit(pv))
+        queries = [l2_normalise(pv.mean(axis=0), dtype=np.float64)[0]] + list(l2_normalise(pv, dtype=np.float64))
         for qv in queries:
             if np.linalg.norm(qv) == 0:
                 continue

@@ -119,7 +119,7 @@ def related_papers(searcher, paper_id: str, k: int = 20, *, graph: list[dict] | 
         vec_col = "doc_vector" if np.linalg.norm(doc_v[0]) > 0 else "abs_vector"
         hits = searcher.papers.search(qv, vector_column_name=vec_col).select(["paper_id", vec_col, "_distance"]).limit(3 * k + 1).to_arrow()
         from pipeline.query.resident import vector_matrix
-        from pipeline.query.signals import l2_normalise
+        from pipeline.vectors import l2_normalise
 
         vecs = vector_matrix(hits[vec_col], searcher.dim)
 
@@ -159,7 +159,7 @@ def related_papers(searcher, paper_id: str, k: int = 20, *, graph: list[dict] | 
     missing = [c["paper_id"] for c in cands.values() if c.get("semantic") is None and c["paper_id"] in searcher.paper_row]
     if missing and np.linalg.norm(qv) > 0:
         dv, av = searcher._paper_vectors(missing)
-        from pipeline.query.signals import l2_normalise
+        from pipeline.vectors import l2_normalise
 
         cos = l2_normalise(np.where(np.linalg.norm(dv, axis=1, keepdims=True) > 0, dv, av)) @ l2_normalise(qv)[0]
         for pid, cval in zip(missing, cos):

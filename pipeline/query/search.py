@@ -30,6 +30,7 @@ from pipeline.query.fts import FullText
 from pipeline.query.resident import Budget, FigureVectors, FlatChunks, PaperVectors, scan, vector_matrix
 from pipeline.query.results import Result, SearchResponse
 from pipeline.query.snapshot import Snapshot
+from pipeline.vectors import l2_normalise
 
 log = logging.getLogger(__name__)
 
@@ -508,7 +509,7 @@ class Searcher:
         S.setdefault("rm3", S["bm25"].copy())  # no feedback ran: the RM3 query is the original query
         # score regularisation (signals.neighbour_mean): neighbours' scores with every other signal weighed
         S["nbr"] = sig.neighbour_mean(cand_vecs, sig.score(S, {**w, "nbr": 0.0}), cand_paper, getattr(s, "query_nbr_k", 20))
-        sims = QV @ sig.l2_normalise(cand_vecs).T
+        sims = QV @ l2_normalise(cand_vecs).T
         total = sig.score(S, w)
         order = sig.best_per_paper([c.paper_id for c in cands], total)
 

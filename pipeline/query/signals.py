@@ -28,16 +28,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pipeline.vectors import l2_normalise
+
 BASE_SIGNALS = ("ck", "doc", "abs", "fig", "pr")
-
-
-def l2_normalise(m: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length; all-zero rows (missing vectors) stay zero."""
-    m = np.asarray(m, dtype=np.float32)
-    if m.ndim == 1:
-        m = m[None, :]
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
 
 
 def per_paper_max(sims: np.ndarray, item_paper: np.ndarray, n_papers: int) -> np.ndarray:

@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import SQL_DIR, Settings
+from pipeline.vectors import l2_normalise
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -75,11 +76,6 @@ def shard_of(content_hash: str, count: int) -> int:
     return int(content_hash[:8], 16) % count
 
 
-def normalise_rows(m: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(m, axis=1, keepdims=True)
-    return (m / np.where(n == 0, 1.0, n)).astype(np.float32)
-
-
 def group_mean(keys: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unique keys and the L2-normalised mean vector of each key's rows (vectorised, no Python loop)."""
     if len(keys) == 0:
@@ -88,7 +84,7 @@ def group_mean(keys: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.nd
     k, v = keys[order], vectors[order]
     uniq, starts = np.unique(k, return_index=True)
     sums = np.add.reduceat(v, starts, axis=0)
-    return uniq, normalise_rows(sums)
+    return uniq, l2_normalise(sums, dtype=sums.dtype).astype(np.float32)
 
 
 def _vector_type(dim: int) -> pa.DataType:

@@ -220,7 +220,7 @@ def survival_weights(counts: np.ndarray, fit) -> np.ndarray:
 # CCBC (pure)
 # ================================================================================================
 @dataclass
-class Related:
+class TopRelated:
     """Top-k related works of each requested row, flattened (one entry per (row, rank))."""
 
     row: np.ndarray  # vertex id of the corpus paper
@@ -414,7 +414,7 @@ def _top_candidates(indptr: np.ndarray, data: np.ndarray, k: int,
 
 
 def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50, *,
-                  max_block_nnz: int = 10_000_000, hub_citers: int | None = None, progress=None) -> Related:
+                  max_block_nnz: int = 10_000_000, hub_citers: int | None = None, progress=None) -> TopRelated:
     """Top-k works by weighted CCBC for each of ``rows`` (ties: naive desc, then vertex id). Exact.
 
     Works sharing nothing with a row are not candidates, so a row can get fewer than k.
@@ -431,7 +431,7 @@ def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50
     rows = np.asarray(rows, dtype=np.int64)
     ccbc = CCBC(a, w, hub_citers=hub_citers)
     light = ccbc.has_hubs
-    out: dict[str, list[np.ndarray]] = {f: [] for f in Related.__dataclass_fields__}
+    out: dict[str, list[np.ndarray]] = {f: [] for f in TopRelated.__dataclass_fields__}
     est = ccbc.estimate(rows, light=light) if len(rows) else np.zeros(0)
     for sl in iter_blocks(est, max_block_nnz):
         blk = rows[sl]
@@ -484,10 +484,10 @@ def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50
             progress(len(blk))
     empty = {"row": np.int64, "rank": np.int32, "col": np.int64, "weighted": np.float64, "naive": np.float64,
              "shared_refs": np.int32, "shared_citers": np.int32, "cites": bool, "cited_by": bool}
-    res = Related(**{f: (np.concatenate(v) if v else np.zeros(0, dtype=empty[f])) for f, v in out.items()})
+    res = TopRelated(**{f: (np.concatenate(v) if v else np.zeros(0, dtype=empty[f])) for f, v in out.items()})
     if light:  # rows are sorted within blocks; keep the overall order by row, then rank
         o = np.lexsort((res.rank, res.row))
-        res = Related(**{f: getattr(res, f)[o] for f in Related.__dataclass_fields__})
+        res = TopRelated(**{f: getattr(res, f)[o] for f in TopRelated.__dataclass_fields__})
     return res
 
 

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     http_timeout_s: float = 60.0
     retry_max_attempts: int = 5
     retry_max_backoff_s: float = 120.0
+    http_retry_after_max_s: float = Field(
+        default=600.0, ge=0, description="the longest wait a server's Retry-After is honoured for (arXiv, Semantic "
+        "Scholar, PDF hosts alike); a longer ask is cut to this and logged")
     max_consecutive_failures: int = 5
     user_agent: str = "paperkb/0.1 (+https://github.com/paperkb/paperkb)"
 

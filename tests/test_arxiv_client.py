@@ -10,7 +10,8 @@ import pytest
 from arxiv_replay import LAST_PAGE, LIST_PAGE, ArxivReplay
 from pipeline.sources.arxiv.records import MalformedResponse
 from pipeline.raw import RawZone
-from pipeline.sources.arxiv.client import ArxivClient, ArxivUnavailable, parse_retry_after
+from pipeline.sources.arxiv.client import ArxivClient, ArxivUnavailable
+from pipeline.sources.http import parse_retry_after
 
 START = {"verb": "ListRecords", "metadataPrefix": "arXivRaw", "set": "cs"}
 
@@ -45,7 +46,7 @@ def test_politeness_delay_between_requests(hs, replay):
 
 def test_503_retry_after_is_honoured_but_capped(hs, replay):
     replay.first = [(503, b"busy", {"Retry-After": "5"}), LIST_PAGE]
-    s = hs.model_copy(update={"retry_max_backoff_s": 0.4})
+    s = hs.model_copy(update={"http_retry_after_max_s": 0.4})
     with ArxivClient(s) as c:
         entry, page = c.oai_page(START, "oai/t/page-1.xml")
     g, = gaps(replay.oai_log)
@@ -55,7 +56,7 @@ def test_503_retry_after_is_honoured_but_capped(hs, replay):
 
 def test_retry_after_below_the_cap_is_waited_in_full(hs, replay):
     replay.first = [(503, b"busy", {"Retry-After": "1"}), LIST_PAGE]
-    with ArxivClient(hs.model_copy(update={"retry_max_backoff_s": 5})) as c:
+    with ArxivClient(hs.model_copy(update={"http_retry_after_max_s": 5})) as c:
         c.oai_page(START, "oai/t/page-1.xml")
     assert gaps(replay.oai_log)[0] >= 0.9
 

@@ -8,7 +8,8 @@ import pytest
 
 from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawZone
-from pipeline.sources.s2.client import S2Client, S2NotFound, parse_retry_after
+from pipeline.sources.http import parse_retry_after
+from pipeline.sources.s2.client import S2Client, S2NotFound
 from s2_replay import S2Replay, fail_first, load_cassette
 
 
@@ -153,3 +154,23 @@ def test_a_batch_list_is_paged_only_when_cut_off_absent_or_emptied(shared_data):
     assert list_needs_paging({**paper, "references": []}, "references", cap)  # emptied while the count is 14
     assert not list_needs_paging({**paper, "references": [], "referenceCount": 0}, "references", cap)
     assert not list_needs_paging({**paper, "citationCount": cap}, "citations", cap)  # exactly the cap, nothing more
+
+
+def test_a_retry_after_beyond_the_cap_is_cut_to_it_like_every_source(settings, replay, caplog):
+    """One policy for every source (pipeline.sources.http): Retry-After, seconds or an HTTP date, is
+    honoured up to PAPERKB_HTTP_RETRY_AFTER_MAX_S; a longer ask is cut and logged."""
+    import email.utils
+    import logging
+    import time as _time
+
+    [rec] = replay.load("test_get_papers.yaml")
+    ids = json.loads(rec["body"])["ids"]
+    in_an_hour = email.utils.formatdate(_time.time() + 3600, usegmt=True)  # the HTTP-date form
+    replay.interceptors.append(fail_first(1, retry_after=in_an_hour))
+    client, s = _client(settings, replay, http_retry_after_max_s=0.3)
+    with caplog.at_level(logging.WARNING, logger="pipeline.sources.http"):
+        entry = client.fetch_batch(ids)
+    assert RawZone(s.raw_dir).read(entry) == rec["content"]
+    gap = replay.seen[1].at - replay.seen[0].at
+    assert 0.25 <= gap < 5, gap  # an hour asked, 0.3 s waited
+    assert "Semantic Scholar asked to wait 3600s" in caplog.text or "Semantic Scholar asked to wait 3599s" in caplog.text

@@ -5,8 +5,8 @@ Politeness: one ``requests.Session`` with a single pooled connection, and at lea
 ``settings.arxiv_delay_s`` between the starts of two requests (arXiv asks for 3 s).
 Retries (tenacity): transient network errors (timeouts, resets), 429/500/502/503/504 and bodies that are not well-formed XML
 (a cut connection) are retried up to ``settings.retry_max_attempts`` times; the wait is the
-server's ``Retry-After`` when it sends one, else exponential, both capped at
-``settings.retry_max_backoff_s``. A host that does not resolve or refuses the connection is not
+server's ``Retry-After`` when it sends one (up to ``settings.http_retry_after_max_s``, read as every
+source reads it: :mod:`pipeline.sources.http`), else exponential up to ``settings.retry_max_backoff_s``. A host that does not resolve or refuses the connection is not
 retried: :class:`~pipeline.errors.ServiceUnreachable` names the URL and its setting
 (``PAPERKB_ARXIV_OAI_URL`` / ``PAPERKB_ARXIV_API_URL``; see ``pipeline.sources.net``).
 
@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
@@ -39,6 +36,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from pipeline.sources.arxiv.records import AtomFeed, MalformedResponse, OaiPage, read_atom_feed, read_oai_page
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
+from pipeline.sources.http import RateLimiter, parse_retry_after, retry_after_wait
 from pipeline.sources.net import raise_if_unreachable
 
 log = logging.getLogger(__name__)
@@ -68,22 +66,6 @@ class HttpStatusError(Exception):
         self.status = status
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
-
-
 class PoliteSession:
     """One connection to arXiv, a minimum delay between requests, capped-backoff retries."""
 
@@ -94,24 +76,18 @@ class PoliteSession:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.headers["User-Agent"] = settings.user_agent
-        self._last_start = 0.0
+        self._limiter = RateLimiter(settings.arxiv_delay_s)
         self._lock = threading.Lock()
         self.requests_made = 0
 
     def close(self) -> None:
         self.session.close()
 
-    def _wait_turn(self) -> None:
-        gap = self.settings.arxiv_delay_s - (time.monotonic() - self._last_start)
-        if gap > 0:
-            time.sleep(gap)
-        self._last_start = time.monotonic()
-
     def get_once(self, url: str, params: dict[str, Any], *, service: str, setting: str) -> requests.Response:
         """One polite GET. Raises ``RetryableHTTP`` for 429/5xx, ``ServiceUnreachable`` when the host does
         not resolve or refuses (``setting`` holds ``url``); returns other responses as they are."""
         with self._lock:
-            self._wait_turn()
+            self._limiter.wait()
             self.requests_made += 1
             try:
                 resp = self.session.get(url, params=params, timeout=self.settings.http_timeout_s)
@@ -129,7 +105,7 @@ class PoliteSession:
         cap = self.settings.retry_max_backoff_s
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, RetryableHTTP) and exc.retry_after is not None:
-            return min(exc.retry_after, cap)
+            return retry_after_wait(exc.retry_after, self.settings.http_retry_after_max_s, "arXiv")
         return wait_exponential(multiplier=1, min=0, max=cap)(state)
 
     def retrying(self, *extra_retry_on: type[BaseException]) -> Retrying:

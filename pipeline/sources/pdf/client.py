@@ -7,7 +7,8 @@ the same decision. Errors are answers, not exceptions:
 
 - 404/403/410 (and other 4xx except 429): permanent, ``FetchResult.reason = 'http_<status>'``;
 - 429, 5xx, timeouts and cut connections are retried (tenacity, exponential backoff capped at
-  ``retry_max_backoff_s``, ``Retry-After`` honoured up to that cap); when the attempts run out the
+  ``retry_max_backoff_s``; a ``Retry-After``, seconds or HTTP date, honoured up to
+  ``http_retry_after_max_s`` as every source does: :mod:`pipeline.sources.http`); when the attempts run out the
   reason is ``download_failed`` and the paper is tried again on the next run.
 
 Except when the host cannot be reached at all (it does not resolve, or refuses; see
@@ -33,6 +34,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from pipeline.errors import ServiceUnreachable
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
+from pipeline.sources.http import parse_retry_after, retry_after_wait
 from pipeline.sources.net import unreachable_reason
 
 log = logging.getLogger(__name__)
@@ -104,10 +106,9 @@ class PdfFetcher:
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        backoff = wait_exponential(multiplier=1, min=0.5, max=self.settings.retry_max_backoff_s)(state)
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            backoff = max(backoff, exc.retry_after)
-        return min(backoff, self.settings.retry_max_backoff_s)
+            return retry_after_wait(exc.retry_after, self.settings.http_retry_after_max_s, "the PDF host")
+        return wait_exponential(multiplier=1, min=0.5, max=self.settings.retry_max_backoff_s)(state)
 
     def _get(self, url: str) -> requests.Response:
         self._wait_politely()
@@ -121,12 +122,7 @@ class PdfFetcher:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
         self.unreachable_in_a_row = 0
         if resp.status_code == 429 or resp.status_code >= 500:
-            retry_after = resp.headers.get("Retry-After")
-            try:
-                ra = float(retry_after) if retry_after else None
-            except ValueError:
-                ra = None
-            raise _Retryable(f"HTTP {resp.status_code}", retry_after=ra)
+            raise _Retryable(f"HTTP {resp.status_code}", retry_after=parse_retry_after(resp.headers.get("Retry-After")))
         return resp
 
     def _is_arxiv(self, url: str) -> bool:

@@ -23,7 +23,6 @@ Raw layout::
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import json
 import logging
@@ -40,6 +39,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
+from pipeline.sources.http import RateLimiter, parse_retry_after, retry_after_wait
 from pipeline.sources.net import raise_if_unreachable
 
 log = logging.getLogger(__name__)
@@ -84,47 +84,6 @@ class S2Stats:
         return {"http_calls": self.total_calls, "calls": dict(self.calls), "retries": self.retries,
                 "rate_wait_s": round(self.rate_wait_s, 3), "backoff_wait_s": round(self.backoff_wait_s, 3),
                 "http_s": round(self.http_s, 3)}
-
-
-class RateLimiter:
-    """At most one request per ``delay_s`` seconds (measured start to start, monotonic clock)."""
-
-    def __init__(self, delay_s: float, sleep: Callable[[float], None] = time.sleep):
-        self.delay_s = max(0.0, float(delay_s))
-        self._sleep = sleep
-        self._last: float | None = None
-        self.waited_s = 0.0
-
-    def wait(self) -> float:
-        now = time.monotonic()
-        pause = 0.0
-        if self._last is not None and self.delay_s > 0:
-            pause = self._last + self.delay_s - now
-            if pause > 0:
-                self._sleep(pause)
-                self.waited_s += pause
-            else:
-                pause = 0.0
-        self._last = time.monotonic()
-        return pause
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds: either delta-seconds or an HTTP date (RFC 9110)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 # what only an edge carries (the /references and /citations pages), not the paper on its other end
@@ -306,14 +265,15 @@ class S2Client:
         return self.consecutive_failures >= max(1, self.settings.max_consecutive_failures)
 
     def _wait(self, retry_state: RetryCallState) -> float:
-        """Retry-After when S2 sends one (honoured in full), else full-jitter exponential backoff
+        """Retry-After when S2 sends one (up to ``http_retry_after_max_s``), else full-jitter exponential backoff
         capped at ``retry_max_backoff_s``."""
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         cap = max(0.0, self.settings.retry_max_backoff_s)
         jitter = random.uniform(0, min(cap, 2.0 ** retry_state.attempt_number))
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:
-            return retry_after + random.uniform(0, min(cap, 1.0)) * 0.1
+            wait = retry_after_wait(retry_after, self.settings.http_retry_after_max_s, "Semantic Scholar")
+            return wait + random.uniform(0, min(cap, 1.0)) * 0.1
         return jitter
 
     def _backoff_sleep(self, seconds: float) -> None:

@@ -108,7 +108,7 @@ def _sql_str(p: Path) -> str:
 
 
 def copy_lancedb(settings: Settings, out: Path) -> dict:
-    """Copy the working LanceDB (already compacted by the embed step) and read its model stamp."""
+    """Link the working LanceDB into the snapshot (see ``link_tree``) and read its model stamp."""
     import lancedb
 
     from pipeline.steps.embed import table_model, table_names

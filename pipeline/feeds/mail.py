@@ -69,6 +69,7 @@ def send(msg: EmailMessage, recipients: list[str], settings: Settings) -> None:
                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__} (settings PAPERKB_FEED_SMTP_*)") from exc
 
 
+@writer_lock.writes("feeds")  # it reads, then records, the deliveries in the warehouse
 def deliver(settings: Settings, snapshot_id: str | None = None) -> dict:
     """Mail the digest of ``snapshot_id`` (default CURRENT) to the recipients that have not had it yet.
     Returns ``{snapshot_id, feeds: {name: matched}, sent_to: [...], skipped: reason or None}``."""

@@ -448,6 +448,7 @@ def empty_warehouse_reason(settings: Settings, replay: bool = False) -> str | No
             f"snapshot{keep}")
 
 
+@writer_lock.writes("publish")  # the check reads the warehouse: under the lock, like the publish
 def publish_unless_empty(settings: Settings) -> dict:
     """:func:`run_publish`, unless the warehouse holds no papers: then ``{"skipped": reason}`` and CURRENT
     stays as it is (the DAG marks its publish task skipped)."""

@@ -87,11 +87,11 @@ def test_reasons_are_consistent_with_the_catalog(cacm):
         assert resp.positives == pos and 1 <= len(resp.results) <= 15
         assert [r.rank for r in resp.results] == list(range(1, len(resp.results) + 1))
         assert all(a.score >= b.score for a, b in zip(resp.results, resp.results[1:]))
-        pv = s._paper_vectors(pos)[0]
+        pv = s.paper_vectors(pos)[0]
         for r in resp.results:
             assert r.paper_id in papers and r.paper_id not in pos
             # the nearest seed is the nearest positive, by an independent cosine
-            cv = s._paper_vectors([r.paper_id])[0][0]
+            cv = s.paper_vectors([r.paper_id])[0][0]
             cos = [float(cv @ v / (np.linalg.norm(cv) * np.linalg.norm(v))) for v in pv]
             assert r.nearest_seed == pos[int(np.argmax(cos))]
             assert r.nearest_similarity == pytest.approx(max(cos), abs=1e-4)

@@ -284,7 +284,7 @@ def recommend(searcher, pos, neg=None, k: int = 20, *, pool: int | None = None, 
     def vectors(ids: list[str]) -> np.ndarray:
         if not ids:
             return np.zeros((0, searcher.dim))
-        dv, av = searcher._paper_vectors(ids)
+        dv, av = searcher.paper_vectors(ids)
         return np.where(np.linalg.norm(dv, axis=1, keepdims=True) > 0, dv, av)
 
     pv, nv = vectors(pos), vectors(neg)

@@ -112,7 +112,7 @@ def related_papers(searcher, paper_id: str, k: int = 20, *, graph: list[dict] | 
         graph = graph_neighbours(con, paper_id) if con is not None else []
 
     # semantic evidence: nearest doc vectors
-    doc_v, abs_v = searcher._paper_vectors([paper_id])
+    doc_v, abs_v = searcher.paper_vectors([paper_id])
     qv = doc_v[0] if np.linalg.norm(doc_v[0]) > 0 else abs_v[0]
     semantic: dict[str, float] = {}
     if np.linalg.norm(qv) > 0:
@@ -158,7 +158,7 @@ def related_papers(searcher, paper_id: str, k: int = 20, *, graph: list[dict] | 
                 c["semantic"] = None
     missing = [c["paper_id"] for c in cands.values() if c.get("semantic") is None and c["paper_id"] in searcher.paper_row]
     if missing and np.linalg.norm(qv) > 0:
-        dv, av = searcher._paper_vectors(missing)
+        dv, av = searcher.paper_vectors(missing)
         from pipeline.vectors import l2_normalise
 
         cos = l2_normalise(np.where(np.linalg.norm(dv, axis=1, keepdims=True) > 0, dv, av)) @ l2_normalise(qv)[0]

@@ -492,7 +492,7 @@ class Searcher:
         QV = np.vstack(vecs)
         cand_papers = sorted({c.paper_id for c in cands}, key=self.paper_row.__getitem__)
         local = {pid: i for i, pid in enumerate(cand_papers)}
-        doc_v, abs_v = self._paper_vectors(cand_papers)
+        doc_v, abs_v = self.paper_vectors(cand_papers)
         fig_v, fig_p = self._figure_vectors(cand_papers, local)
         pr = self._pagerank[[self.paper_row[p] for p in cand_papers]]
         cid_list = [c.chunk_id for c in cands]
@@ -589,9 +589,6 @@ class Searcher:
 
     def paper_vectors(self, paper_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(document vectors, abstract vectors) of ``paper_ids`` (ids of this snapshot), rows in that order."""
-        return self._paper_vectors(paper_ids)
-
-    def _paper_vectors(self, paper_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         resident = self._resident[0]
         if resident is not None:
             return resident.get([self.paper_row[p] for p in paper_ids])

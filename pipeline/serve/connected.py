@@ -79,7 +79,7 @@ def unit_vectors(searcher, ids: list[str]) -> dict[str, np.ndarray]:
     corpus = [i for i in dict.fromkeys(ids) if i in searcher.paper_row]
     if not corpus:
         return {}
-    doc, abstract = searcher._paper_vectors(corpus)
+    doc, abstract = searcher.paper_vectors(corpus)
     v = np.where(np.linalg.norm(doc, axis=1, keepdims=True) > 0, doc, abstract)
     norm = np.linalg.norm(v, axis=1)
     return {i: v[r] / norm[r] for r, i in enumerate(corpus) if norm[r] > 0}

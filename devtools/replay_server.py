@@ -1,6 +1,6 @@
 """A local stand-in for arXiv and Semantic Scholar that answers from the recorded data (../shared/data).
 
-``make run REPLAY=1`` and ``paperkb replay-server`` start it and point the service URL settings at it,
+``make run REPLAY=1`` and ``python -m devtools.replay_server`` start it and point the service URL settings at it,
 so the nightly DAG runs end to end without the network. The tests mount the same answers on
 pytest-httpserver (``RecordedServices.respond`` is transport-free).
 
@@ -289,7 +289,7 @@ class ReplayServer:
 
 def serve_until_interrupted(data, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Start the replay server, print the ``export PAPERKB_...`` lines that point paperkb at it,
-    and serve until Ctrl-C (used by ``paperkb replay-server`` and ``python -m devtools.replay_server``)."""
+    and serve until Ctrl-C (used by ``python -m devtools.replay_server``)."""
     import time
 
     srv = ReplayServer(data, host, port).start()

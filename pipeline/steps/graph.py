@@ -148,7 +148,7 @@ def ks_xmin(values: np.ndarray) -> float | None:
     would not use that closed form (alpha outside (1.5, 3]: it fits numerically), the candidate is handed
     to the library itself. The choice is the library's: the smallest distance among candidates with
     ``0 < alpha < 3``, else among all. tests/test_graph.py checks it against ``powerlaw.Fit``.
-    ``None`` (let the library decide) when fewer than 3 distinct values.
+    ``None`` (let the library decide) when fewer than 4 distinct values (under 2 candidates).
     """
     import powerlaw
 
@@ -156,7 +156,7 @@ def ks_xmin(values: np.ndarray) -> float | None:
     x = x[x > 0]
     n = len(x)
     u, first = np.unique(x, return_index=True)
-    if len(u) < 3:
+    if len(u) < 4:  # fewer than 2 candidates: the library gives up (nan xmin); let it say so
         return None
     below = first / n  # the library's fitting_cdf: share of values < u_j
     logs = np.log(x)

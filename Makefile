@@ -28,6 +28,7 @@ run: install
 
 test: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q
 
 bench: install

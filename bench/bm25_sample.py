@@ -43,7 +43,7 @@ def evaluate_with_sample(warehouse: Path, queries_path: Path, qrels_path: Path, 
     n = open_snapshot(settings).table("chunks").count_rows()
     rows = []
     defaults = search_mod._STATS_SAMPLE_ROWS, search_mod._SCORE_ALL_MAX_ROWS
-    configs = [("small-table path (this collection's default)", None)]
+    configs: list[tuple[str, float | None]] = [("small-table path (this collection's default)", None)]
     configs += [(f"large-table path, statistics from {'every passage' if f >= 1 else f'a {f:g} sample'}", f) for f in fractions]
     try:
         for label, frac in configs:

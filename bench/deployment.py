@@ -28,6 +28,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
@@ -81,7 +82,7 @@ def _stages(c: celery_cluster.Cluster) -> dict[str, dict]:
 
 def fanout(wheel: Path, venv: Path, root: Path, data: Path, server_url: str) -> dict:
     day = datetime.now(timezone.utc).date() - timedelta(days=1)
-    result = {}
+    result: dict[str, Any] = {}
     for n in (1, 2):
         with celery_cluster.deployment(root / f"fanout-{n}", wheel, _env(server_url), venv=venv) as c:
             c.paperkb("import-pdfs", str(data / "arxiv" / "pdf"))
@@ -109,7 +110,7 @@ def fanout(wheel: Path, venv: Path, root: Path, data: Path, server_url: str) -> 
 def backfill(wheel: Path, venv: Path, root: Path, data: Path, server_url: str, days: int, repeat: bool) -> dict:
     last = datetime.now(timezone.utc).date() - timedelta(days=1)
     first = last - timedelta(days=days - 1)
-    result = {"days": days, "from": first.isoformat(), "until": last.isoformat()}
+    result: dict[str, Any] = {"days": days, "from": first.isoformat(), "until": last.isoformat()}
     modes = ("one_run", "backfill", "one_run_again", "backfill_again")[: 4 if repeat else 2]
     for mode in modes:
         base = mode.replace("_again", "")
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     else:  # reuse the environment, with this checkout's wheel
         celery_cluster.reinstall(venv, wheel)
     server = ReplayServer(args.data).start()
-    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+    out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                        "load_before": os.getloadavg()}, "command": "python -m bench.deployment " + " ".join(argv or sys.argv[1:])}
     try:
         if args.only in (None, "fanout"):

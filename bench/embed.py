@@ -35,6 +35,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -227,7 +228,7 @@ def bench_publish(n_chunks: int, chunks_per_paper: int = 20, **settings_kw) -> d
             "title": [" ".join(rng.choice(words, 8)) for _ in range(n_papers)],
             "abstract": [" ".join(rng.choice(words, 120)) for _ in range(n_papers)],
             "year": pa.array(rng.integers(1990, 2026, n_papers), pa.int32())}), keys=["paper_id"])
-        rows = {"chunk_id": [], "paper_id": [], "ordinal": [], "section": [], "page_start": [], "page_end": [],
+        rows: dict[str, list] = {"chunk_id": [], "paper_id": [], "ordinal": [], "section": [], "page_start": [], "page_end": [],
                 "char_start": [], "char_end": [], "text": [], "n_tokens": [], "content_hash": []}
         for i in range(n_chunks):
             p, o = pids[i % n_papers], i // n_papers
@@ -284,7 +285,7 @@ def main() -> int:
     a = ap.parse_args()
     import torch
 
-    res = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    res: dict[str, Any] = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                        "load_avg_at_start": os.getloadavg()}}
     if a.backends:
         res["backends"] = bench_backends([c for c in a.backends.split(",") if c], a.texts, a.rounds, a.batch_size)

@@ -29,6 +29,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                      "ratio_extract": round(best["extract"][pid] / best["bare"][pid], 2),
                      "ratio_extract_chunk": round(best["extract+chunk"][pid] / best["bare"][pid], 2)})
     totals = {m: sum(best[m].values()) for m in methods}
-    summary = {m: {"seconds": round(totals[m], 3), "pages_per_s": round(total_pages / totals[m], 1)} for m in methods}
+    summary: dict[str, Any] = {m: {"seconds": round(totals[m], 3), "pages_per_s": round(total_pages / totals[m], 1)} for m in methods}
     summary["ratio_extract_vs_bare"] = round(totals["extract"] / totals["bare"], 2)
     summary["ratio_extract_chunk_vs_bare"] = round(totals["extract+chunk"] / totals["bare"], 2)
     cpu = {m: sum(best_cpu[m].values()) for m in methods}

@@ -32,6 +32,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = run_graph(settings, meter=meter)
         total = time.perf_counter() - t0
         # bare igraph PageRank on the same Graph object, same process, right after
-        g = meter.kept.pop("igraph")
+        g: Any = meter.kept.pop("igraph")
         with meter.stage("bare_igraph_pagerank"):
             g.pagerank(damping=settings.graph_damping)
         ratio = meter.seconds["pagerank"] / max(meter.seconds["bare_igraph_pagerank"], 1e-9)

@@ -42,7 +42,7 @@ def build_raw_zone(root: Path, n_records: int) -> int:
     text = TEMPLATE.read_text(encoding="utf-8")
     head = text[: text.index("<record>")]
     records = re.findall(r"<record>.*?</record>\n", text, flags=re.S)
-    ids = [re.search(r"<id>(.*?)</id>", r).group(1) for r in records]
+    ids = [m.group(1) for m in (re.search(r"<id>(.*?)</id>", r) for r in records) if m]
     rz = RawZone(root / "raw")
     total = 0
     for p, start in enumerate(range(0, n_records, PAGE_SIZE), start=1):
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     base = _run_child("--baseline")
     print(f"baseline (imports + empty warehouse): peak RSS {base['peak_rss_mb']:.0f} MB")
-    modes = {"default": []}
+    modes: dict[str, list] = {"default": []}
     if args.one_transaction:
         modes["one_transaction"] = []
     if args.workers > 1:

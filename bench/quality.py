@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             qpath, rpath, n = cacm_topics(wh, args.workdir / name / "topics")
             print(f"cacm: {n} citation topics (papers with >= {CACM_MIN_LINKS} corpus links)", flush=True)
         else:
+            assert qry is not None and rel is not None  # every collection but cacm names both files
             qpath, rpath = d / qry, d / rel
         eval_args = ["eval", "--queries", str(Path(qpath).resolve()), "--qrels", str(Path(rpath).resolve()), "--json",
                      *([] if args.no_ablations else ["--ablations"])]

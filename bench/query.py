@@ -28,6 +28,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -62,7 +63,7 @@ def build(folder: Path, n_chunks: int, seed: int = 0) -> dict:
     doc_sum = np.zeros((n_papers, DIM), dtype=np.float32)
     abs_v = np.zeros((n_papers, DIM), dtype=np.float32)
     batch = 50_000
-    table = None
+    table: Any = None
     zipf = np.minimum(rng.zipf(1.3, size=10_000_000) - 1, len(vocab) - 1)
     zi = 0
     for start in range(0, n_chunks, batch):
@@ -169,7 +170,9 @@ def run(folder: Path, n_queries: int, warmup: int) -> dict:
         s.search(q, k=10, expand="off", rerank=False)
         s.search(q, k=10, rerank=False)
         bare(q)
-    ours, dflt, base = [], [], []
+    ours: list[float] = []
+    dflt: list[float] = []
+    base: list[float] = []
     for i, q in enumerate(todo[warmup:]):
         # Rotate who goes first: the first call of a query reads the index partitions and rows it touches,
         # and the later ones find them in the OS page cache, which favoured whichever side always ran later.
@@ -179,7 +182,7 @@ def run(folder: Path, n_queries: int, warmup: int) -> dict:
         for name, call in sides[r:] + sides[:r]:
             t = time.perf_counter(); call(); dt = (time.perf_counter() - t) * 1000
             {"off": ours, "default": dflt, "bare": base}[name].append(dt)
-    res = {
+    res: dict[str, Any] = {
         "search_default_rm3_p50_ms": _pct(dflt, 50), "search_default_rm3_p95_ms": _pct(dflt, 95),
         "search_p50_ms": _pct(ours, 50), "search_p95_ms": _pct(ours, 95),
         "bare_hybrid_p50_ms": _pct(base, 50), "bare_hybrid_p95_ms": _pct(base, 95),
@@ -197,22 +200,23 @@ def bm25_fidelity(s, queries: list[str]) -> dict:
     """How close the candidates' BM25 from their own text (sampled statistics above 20,000 chunks) is to the
     index's: the original query and a 30-term query of RM3 feedback terms, scored both ways over the
     candidate passages of each query (LanceDB: a row-id-prefiltered full-text query)."""
-    from lancedb.query import BooleanQuery, MatchQuery, Occur
+    from lancedb.query import BooleanQuery, Occur
     from scipy.stats import spearmanr
 
     from pipeline.query.expand import feedback_terms
+    from pipeline.query.fts import match
 
     rel, rho, top10 = [], [], []
     for q in queries:
         v = s.encode([q])[0]
-        sp, _ = s._sparse(q, 50, None)
-        de, _ = s._dense(v, 50, None)
+        sp, _ = s.sparse(q, 50, None)
+        de, _ = s.dense(v, 50, None)
         rows = pa.concat_tables([t.select(["_rowid", "text"]) for t in (sp, de) if t.num_rows]).to_pylist()
         uniq = {r["_rowid"]: r["text"] for r in rows}
         rids, texts = list(uniq), list(uniq.values())
         terms = feedback_terms(q, [(t, 1.0) for t in texts[:3]], 30)
-        for weighted, fts in (([(q, 1.0)], MatchQuery(q, "text")),
-                              (terms, BooleanQuery([(Occur.SHOULD, MatchQuery(t, "text", boost=w)) for t, w in terms]))):
+        for weighted, fts in (([(q, 1.0)], match(q)),
+                              (terms, BooleanQuery([(Occur.SHOULD, match(t, boost=w)) for t, w in terms]))):
             if not weighted:
                 continue
             t = s.fts.query(fts, ["_score"], len(rids), f"_rowid IN ({', '.join(map(str, rids))})")
@@ -258,7 +262,8 @@ def timing_child(folder: Path, n_queries: int, warmup: int) -> dict:
     for q in todo[:warmup]:
         s.search(q, k=10, rerank=False)
         s.search(q, k=10, expand="off", rerank=False)
-    dflt, off = [], []
+    dflt: list[float] = []
+    off: list[float] = []
     for i, q in enumerate(todo[warmup:]):
         sides = [(dflt, lambda: s.search(q, k=10, rerank=False)), (off, lambda: s.search(q, k=10, expand="off", rerank=False))]
         for acc, call in sides if i % 2 == 0 else sides[::-1]:

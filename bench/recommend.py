@@ -103,7 +103,7 @@ def run_methods(searcher, s: dict, k: int, related_cache: dict, evidence=None) -
     ask = k + 1  # P may be among them
     pos = s["positives"]
     over = {} if evidence is None else {"graph": evidence.recommend_edges(), "citation_counts": evidence.citation_counts}
-    lists = {
+    lists: dict[str, list] = {
         "recommend": [r.paper_id for r in recommend(searcher, pos, k=ask, **over).results],
         "recommend_no_prior": [r.paper_id for r in recommend(searcher, pos, k=ask, use_quality=False, **over).results],
         "recommend_vectors": [r.paper_id for r in recommend(searcher, pos, k=ask, use_graph=False, **over).results],

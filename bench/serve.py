@@ -89,7 +89,7 @@ def python_load(base: str, queries: list[str], clients: int, seconds: float) -> 
             j += clients
             t0 = time.perf_counter()
             try:
-                ok = sess.get(base + "/api/search", params={"q": q, "k": 10}, timeout=30).status_code == 200
+                ok = sess.get(base + "/api/search", params={"q": q, "k": "10"}, timeout=30).status_code == 200
             except requests.RequestException:
                 ok = False
             dt = time.perf_counter() - t0
@@ -141,7 +141,7 @@ def serve_once(code: Path, root: Path, queries: list[str], args, label: str) -> 
         # With --cold only 20 are, so most first requests of the run also pay one encoder call each.
         warm = queries[:20] if args.cold else queries * max(1, args.workers or 1)
         for q in warm:
-            requests.get(base + "/api/search", params={"q": q[:300], "k": 10}, timeout=60)
+            requests.get(base + "/api/search", params={"q": q[:300], "k": "10"}, timeout=60)
         load_before = os.getloadavg()
         cpu0 = server_cpu_s(server.pid)
         if shutil.which("wrk") and not args.python:

@@ -58,7 +58,7 @@ def paperkb_consumer_example():
         resp = Searcher(snap, settings).search(params["query"], k=5)
         return [{"paper_id": r.paper_id, "title": r.title, "score": round(float(r.score), 4)} for r in resp.results]
 
-    smoke_search(snapshot_manifest())
+    smoke_search(snapshot_manifest())  # type: ignore[arg-type]  # TaskFlow passes an XComArg: the dict at run time
 
 
 paperkb_consumer_example()

@@ -143,7 +143,7 @@ def dags_test(env: dict[str, str], logical: str, log_path: Path, echo=print) -> 
             for line in proc.stdout:
                 log_file.write(line)
                 if m := _TASK_START.search(line):
-                    started[m.groups()] = time.monotonic()
+                    started[(m[1], m[2])] = time.monotonic()
                     state = ""
                 elif m := _NEW_STATE.search(line):
                     state = m.group(1)

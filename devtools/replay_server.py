@@ -270,7 +270,7 @@ class ReplayServer:
     @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def start(self) -> "ReplayServer":
         self.thread.start()

@@ -13,7 +13,7 @@ import logging
 import re
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -345,9 +345,10 @@ def search(
     if queries is not None and run_out is None:
         raise UserError("--queries needs --run-out RUN.trec")
     filters = Filters(year_from=year_from, year_to=year_to, categories=_split_categories(category) or [], authors=author or [])
-    kwargs = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost, config=config)
+    kwargs: dict[str, Any] = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost,
+                                  config=config)
     searcher = Searcher(open_snapshot(settings, snapshot), settings)
-    if queries is not None:
+    if queries is not None and run_out is not None:
         from pipeline.evaluation.qrels import read_queries
         from pipeline.query.runs import search_trec_run
 
@@ -356,7 +357,7 @@ def search(
         typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
         return
     _check_export_format(export_format)
-    resp = searcher.search(query, k=k, **kwargs)
+    resp = searcher.search(query or "", k=k, **kwargs)
     if export_format:
         _print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
         return
@@ -434,7 +435,7 @@ def export_cmd(
     """Papers as BibTeX, RIS or CSL-JSON for a reference manager (Zotero, JabRef, EndNote, citeproc)."""
     from pipeline.query import open_snapshot
 
-    fmt = _check_export_format(export_format)
+    fmt = _check_export_format(export_format) or "bibtex"
     _print_export(open_snapshot(get_settings(ctx), snapshot), paper_ids, fmt, out)
 
 
@@ -845,7 +846,7 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
     from pipeline.errors import StepFailed
 
     names = _mro_names(exc)
-    msg = _first_line(exc)
+    msg = _first_line(str(exc))
     if isinstance(exc, UserError):
         return 2, str(exc)
     if isinstance(exc, StepFailed):

@@ -134,11 +134,11 @@ def list_snapshots(settings_or_root: Any, *, check_files: bool = True, with_pins
             except UserError as exc:
                 m, problems = {}, list(getattr(exc, "problems", None) or [str(exc)])
         counts = m.get("counts") if isinstance(m.get("counts"), dict) else {}
-        model = m.get("model") if isinstance(m.get("model"), dict) else {}
+        model = m.get("model") if isinstance(m.get("model"), dict) else None
         sizes = m.get("sizes") if isinstance(m.get("sizes"), dict) else {}
         created = m.get("created_at") if isinstance(m.get("created_at"), str) else None
         out.append({"snapshot_id": d.name, "path": str(d), "created_at": created,
-                    "current": d.name == cur, "counts": counts, "model": model.get("name"),
+                    "current": d.name == cur, "counts": counts, "model": model.get("name") if model else None,
                     "bytes": sum(v for v in sizes.values() if isinstance(v, int)) if sizes else None,
                     "status": "damaged" if problems else "ok", "problems": problems,
                     "pinned_by": pins.holders(root, d.name) if with_pins else []})

@@ -24,6 +24,14 @@ from pipeline.settings import SQL_DIR, Settings
 log = logging.getLogger(__name__)
 
 
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Any:
+    """The first value of the one row ``sql`` answers (a count, a setting, a DELETE's row count)."""
+    row = con.execute(sql, params or []).fetchone()
+    if row is None:
+        raise RuntimeError(f"expected one row from: {sql[:120]}")
+    return row[0]
+
+
 @dataclass
 class UpsertStats:
     inserted: int = 0
@@ -75,14 +83,14 @@ class Warehouse:
         self.close()
 
     def init(self) -> "Warehouse":
-        """Create every table (sql/schema, in file-name order) and view (sql/views). Idempotent."""
-        for folder in ("schema", "views"):
+        """Create every core table (sql/core, in file-name order) and mart (sql/marts: views, macros). Idempotent."""
+        for folder in ("core", "marts"):
             for f in sorted((SQL_DIR / folder).glob("*.sql")):
                 self.con.execute(f.read_text(encoding="utf-8"))
         return self
 
     def sql_file(self, relpath: str, params: dict[str, Any] | list[Any] | None = None):
-        """Run a file under sql/ (e.g. ``transform/arxiv_papers.sql``) with bound parameters."""
+        """Run a file under sql/ (e.g. ``core/merge/s2_update_papers.sql``) with bound parameters."""
         text = (SQL_DIR / relpath).read_text(encoding="utf-8")
         return self.con.execute(text, params) if params is not None else self.con.execute(text)
 
@@ -226,7 +234,7 @@ class Warehouse:
         )
 
     def count(self, table: str) -> int:
-        return self.con.execute(f"SELECT count(*) FROM {_q(table)}").fetchone()[0]
+        return scalar(self.con, f"SELECT count(*) FROM {_q(table)}")
 
 
 def write_staging(settings: Settings, name: str, table: pa.Table, part: str) -> Path:

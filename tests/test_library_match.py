@@ -27,7 +27,7 @@ def arxiv_con(shared_data):
 
     con = duckdb.connect()
     for name in ("010_papers.sql", "030_works.sql"):
-        con.execute((SQL_DIR / "schema" / name).read_text())
+        con.execute((SQL_DIR / "core" / name).read_text())
     recs = []
     for name in ("saelim2015_ListRecordsResponse.xml", "hepcrawl2017_ListRecords_arXiv_hep-th.xml"):
         recs += read_oai_page(shared_data / "arxiv" / "oai" / name).records

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 IMPLICIT = {
     "pytz": "DuckDB imports it to return TIMESTAMPTZ values",
     "ruff": "a tool `make test` runs (the linter)",
+    "mypy": "a tool `make test` runs (the type checker)",
     "pylance": "LanceDB's LanceTable.to_lance() imports it (`lance`): the embed step's index deltas",
     "apache-airflow-providers-celery": "Airflow loads it for AIRFLOW__CORE__EXECUTOR=CeleryExecutor",
     "apache-airflow-providers-postgres": "Airflow's postgresql:// metadata database and Celery result backend",
@@ -91,7 +92,7 @@ def test_every_import_is_declared_and_every_declaration_imported():
 
 def test_the_base_profile_holds_no_airflow_and_no_crawler():
     base = _profiles()["base"]
-    assert not base & {"apache-airflow", "requests", "tenacity", "lxml", "pymupdf", "igraph", "feedparser"}
+    assert not base & {"apache-airflow", "lxml", "pymupdf", "igraph", "feedparser", "semanticscholar"}
     runtime_query = _distributions(_imports("pipeline/query", "pipeline/serve"))
     assert all(d & base for d in runtime_query.values()), runtime_query
 
@@ -127,7 +128,7 @@ def test_the_base_install_searches_and_serves_a_snapshot_without_airflow(wheel, 
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     installed = {line.split("==")[0].lower() for line in subprocess.run(
         [str(bin_ / "python"), "-m", "pip", "freeze"], capture_output=True, text=True, env=env).stdout.splitlines()}
-    assert not installed & {"apache-airflow", "celery", "requests", "pymupdf", "igraph", "lxml", "tenacity"}
+    assert not installed & {"apache-airflow", "celery", "pymupdf", "igraph", "lxml", "semanticscholar"}
 
     def run(*args: str) -> subprocess.CompletedProcess:  # from tmp_path: the checkout is not on sys.path
         return subprocess.run([str(bin_ / "paperkb"), "--warehouse", str(cisi_snapshot.warehouse), *args],
@@ -135,7 +136,7 @@ def test_the_base_install_searches_and_serves_a_snapshot_without_airflow(wheel, 
 
     where = subprocess.run([str(bin_ / "python"), "-c", "import pipeline.settings as s; print(s.SQL_DIR)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path).stdout.strip()
-    assert where.startswith(str(venv)) and Path(where, "schema", "010_papers.sql").is_file()
+    assert where.startswith(str(venv)) and Path(where, "core", "010_papers.sql").is_file()
 
     found = run("search", "information retrieval evaluation", "-k", "3", "--json")
     assert found.returncode == 0, found.stderr

@@ -42,8 +42,8 @@ def test_flat_search_matches_lancedb_scan(searchers, cisi_queries):
     in_memory, per_query = searchers
     for q in cisi_queries:
         v = in_memory.encode([q])[0]
-        ours, ours_vecs = in_memory._dense(v, 50, None)
-        theirs, theirs_vecs = per_query._dense(v, 50, None)
+        ours, ours_vecs = in_memory.dense(v, 50, None)
+        theirs, theirs_vecs = per_query.dense(v, 50, None)
         assert ours["chunk_id"].to_pylist() == theirs["chunk_id"].to_pylist()
         np.testing.assert_allclose(ours["_distance"].to_numpy(), theirs["_distance"].to_numpy(), rtol=1e-4, atol=1e-5)
         np.testing.assert_array_equal(ours_vecs, theirs_vecs)
@@ -52,8 +52,8 @@ def test_flat_search_matches_lancedb_scan(searchers, cisi_queries):
 def test_sparse_rows_come_from_memory_unchanged(searchers, cisi_queries):
     in_memory, per_query = searchers
     for q in cisi_queries[:10]:
-        ours, ours_vecs = in_memory._sparse(q, 50, None)
-        theirs, theirs_vecs = per_query._sparse(q, 50, None)
+        ours, ours_vecs = in_memory.sparse(q, 50, None)
+        theirs, theirs_vecs = per_query.sparse(q, 50, None)
         assert ours["_score"].to_pylist() == pytest.approx(theirs["_score"].to_pylist(), rel=1e-6)
         # the same rows in the same order, up to the order of exactly tied scores
         key = lambda t, i: (-round(t["_score"][i].as_py(), 4), t["chunk_id"][i].as_py())  # noqa: E731
@@ -84,7 +84,7 @@ def test_filters_apply_in_the_flat_scan(searchers, cisi_queries):
     in_memory, _ = searchers
     allowed = set(in_memory.meta["paper_id"].to_pylist()[:200])
     v = in_memory.encode([cisi_queries[0]])[0]
-    rows, vecs = in_memory._dense(v, 50, None, allowed)
+    rows, vecs = in_memory.dense(v, 50, None, allowed)
     assert rows.num_rows == len(vecs) == 50
     assert set(rows["paper_id"].to_pylist()) <= allowed
     # the same nearest neighbours as scanning only the allowed papers' chunks by hand

@@ -254,18 +254,23 @@ def test_default_regularises_scores_and_hybrid_is_the_default_without_it(searche
 def test_candidate_lexical_scores_are_the_index_bm25_of_every_candidate(searcher):
     from lancedb.query import MatchQuery
 
+    from pipeline.query.candidates import Pool
+
     q = "citation journals library"
-    ids, _, listed, rows = searcher._candidates(q, searcher.encode([q])[0], None, "blend", 2, 50)
-    cands = [rows[c] for c in ids]
+    pool = Pool(searcher.dim)
+    ranked = searcher.candidates(pool, q, searcher.encode([q])[0], None, "blend", 2, 50)
+    cands = pool.take(ranked.rows)
+    listed = {pool.chunk_ids[r] for r in ranked.sparse_rows}
+    assert len(listed) == 2 and len(cands) > 2 and (cands.rowids >= 0).all()
     # from the candidates' own text (pipeline.query.bm25), as rm3 scores every candidate
-    raw = searcher._cand_bm25.score([(q, 1.0)], [c.rowid for c in cands], [c.text for c in cands])
+    raw = searcher._cand_bm25.score([(q, 1.0)], cands.rowids, cands.texts)
     full = searcher.chunks.search(MatchQuery(q, "text"), query_type="fts").select(["chunk_id", "_score"]).limit(100).to_arrow()
     want = dict(zip(full["chunk_id"].to_pylist(), full["_score"].to_pylist()))
-    assert raw.tolist() == pytest.approx([want.get(c.chunk_id, 0.0) for c in cands], rel=1e-5)
+    assert raw.tolist() == pytest.approx([want.get(c, 0.0) for c in cands.chunk_ids], rel=1e-5)
     if searcher._score_all:  # and from the first pass's scores of every chunk
-        assert searcher._lexical(q, cands).tolist() == pytest.approx(raw.tolist(), rel=1e-5)
+        assert searcher.lexical_scores(q, cands.rowids).tolist() == pytest.approx(raw.tolist(), rel=1e-5)
     # passages found by vector search only (beyond the 2 BM25 candidates) get their real BM25, not 0
-    assert any(c.chunk_id not in listed and s > 0 for c, s in zip(cands, raw))
+    assert any(c not in listed and s > 0 for c, s in zip(cands.chunk_ids, raw))
 
 
 def _llm_settings(small, url, **kw):

@@ -19,26 +19,33 @@ from pipeline.query.titles import STEM_EXCEPTIONS, light_stem, title_boost
 def test_blend_weights_normalised_scores():
     ids, fused = fusion.blend(["a", "b"], [10.0, 5.0], ["b", "c"], [0.9, 0.5], w_sparse=0.5)
     # a: bm25 10/10=1 -> 0.5; b: bm25 0.5 -> 0.25 + dense minmax 1 -> 0.5 = 0.75; c: dense minmax 0 -> 0
-    assert fused == pytest.approx({"b": 0.75, "a": 0.5, "c": 0.0})
-    assert ids == ["b", "a", "c"]
+    assert dict(zip(ids.tolist(), fused.tolist())) == pytest.approx({"b": 0.75, "a": 0.5, "c": 0.0})
+    assert ids.tolist() == ["b", "a", "c"]
     ids, fused = fusion.blend(["a", "b"], [10.0, 5.0], ["b", "c"], [0.9, 0.5], w_sparse=1.0)
-    assert ids[0] == "a" and fused["c"] == 0.0
+    assert ids[0] == "a" and dict(zip(ids.tolist(), fused.tolist()))["c"] == 0.0
+
+
+def test_equal_fused_scores_keep_the_order_first_seen():
+    # pool rows as ids: ties (1.0 each) stay in the order the lists met them, BM25 list first
+    ids, fused = fusion.blend([7, 3], [2.0, 2.0], [5, 7], [0.5, 0.5], w_sparse=0.5)
+    assert ids.tolist() == [7, 3, 5] and fused.tolist() == [1.0, 0.5, 0.5]
+    assert fusion.rrf([], [], k=60)[0].size == 0 and fusion.interleave([], [])[0].size == 0
 
 
 def test_interleave_is_bm25_first_with_dedup_and_cap():
     sparse = [f"s{i}" for i in range(50)] + ["x"]
     dense = ["x", "s0"] + [f"d{i}" for i in range(60)]
     ids, fused = fusion.interleave(sparse[:50], dense, k_merge=100)
-    assert ids[:4] == ["s0", "x", "s1", "s2"]  # s0 from dense is a duplicate and dropped
-    assert len(ids) == 100 and len(set(ids)) == 100
-    assert fused["s0"] == 1.0 and fused[ids[-1]] == pytest.approx(1 - 99 / 100)
+    assert ids[:4].tolist() == ["s0", "x", "s1", "s2"]  # s0 from dense is a duplicate and dropped
+    assert len(ids) == 100 and len(set(ids.tolist())) == 100
+    assert fused[0] == 1.0 and fused[-1] == pytest.approx(1 - 99 / 100)
 
 
 def test_rrf_matches_formula():
     ids, fused = fusion.rrf(["a", "b"], ["b", "c"], k=60)
     raw = {"a": 1 / 61, "b": 1 / 62 + 1 / 61, "c": 1 / 62}
-    assert ids == ["b", "a", "c"]
-    assert fused["a"] == pytest.approx(raw["a"] / raw["b"])
+    assert ids.tolist() == ["b", "a", "c"]
+    assert fused[1] == pytest.approx(raw["a"] / raw["b"])
 
 
 def test_unknown_fusion_is_user_error():

@@ -45,9 +45,14 @@ def test_a_catalog_without_a_citation_graph_gives_no_graph_reasons():
     import duckdb
 
     from pipeline.query.recommend import related_edges, shared_evidence
+    from pipeline.settings import SQL_DIR
 
-    con = duckdb.connect()
-    assert shared_evidence(con, [("a", "b")]) == {} and related_edges(con, ["a"]) == {}
+    con = duckdb.connect()  # the catalog of a corpus with no graph run: every table there, none filled
+    for folder in ("core", "marts"):
+        for f in sorted((SQL_DIR / folder).glob("*.sql")):
+            con.execute(f.read_text())
+    assert related_edges(con, ["a"]) == {}
+    assert shared_evidence(con, [("a", "b")]) == {("a", "b"): {"references": [], "citers": [], "cites": False, "cited_by": False}}
 
 
 # ---- on the CACM snapshot -----------------------------------------------------------------------

@@ -128,7 +128,7 @@ def test_arxiv_oai_unreachable_stops_at_once(patient, dead):
     t0 = time.monotonic()
     with ArxivClient(s) as c, pytest.raises(ServiceUnreachable) as info:
         c.oai_page(START, "oai/t/page-1.xml")
-    assert time.monotonic() - t0 < FAST and c.http.requests_made == 1
+    assert time.monotonic() - t0 < FAST and c.http.stats.requests == 1
     assert_one_line(info.value, base + "/oai", "PAPERKB_ARXIV_OAI_URL", reason)
 
 
@@ -138,7 +138,7 @@ def test_arxiv_api_unreachable_stops_at_once(patient, dead):
     t0 = time.monotonic()
     with ArxivClient(s) as c, pytest.raises(ServiceUnreachable) as info:
         c.api_id_list(["2104.12255"], "api/t/x.xml")
-    assert time.monotonic() - t0 < FAST and c.http.requests_made == 1
+    assert time.monotonic() - t0 < FAST and c.http.stats.requests == 1
     assert_one_line(info.value, base + "/api/query", "PAPERKB_ARXIV_API_URL", reason)
 
 
@@ -146,7 +146,7 @@ def test_arxiv_cut_connections_are_still_retried(settings, dropping):
     s = settings.model_copy(update={"arxiv_oai_url": dropping + "/oai", "retry_max_attempts": 3})
     with ArxivClient(s) as c, pytest.raises(ArxivUnavailable, match="after 3 attempts"):
         c.oai_page(START, "oai/t/page-1.xml")
-    assert c.http.requests_made == 3
+    assert c.http.stats.requests == 3
 
 
 # ---- Semantic Scholar -----------------------------------------------------------------------------------------

@@ -358,6 +358,8 @@ def ensure_export(st_model, name_or_path: str, root: Path, rt: Runtime) -> Path:
 class _Runner:
     """Shared part of the replacement modules: the model config and the inputs the graph takes."""
 
+    input_names: list[str]
+
     def _feeds(self, kw: dict) -> dict:
         out = {}
         for name in self.input_names:
@@ -406,7 +408,7 @@ def _openvino_runner(path: Path, precision: str, threads: int | None):
     core = ov.Core()
     # int8: the layers NNCF left in float run bf16 where the CPU computes it natively
     use_bf16 = precision == "bf16" or (precision == "int8" and cpu_has_native_bf16())
-    config = {"INFERENCE_PRECISION_HINT": "bf16" if use_bf16 else "f32"}
+    config: dict[str, str | int] = {"INFERENCE_PRECISION_HINT": "bf16" if use_bf16 else "f32"}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
     compiled = core.compile_model(core.read_model(str(path)), "CPU", config)

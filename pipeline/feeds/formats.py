@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 from datetime import datetime, timezone
+from typing import Any
 from urllib.parse import quote
 
 from pipeline.feeds.write import Feed, FeedItem
@@ -82,7 +83,7 @@ def to_atom(feed: Feed, base: str | None = None) -> str:
 
 
 def json_feed(feed: Feed, base: str | None = None) -> dict:
-    obj = {
+    obj: dict[str, Any] = {
         "version": JSON_FEED_VERSION,
         "title": _title(feed),
         "description": f"New papers matching {feed.description} (snapshot {feed.snapshot_id})",
@@ -90,8 +91,9 @@ def json_feed(feed: Feed, base: str | None = None) -> dict:
         "_paperkb": {"name": feed.name, "kind": feed.kind, "threshold": feed.threshold, "snapshot_id": feed.snapshot_id,
                      "previous_snapshot_id": feed.previous_snapshot_id, "new_papers": feed.new_papers,
                      "matched": feed.matched, "notes": feed.notes},
-        "items": [],
     }
+    items: list[dict[str, Any]] = []
+    obj["items"] = items
     if base:
         obj["feed_url"] = _feed_url(base, feed, "json")
         obj["home_page_url"] = f"{base}/feeds.html"
@@ -103,7 +105,7 @@ def json_feed(feed: Feed, base: str | None = None) -> dict:
                              "seed": it.seed, "passage": it.passage, "page": it.page}}
         if it.url:
             item["url"] = it.url
-        obj["items"].append(item)
+        items.append(item)
     return obj
 
 

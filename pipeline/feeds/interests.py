@@ -25,6 +25,7 @@ from pipeline import writer_lock
 from pipeline.errors import UserError
 from pipeline.query.filters import Filters
 from pipeline.settings import Settings
+from pipeline.warehouse import scalar
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_SEEDS = 200
@@ -78,7 +79,7 @@ def from_row(row: dict) -> Interest:
 
 def read_interests(con) -> list[Interest]:
     """Every interest in the catalog or warehouse on ``con``, by name (none when the table is absent)."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'interests'").fetchone()[0]:
+    if not scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'interests'"):
         return []  # a snapshot published before interests existed
     cur = con.execute("SELECT * FROM interests ORDER BY name")
     cols = [d[0] for d in cur.description]
@@ -137,7 +138,7 @@ def add_interest(settings: Settings, name: str, *, query: str | None = None, fil
     threshold = _check_threshold(threshold)
     with Warehouse(settings) as wh:
         wh.init()
-        exists = wh.con.execute("SELECT count(*) FROM interests WHERE name = ?", [name]).fetchone()[0]
+        exists = scalar(wh.con, "SELECT count(*) FROM interests WHERE name = ?", [name])
         if exists and not replace:
             raise UserError(f"interest {name!r} exists: remove it first or add it again with --replace")
         now = datetime.now(timezone.utc)
@@ -185,6 +186,6 @@ def remove_interest(settings: Settings, name: str) -> None:
         raise UserError(f"no interest {name!r}: there is no warehouse at {settings.db_path}")
     with Warehouse(settings) as wh:
         wh.init()
-        if not wh.con.execute("SELECT count(*) FROM interests WHERE name = ?", [name]).fetchone()[0]:
+        if not scalar(wh.con, "SELECT count(*) FROM interests WHERE name = ?", [name]):
             raise UserError(f"no interest {name!r} (see `paperkb interests list`)")
         wh.con.execute("DELETE FROM interests WHERE name = ?", [name])

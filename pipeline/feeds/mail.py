@@ -13,12 +13,14 @@ import smtplib
 from datetime import datetime, timezone
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 from pipeline.feeds import write as feeds_mod
 from pipeline import snapshots
 from pipeline import writer_lock
 from pipeline.errors import UserError
 from pipeline.settings import Settings
+from pipeline.warehouse import scalar
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ def _delivered(settings: Settings, snapshot_id: str) -> set[str]:
         return set()
     con = duckdb.connect(str(settings.db_path), read_only=True)
     try:
-        if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'feed_deliveries'").fetchone()[0]:
+        if not scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'feed_deliveries'"):
             return set()
         return {r[0] for r in con.execute("SELECT recipient FROM feed_deliveries WHERE snapshot_id = ?", [snapshot_id]).fetchall()}
     finally:
@@ -57,6 +59,8 @@ def _delivered(settings: Settings, snapshot_id: str) -> set[str]:
 
 def send(msg: EmailMessage, recipients: list[str], settings: Settings) -> None:
     host = settings.feed_smtp_host
+    if not host:
+        raise UserError("mail is not configured: set PAPERKB_FEED_SMTP_HOST")
     try:
         with smtplib.SMTP(host, settings.feed_smtp_port, timeout=30) as smtp:
             if settings.feed_smtp_starttls:
@@ -76,7 +80,7 @@ def deliver(settings: Settings, snapshot_id: str | None = None) -> dict:
     path = snapshots.resolve(settings.snapshots_dir, snapshot_id)
     index = feeds_mod.read_index(path)
     sid = index.get("snapshot_id") or path.name
-    out = {"snapshot_id": sid, "feeds": {n: f.get("matched", 0) for n, f in index.get("feeds", {}).items()},
+    out: dict[str, Any] = {"snapshot_id": sid, "feeds": {n: f.get("matched", 0) for n, f in index.get("feeds", {}).items()},
            "sent_to": [], "skipped": None}
     msg = digest(path, index, settings)
     if msg is None:
@@ -85,7 +89,7 @@ def deliver(settings: Settings, snapshot_id: str | None = None) -> dict:
         out["skipped"] = "mail is not configured (PAPERKB_FEED_SMTP_HOST)"
     elif not settings.feed_mail_to:
         out["skipped"] = "no recipients (PAPERKB_FEED_MAIL_TO)"
-    if out["skipped"]:
+    if msg is None or out["skipped"]:
         log.info("feeds of snapshot %s not mailed: %s", sid, out["skipped"])
         return out
     done = _delivered(settings, sid)

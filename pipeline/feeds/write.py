@@ -247,7 +247,7 @@ def write_feeds(folder: Path, manifest: dict, previous: Path | None, settings) -
             return {}
         prev_catalog = previous / "catalog.duckdb" if previous is not None and (previous / "catalog.duckdb").is_file() else None
         new_ids = new_paper_ids(con, prev_catalog)
-        previous_id = previous.name if prev_catalog is not None else None
+        previous_id = previous.name if previous is not None and prev_catalog is not None else None
         searcher = Searcher(Snapshot(path=folder, manifest=manifest), settings)
         out = folder / FEEDS_DIR
         out.mkdir()

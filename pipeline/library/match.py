@@ -335,33 +335,24 @@ def _clean(v) -> str | None:
 
 
 # ---- matching -----------------------------------------------------------------------------------
-def _columns(con, table: str) -> set[str]:
-    rows = con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()
-    return {r[0] for r in rows}
-
-
 def match_entries(con, entries: list[LibraryEntry], source: str = "library", fmt: str = "?",
                   problems: list[str] | None = None) -> MatchReport:
     """Match ``entries`` against the catalog on ``con`` (papers, works): DOI, then arXiv id, then title."""
     report = MatchReport(source=source, format=fmt, entries=len(entries), problems=list(problems or []))
-    pc, wc = _columns(con, "papers"), _columns(con, "works")
     titles: dict[str, str] = {}
 
     # DOI -> paper_id
     dois = sorted({e.doi for e in entries if e.doi})
     by_doi: dict[str, set[str]] = {}
     if dois:
-        sql = []
-        if "doi" in pc:
-            sql.append("SELECT lower(doi), paper_id FROM papers WHERE lower(doi) IN (SELECT unnest(?::VARCHAR[]))")
-        if "dois" in pc:
-            sql.append("SELECT lower(d), paper_id FROM (SELECT unnest(dois) AS d, paper_id FROM papers) "
-                       "WHERE lower(d) IN (SELECT unnest(?::VARCHAR[]))")
-        if {"doi", "paper_id"} <= wc:
-            sql.append("SELECT lower(doi), paper_id FROM works WHERE paper_id IS NOT NULL AND lower(doi) IN (SELECT unnest(?::VARCHAR[]))")
-        for q in sql:
-            for d, pid in con.execute(q, [dois]).fetchall():
-                by_doi.setdefault(d, set()).add(pid)
+        # the paper's DOI, the other DOIs arXiv lists for it, and the DOI S2 gives its work
+        for d, pid in con.execute("""
+                SELECT d, paper_id FROM (
+                    SELECT lower(doi) AS d, paper_id FROM papers
+                    UNION ALL SELECT lower(unnest(dois)), paper_id FROM papers
+                    UNION ALL SELECT lower(doi), paper_id FROM works WHERE paper_id IS NOT NULL)
+                WHERE d IN (SELECT unnest(?::VARCHAR[]))""", [dois]).fetchall():
+            by_doi.setdefault(d, set()).add(pid)
 
     # arXiv id -> paper_id
     axs = sorted({e.arxiv_id for e in entries if e.arxiv_id})
@@ -370,10 +361,9 @@ def match_entries(con, entries: list[LibraryEntry], source: str = "library", fmt
         for pid, in con.execute("SELECT paper_id FROM papers WHERE source = 'arxiv' AND paper_id IN (SELECT unnest(?::VARCHAR[]))",
                                 [axs]).fetchall():
             by_ax.setdefault(pid, set()).add(pid)
-        if {"arxiv_id", "paper_id"} <= wc:
-            for ax, pid in con.execute("SELECT arxiv_id, paper_id FROM works WHERE paper_id IS NOT NULL "
-                                       "AND arxiv_id IN (SELECT unnest(?::VARCHAR[]))", [axs]).fetchall():
-                by_ax.setdefault(ax, set()).add(pid)
+        for ax, pid in con.execute("SELECT arxiv_id, paper_id FROM works WHERE paper_id IS NOT NULL "
+                                   "AND arxiv_id IN (SELECT unnest(?::VARCHAR[]))", [axs]).fetchall():
+            by_ax.setdefault(ax, set()).add(pid)
 
     # normalised title -> paper_ids (SQL narrows, Python's normal form decides)
     keys = sorted({normalize_title(e.title) for e in entries if len(normalize_title(e.title)) >= MIN_TITLE_CHARS})

@@ -41,11 +41,13 @@ import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any
 
 from pipeline.sources.arxiv.ids import parse_arxiv_id
 from pipeline.errors import UserError
 from pipeline.sources.pdf.text import PdfRejected
 from pipeline.settings import Settings
+from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -233,7 +235,8 @@ def read_pdf(data: bytes, file_name: str) -> PdfPaper:
             pid = f"{LOCAL_SOURCE}:{hashlib.sha256(data).hexdigest()[:16]}"
             source, id_from = LOCAL_SOURCE, "sha256"
         meta = doc.metadata or {}
-        title, title_from = " ".join((meta.get("title") or "").split()), "metadata"
+        title: str | None = " ".join((meta.get("title") or "").split())
+        title_from = "metadata"
         if not _looks_like_title(title):
             title, title_from = first_page_title(page), "first page"
         year = None
@@ -301,6 +304,7 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
 
     t0 = time.perf_counter()
     lib = library_pdfs(folder) if is_library_file(Path(folder)) else None
+    items: list[tuple[Path, Any]]  # (file, its library entry or None)
     if lib is not None:
         items, ignored = [(e.path, e.entry) for e in lib.pdfs], 0
     else:
@@ -309,7 +313,7 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     raw = RawZone(settings.raw_dir)
     papers: dict[str, tuple[PdfPaper, Path, bytes]] = {}
     rejects: list[dict] = [{"record_key": f"{lib.source}#{n['index']}", "reason": n["reason"],
-                            "detail": f"entry {n['key'] or n['index']}: {n['detail']}"} for n in (lib.not_imported if lib else [])]
+                            "detail": f"entry {n['key'] or n['index']}: {n['detail']}"} for n in lib.not_imported] if lib else []
     not_imported = list(lib.not_imported) if lib else []
     imported = []
     for f, entry in items:
@@ -432,7 +436,7 @@ def _add_rejects(wh, rows: list[dict], run_id: str) -> int:
     now = datetime.now(timezone.utc)
     for r in rows:
         rid = hashlib.sha256(f"{STEP}\0{r['record_key']}\0{r['reason']}\0{r['detail']}".encode()).hexdigest()[:32]
-        if wh.con.execute("SELECT count(*) FROM rejects WHERE reject_id = ?", [rid]).fetchone()[0]:
+        if scalar(wh.con, "SELECT count(*) FROM rejects WHERE reject_id = ?", [rid]):
             continue
         wh.con.execute(
             "INSERT INTO rejects (reject_id, run_id, step, raw_path, record_key, reason, detail, created_at) "

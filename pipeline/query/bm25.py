@@ -33,6 +33,7 @@ import threading
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -151,9 +152,9 @@ class CandidateBM25:
             for r, t in zip(rowids, texts):
                 self._docs[int(r)] = self._encode(t)
 
-    def _docs_of(self, rowids: Sequence[int], texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    def _docs_of(self, rowids: Sequence[int] | np.ndarray, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, int]]:
         docs = self._docs
-        out = [docs.get(int(r)) for r in rowids]
+        out: list[Any] = [docs.get(int(r)) for r in rowids]
         missing = [i for i, d in enumerate(out) if d is None]
         if missing:
             with self._lock:
@@ -172,7 +173,7 @@ class CandidateBM25:
                 out[t] = out.get(t, 0.0) + float(w)
         return out
 
-    def score(self, weighted: Mapping[str, float] | Sequence[tuple[str, float]], rowids: Sequence[int],
+    def score(self, weighted: Mapping[str, float] | Sequence[tuple[str, float]], rowids: Sequence[int] | np.ndarray,
               texts: Sequence[str]) -> np.ndarray:
         """BM25 of the weighted words for each passage (row id + its text, used when not yet analysed)."""
         n = len(rowids)

@@ -26,7 +26,12 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
+
+import requests
+
+from pipeline.settings import Settings
+from pipeline.sources.http import Endpoint, PoliteClient, RetryableHTTP
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +76,7 @@ def tokens(text: str) -> list[str]:
 
 def relevance_model(passages: Sequence[tuple[str, float]]) -> Counter:
     """RM1 term weights P(w|R) from weighted feedback passages."""
-    model: Counter = Counter()
+    model: Counter = Counter()  # float weights: Counter for most_common, not for counting
     total_w = sum(max(w, 0.0) for _, w in passages) or 1.0
     for text, w in passages:
         toks = tokens(text)
@@ -79,7 +84,7 @@ def relevance_model(passages: Sequence[tuple[str, float]]) -> Counter:
             continue
         tf = Counter(toks)
         for t, c in tf.items():
-            model[t] += (max(w, 0.0) / total_w) * c / len(toks)
+            model[t] += (max(w, 0.0) / total_w) * c / len(toks)  # type: ignore[assignment]
     return model
 
 
@@ -182,22 +187,25 @@ class LLMExpander:
         "Answer with one query per line and nothing else."
     )
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, n: int = 3, timeout_s: float = 8.0,
-                 fallback: Expander | None = None, post: Callable | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.model, self.api_key, self.n, self.timeout_s = model, api_key, n, timeout_s
+    def __init__(self, settings: Settings, fallback: Expander | None = None):
+        if not (settings.llm_base_url and settings.llm_model):
+            raise ValueError("LLMExpander needs llm_base_url and llm_model")
+        self.base_url = settings.llm_base_url.rstrip("/")
+        self.model, self.n, self.timeout_s = settings.llm_model, settings.llm_subqueries, settings.llm_timeout_s
+        key = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
+        # the shared client, one attempt: llm_timeout_s is what a query may wait, so no retries eat into it
+        self.http = PoliteClient(settings, Endpoint("the LLM endpoint", self.base_url, "PAPERKB_LLM_BASE_URL"),
+                                 max_attempts=1, timeout_s=self.timeout_s, headers=key)
         self.fallback = fallback or PRFExpander()
 
     def _ask(self, query: str) -> list[str]:
-        import httpx
-
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
         body = {"model": self.model, "temperature": 0,
                 "messages": [{"role": "system", "content": self.PROMPT.format(n=self.n)},
                              {"role": "user", "content": query}]}
-        r = httpx.post(f"{self.base_url}/chat/completions", json=body, headers=headers, timeout=self.timeout_s)
+        try:
+            r = self.http.request("POST", f"{self.base_url}/chat/completions", json=body)
+        finally:
+            self.http.close()
         r.raise_for_status()
         content = r.json()["choices"][0]["message"]["content"]
         subs = parse_subqueries(content, query, self.n)
@@ -209,11 +217,20 @@ class LLMExpander:
         try:
             return Expansion(self._ask(query), [f"LLM expansion: {self.model}"], "llm")
         except Exception as exc:  # any failure (timeout, HTTP error, bad JSON): fall back, never fail the query
-            import httpx
-
-            reason = f"timed out after {self.timeout_s:g} s" if isinstance(exc, httpx.TimeoutException) else (
-                f"HTTP {exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else f"{type(exc).__name__}: {exc}")
+            reason = _failure(exc, self.timeout_s)
             log.warning("LLM expansion failed (%s); using offline %s expansion", reason, self.fallback.name)
             fb = self.fallback.expand(query, feedback)
             fb.notes.insert(0, f"LLM expansion failed ({reason}); used the offline {self.fallback.name.upper()} expansion instead")
             return fb
+
+
+def _failure(exc: Exception, timeout_s: float) -> str:
+    """Why the LLM did not help, in a few words."""
+    if isinstance(exc, RetryableHTTP):
+        if isinstance(exc.__cause__, requests.Timeout):
+            return f"timed out after {timeout_s:g} s"
+        if exc.status is not None:
+            return f"HTTP {exc.status}"
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code}"
+    return f"{type(exc).__name__}: {exc}"

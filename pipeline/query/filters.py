@@ -32,7 +32,7 @@ class Filters:
 
     def validated(self) -> "Filters":
         """Checked copy: integer years in a sane range, short printable strings."""
-        years = []
+        years: list[int | None] = []
         for name, y in (("year-from", self.year_from), ("year-to", self.year_to)):
             if y is None:
                 years.append(None)

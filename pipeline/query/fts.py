@@ -18,6 +18,15 @@ import threading
 import pyarrow as pa
 
 
+def match(text: str, column: str = "text", boost: float = 1.0):
+    """LanceDB's ``MatchQuery(text, column, boost=...)``: any term of ``text`` (OR), exact, no fuzziness."""
+    from lancedb.query import MatchQuery
+
+    # MatchQuery is a pydantic dataclass whose options are Field(default, kw_only=True): mypy reads
+    # those fields as required, pydantic gives them their defaults
+    return MatchQuery(text, column, boost=boost)  # type: ignore[call-arg]
+
+
 class FullText:
     """BM25 queries against one LanceDB table (``uri`` + ``name``; ``sync_table`` for the fallback)."""
 

@@ -1,8 +1,9 @@
 """Candidate fusion: how the BM25 list and the vector list become one candidate list.
 
-Pure functions over ranked id lists and their raw scores. Each method returns
-``(ids, fused)``: the merged candidate ids in order and a fused score in [0, 1] per id
-(shown as the ``fused`` signal). Methods:
+Pure functions over ranked id arrays (pool rows in a search; any ids that sort) and their raw
+scores, vectorised with numpy. Each method returns ``(ids, fused)``: the merged candidate ids in
+order and, aligned with them, a fused score in [0, 1] (shown as the ``fused`` signal); equal scores
+keep the order the ids were first seen in (BM25 list first). Methods:
 
 - ``blend``: weighted blend of the normalised scores (default 0.5 BM25 / 0.5 dense).
   BM25 is divided by the list's best score; dense cosine is min-max normalised over the
@@ -14,8 +15,6 @@ Pure functions over ranked id lists and their raw scores. Each method returns
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,41 +41,51 @@ def normalise_minmax(scores: np.ndarray) -> np.ndarray:
     return (scores - lo) / (hi - lo)
 
 
-def blend(sparse_ids: Sequence[str], sparse_scores, dense_ids: Sequence[str], dense_scores,
-          w_sparse: float = 0.5, k_merge: int = 100) -> tuple[list[str], dict[str, float]]:
-    fused: dict[str, float] = {}
-    for cid, s in zip(sparse_ids, normalise_max(sparse_scores)):
-        fused[cid] = fused.get(cid, 0.0) + w_sparse * float(s)
-    for cid, s in zip(dense_ids, normalise_minmax(dense_scores)):
-        fused[cid] = fused.get(cid, 0.0) + (1.0 - w_sparse) * float(s)
-    ids = sorted(fused, key=lambda c: -fused[c])[:k_merge]
-    return ids, {c: fused[c] for c in ids}
+def _keys(ids) -> np.ndarray:
+    a = np.asarray(ids)
+    return a if a.size else np.zeros(0, dtype=np.int64)
 
 
-def interleave(sparse_ids: Sequence[str], dense_ids: Sequence[str], k_merge: int = 100) -> tuple[list[str], dict[str, float]]:
-    out: list[str] = []
-    seen: set[str] = set()
-    for i in range(max(len(sparse_ids), len(dense_ids))):
-        for lst in (sparse_ids, dense_ids):  # BM25 first at every position
-            if i < len(lst) and lst[i] not in seen:
-                seen.add(lst[i])
-                out.append(lst[i])
-    out = out[:k_merge]
-    return out, {c: 1.0 - pos / max(k_merge, 1) for pos, c in enumerate(out)}
+def _ranked(keys: np.ndarray, contrib: np.ndarray, k_merge: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ``keys`` by the sum of their ``contrib`` (added in input order), best first; equal sums
+    keep the order the keys were first seen in. At most ``k_merge``."""
+    if not keys.size:
+        return keys, np.zeros(0, dtype=np.float64)
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    total = np.zeros(len(uniq), dtype=np.float64)
+    np.add.at(total, inv, contrib)
+    order = np.lexsort((first, -total))[:k_merge]
+    return uniq[order], total[order]
 
 
-def rrf(sparse_ids: Sequence[str], dense_ids: Sequence[str], k: int = 60, k_merge: int = 100) -> tuple[list[str], dict[str, float]]:
-    raw: dict[str, float] = {}
-    for lst in (sparse_ids, dense_ids):
-        for rank, cid in enumerate(lst, start=1):
-            raw[cid] = raw.get(cid, 0.0) + 1.0 / (k + rank)
-    ids = sorted(raw, key=lambda c: -raw[c])[:k_merge]
-    top = raw[ids[0]] if ids else 1.0
-    return ids, {c: raw[c] / top for c in ids}
+def blend(sparse_ids, sparse_scores, dense_ids, dense_scores,
+          w_sparse: float = 0.5, k_merge: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    keys = np.concatenate([_keys(sparse_ids), _keys(dense_ids)])
+    contrib = np.concatenate([w_sparse * normalise_max(sparse_scores), (1.0 - w_sparse) * normalise_minmax(dense_scores)])
+    return _ranked(keys, contrib, k_merge)
+
+
+def interleave(sparse_ids, dense_ids, k_merge: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    sp, de = _keys(sparse_ids), _keys(dense_ids)
+    # BM25 first at every position: list positions 0, 0, 1, 1, ... as sort keys 0, 1, 2, 3, ...
+    slot = np.concatenate([2 * np.arange(len(sp)), 2 * np.arange(len(de)) + 1])
+    keys = np.concatenate([sp, de])[np.argsort(slot, kind="stable")]
+    if not keys.size:
+        return keys, np.zeros(0, dtype=np.float64)
+    _, first = np.unique(keys, return_index=True)
+    out = keys[np.sort(first)][:k_merge]
+    return out, 1.0 - np.arange(len(out)) / max(k_merge, 1)
+
+
+def rrf(sparse_ids, dense_ids, k: int = 60, k_merge: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    sp, de = _keys(sparse_ids), _keys(dense_ids)
+    contrib = np.concatenate([1.0 / (k + np.arange(1, len(sp) + 1)), 1.0 / (k + np.arange(1, len(de) + 1))])
+    ids, raw = _ranked(np.concatenate([sp, de]), contrib, k_merge)
+    return ids, raw / raw[0] if raw.size else raw
 
 
 def fuse(method: str, sparse_ids, sparse_scores, dense_ids, dense_scores, *, w_sparse: float = 0.5,
-         k_merge: int = 100, rrf_k: int = 60) -> tuple[list[str], dict[str, float]]:
+         k_merge: int = 100, rrf_k: int = 60) -> tuple[np.ndarray, np.ndarray]:
     if method == "blend":
         return blend(sparse_ids, sparse_scores, dense_ids, dense_scores, w_sparse=w_sparse, k_merge=k_merge)
     if method == "interleave":

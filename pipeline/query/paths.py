@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from pipeline.errors import UnknownPaper, UserError
+from pipeline.warehouse import scalar
 
 MAX_LENGTH = 8
 DEFAULT_MAX_LENGTH = 4
@@ -66,7 +67,7 @@ def _work_of(con, paper_id: str) -> tuple[str, str]:
     row = con.execute("SELECT work_id, paper_id FROM works WHERE work_id = ?", [pid]).fetchone()
     if row:
         return row[0], row[1] or row[0]
-    known = con.execute("SELECT count(*) FROM papers WHERE paper_id = ? OR external_id = ?", [pid, pid]).fetchone()[0]
+    known = scalar(con, "SELECT count(*) FROM papers WHERE paper_id = ? OR external_id = ?", [pid, pid])
     if known:  # a corpus paper that is not in the citation graph: no path, but not an unknown id
         row = con.execute("SELECT paper_id FROM papers WHERE paper_id = ? OR external_id = ? LIMIT 1", [pid, pid]).fetchone()
         return "", row[0]
@@ -150,7 +151,7 @@ def shortest_paths(con, source: str, target: str, max_length: int = DEFAULT_MAX_
                 if key in seen:
                     continue
                 seen.add(key)
-                links: dict[int, str] = {}
+                links: dict[int, str | None] = {}
                 # A's side: a node's pred link says how the previous node relates to it ('cites': previous cites it)
                 rev = list(reversed(left))
                 for i in range(1, len(rev)):

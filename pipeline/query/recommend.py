@@ -182,14 +182,12 @@ def combine(semantic: np.ndarray, graph: np.ndarray, neg_semantic: np.ndarray, n
 # ---- reading the snapshot ----------------------------------------------------------------------
 def related_edges(con, seeds: list[str]) -> dict[str, dict[str, dict]]:
     """seed -> corpus paper -> the stored ``related`` row (ccbc_weighted, shared counts, cites, cited_by)."""
-    cols = {r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'related'").fetchall()}
-    if not seeds or not {"paper_id", "related_paper_id", "ccbc_weighted"} <= cols:
+    if not seeds:
         return {}
-    extra = [c for c in ("shared_references", "shared_citers", "cites", "cited_by") if c in cols]
+    extra = ["shared_references", "shared_citers", "cites", "cited_by"]
     rows = con.execute(
-        f"SELECT paper_id, related_paper_id, ccbc_weighted{''.join(', ' + c for c in extra)} FROM related "
-        "WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND related_paper_id IS NOT NULL", [seeds]).fetchall()
+        "SELECT paper_id, related_paper_id, ccbc_weighted, shared_references, shared_citers, cites, cited_by "
+        "FROM related WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND related_paper_id IS NOT NULL", [seeds]).fetchall()
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
         out.setdefault(r[0], {})[r[1]] = {"ccbc_weighted": float(r[2] or 0.0), **dict(zip(extra, r[3:]))}
@@ -201,19 +199,17 @@ def shared_evidence(con, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], 
     ``citations`` table, shown as paper ids where the work is a corpus paper) and direct citations."""
     if not pairs:
         return {}
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if not {"citations", "works"} <= tables:  # a snapshot without a citation graph: no graph reasons
-        return {}
     cand = sorted({c for c, _ in pairs})
     seeds = sorted({s for _, s in pairs})
     wanted = set(pairs)
     works = dict(con.execute("SELECT work_id, paper_id FROM works WHERE paper_id IN (SELECT unnest(?::VARCHAR[]))",
                              [cand + seeds]).fetchall())
-    paper_of_work = {w: p for w, p in works.items()}
+    paper_of_work: dict[str, str] = {w: p for w, p in works.items()}
     work_of = {p: w for w, p in works.items()}
     cw = [work_of[c] for c in cand if c in work_of]
     sw = [work_of[s] for s in seeds if s in work_of]
-    out = {p: {"references": [], "citers": [], "cites": False, "cited_by": False} for p in pairs}
+    out: dict[tuple[str, str], dict[str, Any]] = {
+        p: {"references": [], "citers": [], "cites": False, "cited_by": False} for p in pairs}
     if not cw or not sw:
         return out
     q = """
@@ -225,7 +221,7 @@ def shared_evidence(con, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], 
     found: list[tuple[str, tuple, str]] = []
     for kind, me, other in (("references", "citing_work_id", "cited_work_id"), ("citers", "cited_work_id", "citing_work_id")):
         for cwid, swid, shared in con.execute(q.format(me=me, other=other), [cw, sw]).fetchall():
-            key = (paper_of_work.get(cwid), paper_of_work.get(swid))
+            key = (paper_of_work.get(cwid, ""), paper_of_work.get(swid, ""))
             if key in wanted:
                 found.append((kind, key, shared))
                 shared_ids.add(shared)
@@ -237,7 +233,7 @@ def shared_evidence(con, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], 
                                WHERE (citing_work_id IN (SELECT unnest(?::VARCHAR[])) AND cited_work_id IN (SELECT unnest(?::VARCHAR[])))
                                   OR (citing_work_id IN (SELECT unnest(?::VARCHAR[])) AND cited_work_id IN (SELECT unnest(?::VARCHAR[])))""",
                             [cw, sw, sw, cw]).fetchall():
-        pa, pb = paper_of_work.get(a), paper_of_work.get(b)
+        pa, pb = paper_of_work.get(a, ""), paper_of_work.get(b, "")
         if (pa, pb) in wanted:
             out[(pa, pb)]["cites"] = True
         if (pb, pa) in wanted:

@@ -14,11 +14,6 @@ from pipeline.exports import BibRecord
 MAX_IDS = 1000
 
 
-def _columns(con, table: str) -> set[str]:
-    rows = con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()
-    return {r[0] for r in rows}
-
-
 def resolve_ids(con, ids: list[str]) -> list[tuple[str, str]]:
     """[(kind, id)] in the given order, duplicates dropped: kind 'paper' (papers.paper_id) or 'work'
     (works.work_id of a work outside the corpus). UnknownPaper names every id that matches nothing."""
@@ -39,10 +34,8 @@ def resolve_ids(con, ids: list[str]) -> list[tuple[str, str]]:
     for pid, e in con.execute("SELECT paper_id, external_id FROM papers WHERE external_id IN (SELECT unnest(?::VARCHAR[]))",
                               [clean]).fetchall():
         ext.setdefault(e, []).append(pid)
-    works: dict[str, str | None] = {}
-    if {"work_id", "paper_id"} <= _columns(con, "works"):
-        works = dict(con.execute("SELECT work_id, paper_id FROM works WHERE work_id IN (SELECT unnest(?::VARCHAR[]))",
-                                 [clean]).fetchall())
+    works: dict[str, str | None] = dict(con.execute(
+        "SELECT work_id, paper_id FROM works WHERE work_id IN (SELECT unnest(?::VARCHAR[]))", [clean]).fetchall())
     out: list[tuple[str, str]] = []
     unknown: list[str] = []
     for s in clean:
@@ -51,7 +44,8 @@ def resolve_ids(con, ids: list[str]) -> list[tuple[str, str]]:
         elif len(ext.get(s, [])) == 1:
             item = ("paper", ext[s][0])
         elif s in works:
-            item = ("paper", works[s]) if works[s] else ("work", s)
+            linked = works[s]
+            item = ("paper", linked) if linked else ("work", s)
         else:
             unknown.append(s)
             continue
@@ -70,15 +64,10 @@ def bib_records(con, ids: list[str]) -> list[BibRecord]:
     work_ids = [i for k, i in resolved if k == "work"]
     recs: dict[tuple[str, str], BibRecord] = {}
     if paper_ids:
-        pc = _columns(con, "papers")
-
-        def col(name: str, typ: str = "VARCHAR") -> str:
-            return f"p.{name}" if name in pc else f"NULL::{typ}"
-
-        rows = con.execute(f"""
-            SELECT p.paper_id, p.source, p.external_id, {col('title')}, {col('abstract')}, {col('year', 'INTEGER')},
-                   CAST({col('published', 'DATE')} AS VARCHAR), {col('doi')}, {col('primary_category')},
-                   {col('categories', 'VARCHAR[]')}, {col('journal_ref')}, {col('venue')},
+        rows = con.execute("""
+            SELECT p.paper_id, p.source, p.external_id, p.title, p.abstract, p.year,
+                   CAST(p.published AS VARCHAR), p.doi, p.primary_category,
+                   p.categories, p.journal_ref, p.venue,
                    (SELECT list(pa.name ORDER BY pa.position) FROM paper_authors pa WHERE pa.paper_id = p.paper_id)
             FROM papers p WHERE p.paper_id IN (SELECT unnest(?::VARCHAR[]))""", [paper_ids]).fetchall()
         for (pid, source, ext, title, abstract, year, published, doi, prim, cats, jref, venue, authors) in rows:
@@ -90,11 +79,9 @@ def bib_records(con, ids: list[str]) -> list[BibRecord]:
                 categories=list(cats or []) if source == "arxiv" else [], journal=jref or venue or None,
                 abstract=abstract, source=source)
     if work_ids:
-        wa = {"work_id", "position", "name"} <= _columns(con, "work_authors")
-        authors = ("(SELECT list(a.name ORDER BY a.position) FROM work_authors a WHERE a.work_id = w.work_id)"
-                   if wa else "NULL::VARCHAR[]")
-        rows = con.execute(f"""
-            SELECT w.work_id, w.title, w.year, CAST(w.publication_date AS VARCHAR), w.doi, w.arxiv_id, w.venue, {authors}
+        rows = con.execute("""
+            SELECT w.work_id, w.title, w.year, CAST(w.publication_date AS VARCHAR), w.doi, w.arxiv_id, w.venue,
+                   (SELECT list(a.name ORDER BY a.position) FROM work_authors a WHERE a.work_id = w.work_id)
             FROM works w WHERE w.work_id IN (SELECT unnest(?::VARCHAR[]))""", [work_ids]).fetchall()
         for wid, title, year, published, doi, arxiv_id, venue, names in rows:
             recs[("work", wid)] = BibRecord(

@@ -27,57 +27,49 @@ from pipeline.query.results import Related
 log = logging.getLogger(__name__)
 
 
-def _columns(con, table: str) -> set[str]:
-    rows = con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()
-    return {r[0] for r in rows}
-
-
 def graph_neighbours(con, paper_id: str) -> list[dict]:
-    """Rows of ``related`` for this paper, with the other side's title/year/citations where the catalog has them."""
-    rel = _columns(con, "related")
-    if not {"paper_id", "related_work_id", "ccbc_weighted"} <= rel:
-        return []
-    works = _columns(con, "works")
-    sel = ["r.related_work_id AS work_id",
-           "r.related_paper_id AS paper_id" if "related_paper_id" in rel else "NULL AS paper_id",
-           "r.ccbc_weighted", "r.ccbc_naive" if "ccbc_naive" in rel else "NULL AS ccbc_naive"]
-    join = ""
-    if {"work_id", "title", "year", "citation_count"} <= works:
-        sel += ["w.title AS w_title", "w.year AS w_year", "w.citation_count AS w_cc"]
-        join = "LEFT JOIN works w ON w.work_id = r.related_work_id"
-    else:
-        sel += ["NULL AS w_title", "NULL AS w_year", "NULL AS w_cc"]
-    sql = f"SELECT {', '.join(sel)} FROM related r {join} WHERE r.paper_id = ? ORDER BY r.ccbc_weighted DESC"
-    cur = con.execute(sql, [paper_id])
+    """Rows of ``related`` for this paper, with the related work's title/year/citations (the mart
+    ``related_works``), strongest first."""
+    cur = con.execute(
+        "SELECT related_work_id AS work_id, related_paper_id AS paper_id, ccbc_weighted, ccbc_naive, "
+        "work_title AS w_title, work_year AS w_year, work_citation_count AS w_cc "
+        "FROM related_works WHERE paper_id = ? ORDER BY ccbc_weighted DESC", [paper_id])
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
+def edges_among(con, paper_ids: list[str]) -> list[tuple[str, str, float]]:
+    """(paper, related paper, ccbc_weighted) for the ``related`` pairs among ``paper_ids``, both directions
+    (a pair may be in one paper's top list only): the links between a paper's drawn related papers."""
+    if not paper_ids:
+        return []
+    rows = con.execute(
+        "SELECT paper_id, related_paper_id, ccbc_weighted FROM related "
+        "WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND related_paper_id IN (SELECT unnest(?::VARCHAR[]))",
+        [paper_ids, paper_ids]).fetchall()
+    return [(a, b, float(w or 0.0)) for a, b, w in rows]
+
+
 def author_records(con, paper_ids: list[str]) -> dict[str, float]:
     """paper_id -> mean over its authors of their total citations across the catalog's papers."""
-    pa_cols, p_cols = _columns(con, "paper_authors"), _columns(con, "papers")
-    if not paper_ids or not {"paper_id", "name"} <= pa_cols or "citation_count" not in p_cols:
+    if not paper_ids:
         return {}
-    key = "author_id" if "author_id" in pa_cols else "name"
-    metrics = _columns(con, "paper_metrics")
-    cc = "COALESCE(m.citation_count, p.citation_count, 0)" if {"paper_id", "citation_count"} <= metrics else "COALESCE(p.citation_count, 0)"
-    mjoin = "LEFT JOIN paper_metrics m ON m.paper_id = p.paper_id" if {"paper_id", "citation_count"} <= metrics else ""
-    sql = f"""
+    sql = """
         WITH rec AS (
-            SELECT COALESCE(pa.{key}, pa.name) AS who, SUM({cc}) AS cites
-            FROM paper_authors pa JOIN papers p ON p.paper_id = pa.paper_id {mjoin}
+            SELECT COALESCE(pa.author_id, pa.name) AS who, SUM(COALESCE(m.citation_count, p.citation_count, 0)) AS cites
+            FROM paper_authors pa JOIN papers p ON p.paper_id = pa.paper_id
+            LEFT JOIN paper_metrics m ON m.paper_id = p.paper_id
             GROUP BY 1)
         SELECT pa.paper_id, AVG(rec.cites) FROM paper_authors pa
-        JOIN rec ON rec.who = COALESCE(pa.{key}, pa.name)
+        JOIN rec ON rec.who = COALESCE(pa.author_id, pa.name)
         WHERE pa.paper_id IN (SELECT UNNEST(?::VARCHAR[]))
         GROUP BY 1"""
     return {pid: float(v or 0) for pid, v in con.execute(sql, [paper_ids]).fetchall()}
 
 
 def _citation_counts(con, paper_ids: list[str]) -> dict[str, int]:
-    """Citation counts of corpus papers from the graph metrics (falls back to papers.citation_count)."""
-    metrics = _columns(con, "paper_metrics")
-    if not paper_ids or not {"paper_id", "citation_count"} <= metrics:
+    """Citation counts of corpus papers from the graph metrics."""
+    if not paper_ids:
         return {}
     rows = con.execute("SELECT paper_id, citation_count FROM paper_metrics WHERE paper_id IN (SELECT UNNEST(?::VARCHAR[]))",
                        [paper_ids]).fetchall()

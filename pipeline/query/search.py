@@ -1,12 +1,18 @@
 """The Searcher: hybrid search over one snapshot, and paper look-ups.
 
-One search, per query (the original and each expansion sub-query):
-1. candidates from LanceDB: BM25 full-text search (K_SPARSE) and vector search (K_DENSE) over
-   ``chunks``, run side by side, fused by the chosen method (:mod:`pipeline.query.fusion`);
-2. the candidates' signals (:mod:`pipeline.query.signals`) computed with numpy from the
-   vectors the two searches returned plus the candidate papers' vectors (one ``take``);
-3. each signal keeps its maximum across queries; score = weighted sum (:mod:`configs`);
-4. papers rank by their best passage; optional title boosts and cross-encoder rerank.
+The Searcher orchestrates; the work is in stages over arrays:
+1. candidates (:mod:`pipeline.query.candidates`), per query -- the original and each expansion
+   sub-query: BM25 full-text search (K_SPARSE) and vector search (K_DENSE) over ``chunks`` -- from the
+   resident table when it is held in memory, else LanceDB, side by side -- fused by the chosen method
+   (:mod:`pipeline.query.fusion`); all as arrays of rows of one candidate pool;
+2. scoring (:mod:`pipeline.query.signals`): the candidates' signals with numpy from their vectors and
+   the candidate papers' vectors (one ``take``), each the maximum across queries; RM3 feedback and the
+   neighbours' mean; score = weighted sum (:mod:`configs`);
+3. papers rank by their best passage; optional title boosts and cross-encoder rerank.
+
+Public methods beside :meth:`Searcher.search` (:meth:`~Searcher.sparse`, :meth:`~Searcher.dense`,
+:meth:`~Searcher.candidates`, :meth:`~Searcher.lexical_scores`, :meth:`~Searcher.paper_vectors`,
+:meth:`~Searcher.encode`) are what related-paper search, recommendations and the server build on.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -23,10 +28,12 @@ import pyarrow as pa
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
+from pipeline.query.candidates import Passages, Pool, Ranked
 from pipeline.query.bm25 import Analyzer, CandidateBM25, CollectionStats, ResidentIndex
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
 from pipeline.query.fts import FullText
+from pipeline.query.fts import match as fts_match
 from pipeline.query.resident import Budget, FigureVectors, FlatChunks, PaperVectors, scan, vector_matrix
 from pipeline.query.results import Result, SearchResponse
 from pipeline.query.snapshot import Snapshot
@@ -50,17 +57,6 @@ _SCORE_ALL_MAX_ROWS = 20_000
 # passage up to this many, else a fixed-seed uniform sample of this many (read once when the searcher
 # loads: 4.2 s at 1M chunks on the loaded benchmark machine).
 _STATS_SAMPLE_ROWS = 20_000
-
-
-@dataclass
-class _Cand:
-    chunk_id: str
-    paper_id: str
-    text: str
-    section: str | None
-    page: int | None
-    vector: np.ndarray
-    rowid: int | None = None
 
 
 def validate_query(query: str, max_chars: int = 1000) -> str:
@@ -169,13 +165,12 @@ class Searcher:
 
     def _all_scores(self, query, where: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first."""
-        from lancedb.query import MatchQuery
-
         index = self._resident_index
         if index is not None and where is None and isinstance(query, str):  # the same scores, from memory
             return index.search(query)
-        t = self.fts.query(MatchQuery(query, "text") if isinstance(query, str) else query, ["_score"],
-                           len(self._resident[2].rowids), where)
+        flat = self._resident[2]
+        every = len(flat.rowids) if flat is not None else self.chunks.count_rows()
+        t = self.fts.query(fts_match(query) if isinstance(query, str) else query, ["_score"], every, where)
         return t["_rowid"].to_numpy(), t["_score"].to_numpy().astype(np.float64)
 
     @cached_property
@@ -207,7 +202,7 @@ class Searcher:
     def _resident_index(self) -> ResidentIndex | None:
         """The BM25 inverted index of a small resident table (see :class:`pipeline.query.bm25.ResidentIndex`)."""
         flat = self._resident[2]
-        if not self._score_all or len(flat.rowids) > _STATS_SAMPLE_ROWS:
+        if flat is None or not self._score_all or len(flat.rowids) > _STATS_SAMPLE_ROWS:
             return None
         return ResidentIndex(self._cand_bm25, flat.rowids)
 
@@ -279,30 +274,23 @@ class Searcher:
         return torch.autocast("cpu", dtype=torch.bfloat16)
 
     # ---- candidates ---------------------------------------------------------------------------
-    def _sparse(self, text: str, k: int, where: str | None, memo: dict | None = None) -> tuple[pa.Table, np.ndarray]:
-        """BM25 candidates; ``memo`` (one search's) keeps all-chunk scores for :meth:`_lexical`."""
-        from lancedb.query import MatchQuery
-
+    def sparse(self, text: str, k: int, where: str | None = None, memo: dict | None = None) -> tuple[pa.Table, np.ndarray]:
+        """BM25 candidates of ``text``: rows (chunk columns, ``_rowid``, ``_score``), best first, and their
+        vectors; ``memo`` (one search's) keeps all-chunk scores for :meth:`lexical_scores`."""
         flat = self._resident[2]
+        if flat is not None:  # scores from the index (or every match from memory), rows and vectors from memory
+            pos, scores = self._sparse_positions(flat, text, k, where, memo)
+            return flat.rows.take(pa.array(pos)).append_column("_score", pa.array(scores)), flat.vectors[pos]
         try:
-            if self._score_all:  # every match scored once (kept in memo for the exact BM25); rows from memory
-                rids, scores = self._all_scores(text, where)
-                if memo is not None and where is None:
-                    memo[text] = rids, scores
-                top = np.lexsort((rids, -scores))[:k]  # best first; ties by row id, as LanceDB's top-k
-                rows, vecs = flat.rows_at(rids[top])
-                return rows.append_column("_score", pa.array(scores[top])), vecs
-            if flat is not None:  # scores from the index, rows and vectors from memory
-                t = self.fts.query(MatchQuery(text, "text"), ["_score"], k, where)
-                rows, vecs = flat.rows_at(t["_rowid"].to_numpy())
-                return rows.append_column("_score", t["_score"]), vecs
-            t = self.fts.query(MatchQuery(text, "text"), [*_CHUNK_COLS, "_score"], k, where)
+            t = self.fts.query(fts_match(text), [*_CHUNK_COLS, "_score"], k, where)
             return t, self._vectors_of(t)
         except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
             log.debug("full-text search found nothing for %r: %s", text, exc)
             return pa.table({}), np.zeros((0, self.dim), dtype=np.float32)
 
-    def _dense(self, vec: np.ndarray, k: int, where: str | None, allowed: set[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+    def dense(self, vec: np.ndarray, k: int, where: str | None = None,
+              allowed: set[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+        """The ``k`` nearest chunks (allowed papers only): rows with ``_distance``, nearest first, and vectors."""
         flat = self._resident[2]
         if flat is not None:  # no ANN index: the same exact scan LanceDB would do, without its per-call cost
             return flat.search(vec, k, allowed)
@@ -317,64 +305,29 @@ class Searcher:
             return np.zeros((0, self.dim), dtype=np.float32)
         return vector_matrix(t["vector"], self.dim)
 
-    def _candidates(self, text: str, vec: np.ndarray, where: str | None, fusion: str, k_sparse: int, k_dense: int,
-                    allowed: set[str] | None = None, memo: dict | None = None):
-        """Fused candidates for one query: (ids, fused score, bm25 normalised, rows by id)."""
+    def candidates(self, pool: Pool, text: str, vec: np.ndarray, where: str | None, fusion: str, k_sparse: int,
+                   k_dense: int, allowed: set[str] | None = None, memo: dict | None = None) -> Ranked:
+        """One query's candidates (stage 1): its sparse and dense lists, added to ``pool``, fused."""
         s = self.settings
         flat = self._resident[2]
-        if flat is not None:  # the vector side is a sub-millisecond numpy scan: a thread costs more
-            return self._resident_candidates(flat, text, vec, where, fusion, k_sparse, k_dense, allowed, memo)
+        if flat is not None:  # both sides as positions in the resident table; a thread would cost more
+            sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo)
+            de_pos, _ = flat.nearest(vec, k_dense, allowed)
+            sp_rows, de_rows = pool.add_positions(flat, sp_pos), pool.add_positions(flat, de_pos)
         else:  # both sides are LanceDB searches: run them side by side
-            fs = self._pool.submit(self._sparse, text, k_sparse, where)
-            dense, de_vecs = self._dense(vec, k_dense, where, allowed)
+            fs = self._pool.submit(self.sparse, text, k_sparse, where)
+            dense, de_vecs = self.dense(vec, k_dense, where, allowed)
             sparse, sp_vecs = fs.result()
-        rows: dict[str, _Cand] = {}
-        for t, vecs in ((sparse, sp_vecs), (dense, de_vecs)):
-            if t.num_rows == 0:
-                continue
-            pages = t["page_start"].to_pylist() if "page_start" in t.column_names else [None] * t.num_rows
-            sections = t["section"].to_pylist() if "section" in t.column_names else [None] * t.num_rows
-            rids = t["_rowid"].to_pylist() if "_rowid" in t.column_names else [None] * t.num_rows
-            for i, (cid, pid, txt) in enumerate(zip(t["chunk_id"].to_pylist(), t["paper_id"].to_pylist(), t["text"].to_pylist())):
-                if cid not in rows:
-                    rows[cid] = _Cand(cid, pid, txt or "", sections[i], pages[i], vecs[i], rids[i])
-        sp_ids = sparse["chunk_id"].to_pylist() if sparse.num_rows else []
-        sp_scores = sparse["_score"].to_numpy() if sparse.num_rows else np.zeros(0)
-        de_ids = dense["chunk_id"].to_pylist() if dense.num_rows else []
-        de_scores = np.array([float(rows[c].vector @ vec) for c in de_ids])
-        ids, fused = fusion_mod.fuse(fusion, sp_ids, sp_scores, de_ids, de_scores, w_sparse=s.query_blend_sparse_weight,
-                                     k_merge=s.query_k_merge, rrf_k=s.query_rrf_k)
-        bm25 = dict(zip(sp_ids, fusion_mod.normalise_max(sp_scores)))
-        return ids, fused, bm25, rows
-
-    def _resident_candidates(self, flat: FlatChunks, text: str, vec: np.ndarray, where: str | None, fusion: str,
-                             k_sparse: int, k_dense: int, allowed: set[str] | None, memo: dict | None):
-        """:meth:`_candidates` on a table held in memory: both sides as positions in it, fields by look-up."""
-        s = self.settings
-        sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo)
-        de_pos, _ = flat.nearest(vec, k_dense, allowed)
-        cols = flat.lists
-        chunk_ids, paper_ids, texts = cols["chunk_id"], cols["paper_id"], cols["text"]
-        sections, pages = cols.get("section"), cols.get("page_start")
-        rows: dict[str, _Cand] = {}
-        for p in [*sp_pos.tolist(), *de_pos.tolist()]:
-            cid = chunk_ids[p]
-            if cid not in rows:
-                rows[cid] = _Cand(cid, paper_ids[p], texts[p] or "", sections[p] if sections else None,
-                                  pages[p] if pages else None, flat.vectors[p], int(flat.rowids[p]))
-        sp_ids = [chunk_ids[p] for p in sp_pos.tolist()]
-        de_ids = [chunk_ids[p] for p in de_pos.tolist()]
-        de_scores = np.array([float(rows[c].vector @ vec) for c in de_ids])
-        ids, fused = fusion_mod.fuse(fusion, sp_ids, sp_scores, de_ids, de_scores, w_sparse=s.query_blend_sparse_weight,
-                                     k_merge=s.query_k_merge, rrf_k=s.query_rrf_k)
-        bm25 = dict(zip(sp_ids, fusion_mod.normalise_max(sp_scores)))
-        return ids, fused, bm25, rows
+            sp_rows, de_rows = pool.add_table(sparse, sp_vecs), pool.add_table(dense, de_vecs)
+            sp_scores = sparse["_score"].to_numpy() if sparse.num_rows else np.zeros(0)
+        de_scores = pool.vectors[de_rows] @ np.asarray(vec, dtype=np.float32)
+        rows, fused = fusion_mod.fuse(fusion, sp_rows, sp_scores, de_rows, de_scores, w_sparse=s.query_blend_sparse_weight,
+                                      k_merge=s.query_k_merge, rrf_k=s.query_rrf_k)
+        return Ranked.of(rows, fused, sp_rows, sp_scores)
 
     def _sparse_positions(self, flat: FlatChunks, text: str, k: int, where: str | None,
                           memo: dict | None) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_sparse` as (positions in the resident table, raw BM25), best first."""
-        from lancedb.query import MatchQuery
-
+        """BM25 candidates as (positions in the resident table, raw BM25), best first."""
         try:
             if self._score_all:  # every match scored once (kept in memo for the exact BM25)
                 rids, scores = self._all_scores(text, where)
@@ -382,7 +335,7 @@ class Searcher:
                     memo[text] = rids, scores
                 top = np.lexsort((rids, -scores))[:k]  # best first; ties by row id, as LanceDB's top-k
                 return flat.positions(rids[top]), scores[top]
-            t = self.fts.query(MatchQuery(text, "text"), ["_score"], k, where)
+            t = self.fts.query(fts_match(text), ["_score"], k, where)
             return flat.positions(t["_rowid"].to_numpy()), t["_score"].to_numpy().astype(np.float64)
         except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
             log.debug("full-text search found nothing for %r: %s", text, exc)
@@ -419,7 +372,7 @@ class Searcher:
             return RM3Feedback(getattr(s, "query_rm3_docs", 3), getattr(s, "query_rm3_terms", 30)), []
         if not (s.llm_base_url and s.llm_model):
             return prf, ["LLM expansion is not configured (set PAPERKB_LLM_BASE_URL and PAPERKB_LLM_MODEL); used the offline PRF expansion"]
-        return LLMExpander(s.llm_base_url, s.llm_model, s.llm_api_key, n=s.llm_subqueries, timeout_s=s.llm_timeout_s, fallback=prf), []
+        return LLMExpander(s, fallback=prf), []
 
     # ---- search -------------------------------------------------------------------------------
     def search(self, query: str, k: int = 10, filters: Filters | None = None, fusion: str | None = None,
@@ -451,15 +404,16 @@ class Searcher:
         grow = 4 if post_filter else 1
         k_sparse, k_dense = s.query_k_sparse * grow, s.query_k_dense * grow
 
-        # first pass (the original query), then the expansion, then the sub-queries
+        # stage 1, candidates: the original query's, then the expansion's sub-queries', in one pool
         qv0 = self.encode([q])[0]
+        pool = Pool(self.dim)
         memo: dict = {}  # this search's all-chunk BM25 scores by query text (small tables, see _SCORE_ALL_MAX_ROWS)
-        per_query = [self._candidates(q, qv0, where, fusion, k_sparse, k_dense, allowed, memo)]
+        per_query = [self.candidates(pool, q, qv0, where, fusion, k_sparse, k_dense, allowed, memo)]
         vecs = [qv0]
 
         def feedback(_text: str, n: int):
-            ids, fused, _, rows = per_query[0]
-            return [(rows[c].text, fused[c]) for c in ids[:n]]
+            first = per_query[0]
+            return [(pool.texts[r], f) for r, f in zip(first.rows[:n].tolist(), first.fused[:n].tolist())]
 
         exp: Expansion = expander.expand(q, feedback)
         resp.notes.extend(exp.notes)
@@ -468,85 +422,80 @@ class Searcher:
         if subs:
             sub_vecs = self.encode(subs)
             for text, v in zip(subs, sub_vecs):
-                per_query.append(self._candidates(text, v, where, fusion, k_sparse, k_dense, allowed))
+                per_query.append(self.candidates(pool, text, v, where, fusion, k_sparse, k_dense, allowed))
                 vecs.append(v)
         resp.queries = [q, *subs]
 
-        # union of candidates
-        rows: dict[str, _Cand] = {}
-        for _, _, _, r in per_query:
-            for cid, c in r.items():
-                rows.setdefault(cid, c)
-        keep = set()
-        for ids, _, _, _ in per_query:
-            keep.update(ids)
-        cands = [rows[c] for c in rows if c in keep and c in rows]
-        if post_filter:
-            cands = [c for c in cands if c.paper_id in allowed]
-        cands = [c for c in cands if c.paper_id in self.paper_row]
-        if not cands:
+        # every query's fused candidates, once each, in the order first seen; of papers this snapshot has
+        rows = np.unique(np.concatenate([r.rows for r in per_query]))
+        only = allowed if post_filter else None  # the filters not applied by the searches themselves
+        known = [pool.paper_ids[r] in self.paper_row and (only is None or pool.paper_ids[r] in only)
+                 for r in rows.tolist()]
+        rows = rows[np.asarray(known, dtype=bool)]
+        if not len(rows):
             resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
             return resp
+        cands = pool.take(rows)
 
-        # signals (numpy): candidate papers' vectors in one take
+        # stage 2, scoring (numpy): the signals of every candidate, each the best over the queries
         QV = np.vstack(vecs)
-        cand_papers = sorted({c.paper_id for c in cands}, key=self.paper_row.__getitem__)
+        cand_papers = sorted(set(cands.paper_ids), key=self.paper_row.__getitem__)
         local = {pid: i for i, pid in enumerate(cand_papers)}
         doc_v, abs_v = self.paper_vectors(cand_papers)
         fig_v, fig_p = self._figure_vectors(cand_papers, local)
         pr = self._pagerank[[self.paper_row[p] for p in cand_papers]]
-        cid_list = [c.chunk_id for c in cands]
-        extra = {
-            "bm25": np.array([[bm.get(cid, 0.0) for cid in cid_list] for _, _, bm, _ in per_query]),
-            "fused": np.array([[fu.get(cid, 0.0) for cid in cid_list] for _, fu, _, _ in per_query]),
-        }
-        cand_vecs = np.vstack([c.vector for c in cands])
-        cand_paper = np.array([local[c.paper_id] for c in cands])
-        S = sig.compute_signals(QV, cand_vecs, cand_paper,
-                                doc_v, abs_v, pr, fig_v, fig_p, per_query=extra)
+        extra = {name: np.vstack([r.over(name, rows, len(pool)) for r in per_query]) for name in ("bm25", "fused")}
+        cand_paper = np.array([local[p] for p in cands.paper_ids])
+        S = sig.compute_signals(QV, cands.vectors, cand_paper, doc_v, abs_v, pr, fig_v, fig_p, per_query=extra)
         if isinstance(expander, RM3Feedback) and w.get("rm3"):
             self._rm3(q, expander, cands, S, w, resp, memo)
         S.setdefault("rm3", S["bm25"].copy())  # no feedback ran: the RM3 query is the original query
         # score regularisation (signals.neighbour_mean): neighbours' scores with every other signal weighed
-        S["nbr"] = sig.neighbour_mean(cand_vecs, sig.score(S, {**w, "nbr": 0.0}), cand_paper, getattr(s, "query_nbr_k", 20))
-        sims = QV @ l2_normalise(cand_vecs).T
+        S["nbr"] = sig.neighbour_mean(cands.vectors, sig.score(S, {**w, "nbr": 0.0}), cand_paper,
+                                      getattr(s, "query_nbr_k", 20))
+        sims = QV @ l2_normalise(cands.vectors).T
         total = sig.score(S, w)
-        order = sig.best_per_paper([c.paper_id for c in cands], total)
+        order = sig.best_per_paper(cands.paper_ids, total)
 
         # optional stages on each paper's best passage
         # (passage, score, signals added by the optional stages); each result's full signals are read at the end
-        best = [(i, float(total[i]), {}) for i in order]
+        best: list[tuple[int, float, dict]] = [(i, float(total[i]), {}) for i in order]
         if title_boost:
             best = self._title_boost(q, best, cands, f)
         if rerank:
             best = self._rerank(q, best, cands, resp)
         best.sort(key=lambda b: -b[1])
 
+        m = self._meta_lists
         for rank, (i, score_i, added) in enumerate(best[:k], start=1):
-            c = cands[i]
-            signals_i = {**{n: float(S[n][i]) for n in S}, **added}
-            row, m = self.paper_row[c.paper_id], self._meta_lists
+            pid = cands.paper_ids[i]
+            row = self.paper_row[pid]
             resp.results.append(Result(
-                paper_id=c.paper_id, external_id=m["external_id"][row], title=m["title"][row], authors=m["authors"][row] or [],
-                year=m["year"][row], score=score_i, signals=signals_i, passage=c.text, page=c.page, section=c.section,
-                chunk_id=c.chunk_id, rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
+                paper_id=pid, external_id=m["external_id"][row], title=m["title"][row], authors=m["authors"][row] or [],
+                year=m["year"][row], score=score_i, signals={**{n: float(S[n][i]) for n in S}, **added},
+                passage=cands.texts[i], page=cands.pages[i], section=cands.sections[i], chunk_id=cands.chunk_ids[i],
+                rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
         resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return resp
 
-    def _lexical(self, query: str, cands: list[_Cand], memo: dict | None = None) -> np.ndarray:
-        """Raw BM25 of ``query`` for exactly the candidate passages, on a table whose every chunk the first
-        pass scored (``_score_all``): a look-up in this search's ``memo`` (else one scoring of every chunk).
-        0 where the passage does not match."""
+    def lexical_scores(self, query: str, rowids: np.ndarray, memo: dict | None = None) -> np.ndarray:
+        """Raw BM25 of ``query`` for the passages with LanceDB row ids ``rowids``, on a table whose every
+        chunk the first pass scored (``_score_all``): a look-up in this search's ``memo`` (else one scoring
+        of every chunk). 0 where the passage does not match."""
+        rowids = np.asarray(rowids, dtype=np.int64)
         try:
             hit = (memo or {}).get(query)
             rids, scores = hit if hit is not None else self._all_scores(query)
         except Exception as exc:  # e.g. only stopwords: nothing matches
             log.debug("full-text scoring failed for %r: %s", query, exc)
-            return np.zeros(len(cands))
-        got = dict(zip(rids.tolist(), scores.tolist()))
-        return np.array([got.get(c.rowid, 0.0) for c in cands])
+            return np.zeros(len(rowids))
+        order = np.argsort(rids, kind="stable")
+        rids, scores = np.asarray(rids)[order], np.asarray(scores, dtype=np.float64)[order]
+        at = np.minimum(np.searchsorted(rids, rowids), max(len(rids) - 1, 0))
+        found = (rids[at] == rowids) if len(rids) else np.zeros(len(rowids), dtype=bool)
+        return np.where(found, scores[at] if len(rids) else 0.0, 0.0)
 
-    def _rm3(self, q: str, fb: RM3Feedback, cands: list[_Cand], S: dict[str, np.ndarray], w: dict[str, float],
+    def _rm3(self, q: str, fb: RM3Feedback, cands: Passages, S: dict[str, np.ndarray], w: dict[str, float],
              resp: SearchResponse, memo: dict | None = None) -> None:
         """Lexical RM3 feedback: sets the ``bm25`` of every candidate and the ``rm3`` signal.
 
@@ -562,13 +511,12 @@ class Searcher:
         ``_STATS_SAMPLE_ROWS`` passages they are the index's own scores; above, the statistics (N,
         mean length, document frequencies) are estimated from a fixed sample of that many passages.
         """
-        rowids = [c.rowid for c in cands]
-        if any(r is None for r in rowids):
+        if (cands.rowids < 0).any():
             return
-        texts = [c.text for c in cands]
+        rowids, texts = cands.rowids, cands.texts
         first = sig.score({**S, "rm3": S["bm25"]}, w)
-        top = sig.best_per_paper([c.paper_id for c in cands], first)[: fb.fb_docs]
-        terms = fb.terms(q, [(cands[i].text, math.exp(first[i])) for i in top])
+        top = sig.best_per_paper(cands.paper_ids, first)[: fb.fb_docs]
+        terms = fb.terms(q, [(texts[i], math.exp(first[i])) for i in top])
         if terms:
             # BM25 of the feedback terms (each boosted by P(w|R) over the best), over the candidates' own
             # text with the table's statistics: what LanceDB's index answers for the same boolean query,
@@ -577,7 +525,7 @@ class Searcher:
             e = self._cand_bm25.score([(t, p / best) for t, p in terms], rowids, texts)
         # the original query's BM25 for every candidate (vector-only ones included): on small tables the first
         # pass scored every chunk (a look-up); else from the candidates' text, as the feedback terms above
-        ex = self._lexical(q, cands, memo) if self._score_all else self._cand_bm25.score([(q, 1.0)], rowids, texts)
+        ex = self.lexical_scores(q, rowids, memo) if self._score_all else self._cand_bm25.score([(q, 1.0)], rowids, texts)
         if ex.max() > 0:
             S["bm25"] = ex / ex.max()
         if not terms:
@@ -607,21 +555,20 @@ class Searcher:
         t = self.snap.table("figures").take_row_ids(offsets).select(["paper_id", "vector"]).to_arrow()
         return vector_matrix(t["vector"], self.dim), np.array([local[p] for p in t["paper_id"].to_pylist()])
 
-    def _title_boost(self, q: str, best, cands, f: Filters):
+    def _title_boost(self, q: str, best: list, cands: Passages, f: Filters) -> list:
         from pipeline.query.titles import title_boost
 
         scale = self.settings.query_title_boost_scale
         wanted = {c.lower() for c in (f.categories or self.settings.categories or [])}
         out = []
         for i, score_i, signals_i in best:
-            c = cands[i]
-            row = self.meta.slice(self.paper_row[c.paper_id], 1).to_pylist()[0]
+            row = self.meta.slice(self.paper_row[cands.paper_ids[i]], 1).to_pylist()[0]
             primary = bool(row.get("primary_category")) and row["primary_category"].lower() in wanted
-            b = title_boost(q, row.get("title") or "", c.text, primary=primary)
+            b = title_boost(q, row.get("title") or "", cands.texts[i], primary=primary)
             out.append((i, score_i + scale * b.total, {**signals_i, "title": b.total}))
         return out
 
-    def _rerank(self, q: str, best, cands, resp: SearchResponse):
+    def _rerank(self, q: str, best: list, cands: Passages, resp: SearchResponse) -> list:
         from pipeline.query.rerank import cross_scores, load_cross_encoder
 
         model, reason = load_cross_encoder(self.settings.query_rerank_model)
@@ -634,8 +581,8 @@ class Searcher:
         top, rest = best[:n], best[n:]
         texts = []
         for i, _, _ in top:
-            title = self.meta.slice(self.paper_row[cands[i].paper_id], 1).to_pylist()[0].get("title") or ""
-            texts.append(f"{title}. {cands[i].text}")
+            title = self.meta.slice(self.paper_row[cands.paper_ids[i]], 1).to_pylist()[0].get("title") or ""
+            texts.append(f"{title}. {cands.texts[i]}")
         logits = cross_scores(model, q, texts)
         ce = 1.0 / (1.0 + np.exp(-logits))
         # the cross-encoder orders the top n; they stay above the rest (score offset by the best of the rest)

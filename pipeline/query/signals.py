@@ -115,10 +115,12 @@ def neighbour_mean(vecs: np.ndarray, scores: np.ndarray, paper: np.ndarray, k: i
 
 
 def best_per_paper(paper_ids: list[str], scores: np.ndarray) -> list[int]:
-    """Indexes of each paper's best passage, ordered by that score (papers rank by best passage)."""
-    best: dict[str, int] = {}
-    for i, pid in enumerate(paper_ids):
-        j = best.get(pid)
-        if j is None or scores[i] > scores[j]:
-            best[pid] = i
-    return sorted(best.values(), key=lambda i: (-scores[i], paper_ids[i]))
+    """Indexes of each paper's best passage (the first of equals), ordered by that score, then by paper
+    id (papers rank by their best passage)."""
+    if not len(paper_ids):
+        return []
+    scores = np.asarray(scores)
+    papers, code = np.unique(np.asarray(paper_ids), return_inverse=True)  # codes in paper-id order
+    by_paper = np.lexsort((np.arange(len(scores)), -scores, code))  # per paper: best first, first of equals
+    head = by_paper[np.r_[True, code[by_paper][1:] != code[by_paper][:-1]]]
+    return head[np.lexsort((code[head], -scores[head]))].tolist()

@@ -288,7 +288,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         try:
             cur = holder.get()
         except UserError as exc:
-            problem = str(exc) if isinstance(exc, DamagedSnapshot) else f"no snapshot to serve: {exc}"
+            problem: str | None = str(exc) if isinstance(exc, DamagedSnapshot) else f"no snapshot to serve: {exc}"
         else:
             problem = _snapshot_problem()  # every listed file stat'ed: gone or damaged is not "ok"
         if problem is not None:
@@ -297,7 +297,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
                 "status": "unavailable", "snapshot_id": served.snapshot_id if served else None, "detail": problem})
         return {"status": "ok", "snapshot_id": cur.snapshot_id}
 
-    @app.get("/api/search", summary="Hybrid search: ranked papers with their five signals",
+    @app.get("/api/search", response_model=dict[str, Any], summary="Hybrid search: ranked papers with their five signals",
              responses={**EXPORT_RESPONSES, **_errors(400, 422, 503)})
     async def search(
         q: str = Query(..., description="the query", min_length=1, max_length=MAX_QUERY_CHARS),
@@ -312,7 +312,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         category: list[str] | None = Query(None, max_length=50, description="categories (repeat or comma-separate)"),
         author: list[str] | None = Query(None, max_length=50, description="author names (repeat or comma-separate)"),
         format: EXPORT_FORMATS | None = Query(None, description="answer with the results as bibtex, ris or csl-json instead of JSON"),
-    ) -> dict[str, Any]:
+    ) -> Any:  # a dict, or an export's Response (response_model: the dict)
         if not q.strip():
             raise HTTPException(status_code=400, detail="the query is empty")
         if year_from is not None and year_to is not None and year_from > year_to:
@@ -337,7 +337,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             "results": [r.to_dict() for r in resp.results],
         })
 
-    @app.get("/api/papers/{paper_id:path}/related", summary="Connected papers and the graph among them",
+    @app.get("/api/papers/{paper_id:path}/related", response_model=dict[str, Any], summary="Connected papers and the graph among them",
              description="`related`: the connected papers with their components; `edges`: the paper to each "
                          "(`kind` `related`) and the related papers among themselves (`ccbc`, `cosine` at least "
                          "`cosine_threshold`, or `ccbc+cosine`), each with a `weight` in [0, 1]; `layout`: "
@@ -345,7 +345,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K),
                 format: EXPORT_FORMATS | None = Query(None, description="answer with the related papers as bibtex, ris or csl-json instead of JSON"),
-                ) -> dict[str, Any]:
+                ) -> Any:  # a dict, or an export's Response (response_model: the dict)
         cur = opened()
         center = _paper_view(cur.searcher.paper(paper_id))
         items = [r.to_dict() for r in cur.searcher.related(paper_id, k=k)]
@@ -355,7 +355,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         from pipeline.serve.connected import COSINE_THRESHOLD, connected_graph, unit_vectors
 
         cid = center.get("paper_id") or paper_id
-        pairs = [(e["source"], e["target"], e["weight"]) for e in _edges(cur.path, cid, items)]
+        pairs = [(e["source"], e["target"], e["weight"]) for e in _edges(cur.searcher, cid, items)]
         graph = connected_graph(cid, items, pairs, unit_vectors(cur.searcher, [r["paper_id"] for r in items if r["paper_id"]]))
         return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items, **graph,
                 "cosine_threshold": COSINE_THRESHOLD}
@@ -414,14 +414,14 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         res.snapshot_id = cur.snapshot_id
         return res.to_dict()
 
-    @app.get("/api/recommend", summary="Papers like the positive seeds and unlike the negative ones, each with why",
+    @app.get("/api/recommend", response_model=dict[str, Any], summary="Papers like the positive seeds and unlike the negative ones, each with why",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def recommend(
         pos: list[str] = Query(..., min_length=1, max_length=MAX_K, description="positive seed paper ids (repeat or comma-separate)"),
         neg: list[str] | None = Query(None, max_length=MAX_K, description="negative seed paper ids (repeat or comma-separate)"),
         k: int = Query(20, ge=1, le=MAX_K, description="number of papers"),
         format: EXPORT_FORMATS | None = Query(None, description="answer with the recommended papers as bibtex, ris or csl-json instead of JSON"),
-    ) -> dict[str, Any]:
+    ) -> Any:  # a dict, or an export's Response (response_model: the dict)
         positives, negatives = _split(pos), _split(neg)
         if not positives:
             raise HTTPException(status_code=400, detail="no positive seed paper ids given")
@@ -548,30 +548,19 @@ def _paper_view(d: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _edges(snapshot_path: Path, center: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """CCBC edges among the drawn papers: center -> each related paper, plus related pairs
-    among the related papers themselves where the snapshot's `related` table has them."""
-    import duckdb
+def _edges(searcher, center: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """CCBC edges among the drawn papers: center -> each related paper, plus the related pairs among the
+    related papers themselves (:func:`pipeline.query.related.edges_among`)."""
+    from pipeline.query.related import edges_among
 
     ids = [it.get("paper_id") or it.get("work_id") for it in items]
     edges = [{"source": center, "target": i, "weight": float(it.get("ccbc_weighted") or 0.0)}
              for i, it in zip(ids, items) if i]
-    catalog = snapshot_path / "catalog.duckdb"
-    if not catalog.exists() or not ids:
+    if not ids:
         return edges
-    con = duckdb.connect(str(catalog), read_only=True)
+    con = searcher.snap.catalog()
     try:
-        has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'related'").fetchone()[0]
-        if not has:
-            return edges
-        cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'related'").fetchall()}
-        target = "related_paper_id" if "related_paper_id" in cols else "related_work_id"
-        rows = con.execute(
-            f"SELECT paper_id, {target}, ccbc_weighted FROM related WHERE paper_id IN (SELECT unnest(?)) "
-            f"AND {target} IN (SELECT unnest(?))",  # both directions: a pair may be in one top 50 only
-            [ids, ids],
-        ).fetchall()
+        edges.extend({"source": a, "target": b, "weight": w} for a, b, w in edges_among(con, [i for i in ids if i]))
     finally:
         con.close()
-    edges.extend({"source": a, "target": b, "weight": float(w or 0.0)} for a, b, w in rows)
     return edges

@@ -129,7 +129,7 @@ def connected_graph(center_id: str, items: list[dict[str, Any]], ccbc_pairs: Ite
             s = max(s, (cosine - threshold) / (1 - threshold))
         return float(min(1.0, max(0.0, s)))
 
-    edges = []
+    edges: list[dict[str, Any]] = []
     for i in ids:
         sem = by_id[i].get("semantic")
         ccbc = center_ccbc[i]

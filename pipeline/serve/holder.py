@@ -89,6 +89,7 @@ class SnapshotHolder:
                 if cur is not None:  # requests still on the old one finish; retention keeps it a while anyway
                     cur.searcher.snap.close()
             self._pointer_state = state
+            assert self._current is not None  # set above when there was none
             return self._current
 
     def close(self) -> None:

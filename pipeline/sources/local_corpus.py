@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pipeline.errors import UserError
 from pipeline.sources.smart import SmartRecord, iter_smart_records, normalise_docno
+from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -348,29 +349,15 @@ def collection_author_id(collection: str, name: str) -> str:
 
 
 # -- writers ----------------------------------------------------------------------------------
-def _table_columns(wh, table: str) -> dict[str, str]:
-    rows = wh.con.execute(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main'",
-        [table]).fetchall()
-    if not rows:
-        raise UserError(f"table {table!r} does not exist: the warehouse schema (sql/schema) is incomplete")
-    return dict(rows)
-
-
-def _arrow(wh, table: str, cols: dict) -> "object":
-    """Arrow table of the columns the warehouse table actually has (others are dropped, logged)."""
+def _arrow(cols: dict) -> "object":
+    """The columns as an Arrow table (each a column of the warehouse table it is written to, sql/core)."""
     import pyarrow as pa
 
-    have = _table_columns(wh, table)
-    keep = {c: v for c, v in cols.items() if c in have}
-    dropped = sorted(set(cols) - set(keep))
-    if dropped:
-        log.debug("%s: table has no column(s) %s; not written", table, dropped)
-    return pa.table(keep)
+    return pa.table(cols)
 
 
 def _upsert(wh, table: str, cols: dict, keys: list[str]) -> dict:
-    st = wh.upsert(table, _arrow(wh, table, cols), keys=keys)
+    st = wh.upsert(table, _arrow(cols), keys=keys)
     return {"inserted": st.inserted, "updated": st.updated, "unchanged": st.unchanged}
 
 
@@ -378,16 +365,16 @@ def _replace_paper_authors(wh, paper_ids, ids, pos, aids, names) -> dict:
     """The author list of each imported paper is replaced as a whole (an author may disappear)."""
     import pyarrow as pa
 
-    have = _table_columns(wh, "paper_authors")
-    new = _arrow(wh, "paper_authors", {"paper_id": ids, "position": pos, "author_id": aids, "name": names})
-    keys = [k for k in ("paper_id", "position") if k in have]
+    new = _arrow({"paper_id": ids, "position": pos, "author_id": aids, "name": names})
+    keys = ["paper_id", "position"]
     wh.con.register("_pa_ids", pa.table({"paper_id": paper_ids}))
     wh.con.register("_pa_new", new)
     try:
-        stale = wh.con.execute(
+        stale = scalar(
+            wh.con,
             "DELETE FROM paper_authors t WHERE t.paper_id IN (SELECT paper_id FROM _pa_ids) "
             "AND NOT EXISTS (SELECT 1 FROM _pa_new n WHERE n.paper_id = t.paper_id AND n.position = t.position)"
-        ).fetchone()[0]
+        )
     finally:
         wh.con.unregister("_pa_ids")
         wh.con.unregister("_pa_new")
@@ -397,13 +384,14 @@ def _replace_paper_authors(wh, paper_ids, ids, pos, aids, names) -> dict:
 
 def _replace_citations(wh, source: str, cols: dict) -> dict:
     """Citations of this collection: upsert the current edges, delete edges the file no longer has."""
-    new = _arrow(wh, "citations", cols)
+    new = _arrow(cols)
     wh.con.register("_cit_new", new)
     try:
-        deleted = wh.con.execute(
+        deleted = scalar(
+            wh.con,
             "DELETE FROM citations t WHERE t.source = ? AND NOT EXISTS (SELECT 1 FROM _cit_new n "
             "WHERE n.citing_work_id = t.citing_work_id AND n.cited_work_id = t.cited_work_id)", [source]
-        ).fetchone()[0]
+        )
     finally:
         wh.con.unregister("_cit_new")
     st = wh.upsert("citations", new, keys=["citing_work_id", "cited_work_id"])

@@ -46,13 +46,12 @@ import pyarrow.parquet as pq
 
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
-from pipeline.settings import SQL_DIR, Settings
+from pipeline.settings import Settings
 from pipeline.vectors import l2_normalise
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
 
-PASSAGES_VIEW_SQL = SQL_DIR / "views" / "090_passages.sql"
 META_PREFIX = "paperkb."
 TABLES = ("chunks", "papers", "figures")
 ABS_SUFFIX = "#abs"
@@ -84,7 +83,7 @@ def group_mean(keys: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.nd
     k, v = keys[order], vectors[order]
     uniq, starts = np.unique(k, return_index=True)
     sums = np.add.reduceat(v, starts, axis=0)
-    return uniq, l2_normalise(sums, dtype=sums.dtype).astype(np.float32)
+    return uniq, l2_normalise(sums, dtype=sums.dtype.type).astype(np.float32)
 
 
 def _vector_type(dim: int) -> pa.DataType:
@@ -97,15 +96,7 @@ def _vector_array(m: np.ndarray, dim: int) -> pa.FixedSizeListArray:
 
 
 # ---- reading the warehouse ---------------------------------------------------------------------------
-def _tables(con) -> set[str]:
-    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-
-
-def _columns(con, table: str) -> set[str]:
-    return {r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
-
-
+# The embed step reads three marts (sql/marts): passages, figure_legends and paper_meta.
 def _open_read(settings: Settings):
     import duckdb
 
@@ -114,71 +105,28 @@ def _open_read(settings: Settings):
     return duckdb.connect(str(settings.db_path), read_only=True)
 
 
-def _passages_sql(con) -> str:
-    """The passages view if the warehouse has it, else its definition as a subquery (read-only access)."""
-    tables = _tables(con)
-    if "passages" in tables:
-        return "SELECT * FROM passages"
-    if "papers" not in tables:
-        raise UserError("the warehouse has no papers yet: run `paperkb harvest` or `paperkb import-collection` first")
-    sql = PASSAGES_VIEW_SQL.read_text(encoding="utf-8")
-    body = sql[sql.index("AS\nSELECT") + 3:].rstrip().rstrip(";")
-    if "chunks" not in tables:  # no full-text step in this warehouse: abstracts only
-        body = body[body.index("UNION ALL") + len("UNION ALL"):]
-    return body
+def _mart(con, sql: str) -> pa.Table:
+    import duckdb
+
+    try:
+        return con.sql(sql).to_arrow_table()
+    except duckdb.CatalogException as exc:  # a warehouse no write step of this version has opened yet
+        raise UserError(f"the warehouse lacks a table or view this version reads ({str(exc).splitlines()[0]}): "
+                        "run `paperkb harvest` or `paperkb import-collection` first, which brings its schema up to date"
+                        ) from None
 
 
 def read_passages(con) -> pa.Table:
-    return con.sql(f"SELECT * FROM ({_passages_sql(con)}) ORDER BY paper_id, ordinal").to_arrow_table()
+    return _mart(con, "SELECT * FROM passages ORDER BY paper_id, ordinal")
 
 
 def read_figures(con) -> pa.Table:
-    if "figures" not in _tables(con):
-        return pa.table({"figure_id": pa.array([], pa.string())})
-    return con.sql(
-        "SELECT f.figure_id, f.paper_id, f.label, f.number, f.page, f.text, p.title FROM figures f "
-        "LEFT JOIN papers p ON p.paper_id = f.paper_id WHERE coalesce(trim(f.text), '') <> '' ORDER BY f.figure_id"
-    ).to_arrow_table()
+    return _mart(con, "SELECT * FROM figure_legends ORDER BY figure_id")
 
 
 def read_paper_meta(con) -> pa.Table:
-    """Paper rows for the LanceDB papers table: ids, title, abstract, authors, year, categories, metrics.
-
-    Built in Python because the metric columns come from steps that may not have run on this
-    warehouse (S2 counts, graph metrics); missing ones are NULL."""
-    tables = _tables(con)
-    pcols = _columns(con, "papers")
-    mcols = _columns(con, "paper_metrics") if "paper_metrics" in tables else set()
-
-    def pcol(name: str, cast: str) -> str:
-        return f"p.{name}" if name in pcols else f"CAST(NULL AS {cast})"
-
-    authors = ("(SELECT list(a.name ORDER BY a.position) FROM paper_authors a WHERE a.paper_id = p.paper_id)"
-               if "paper_authors" in tables else "CAST([] AS VARCHAR[])")
-    metrics_join = ""
-    pagerank = weight = "CAST(NULL AS DOUBLE)"
-    citation_count = pcol("citation_count", "INTEGER")
-    if {"paper_id", "pagerank"} <= mcols:
-        # several works can map to one paper only through data errors: keep the best-ranked one
-        metrics_join = ("LEFT JOIN (SELECT * FROM paper_metrics WHERE paper_id IS NOT NULL "
-                        "QUALIFY row_number() OVER (PARTITION BY paper_id ORDER BY pagerank DESC NULLS LAST) = 1) m "
-                        "ON m.paper_id = p.paper_id")
-        pagerank = "m.pagerank"
-        weight = "m.weight" if "weight" in mcols else weight
-        if "citation_count" in mcols:
-            citation_count = f"coalesce({citation_count}, m.citation_count)"
-    sql = f"""
-        SELECT p.paper_id, {pcol('external_id', 'VARCHAR')} AS external_id, {pcol('source', 'VARCHAR')} AS source,
-               {pcol('title', 'VARCHAR')} AS title, {pcol('abstract', 'VARCHAR')} AS abstract,
-               coalesce({authors}, CAST([] AS VARCHAR[])) AS authors,
-               CAST({pcol('year', 'INTEGER')} AS INTEGER) AS year,
-               coalesce({pcol('categories', 'VARCHAR[]')}, CAST([] AS VARCHAR[])) AS categories,
-               {pcol('primary_category', 'VARCHAR')} AS primary_category,
-               CAST({citation_count} AS INTEGER) AS citation_count,
-               CAST({pagerank} AS DOUBLE) AS pagerank, CAST({weight} AS DOUBLE) AS weight
-        FROM papers p {metrics_join}
-        ORDER BY p.paper_id"""
-    return con.sql(sql).to_arrow_table()
+    """Paper rows for the LanceDB papers table: ids, title, abstract, authors, year, categories, metrics."""
+    return _mart(con, "SELECT * FROM paper_meta ORDER BY paper_id")
 
 
 # ---- model inputs -------------------------------------------------------------------------------------

@@ -3,13 +3,13 @@
 ``run_enrich`` does, in order:
 
 1. select corpus papers never enriched, or enriched more than ``s2_refresh_days`` ago
-   (``sql/transform/s2_pending.sql``; the id asked for comes from the view ``s2_paper_lookup``);
+   (the macro ``s2_pending`` in ``sql/marts/031_s2_pending.sql``; the id asked for comes from the view ``s2_paper_lookup``);
 2. fetch what the raw zone does not already hold fresh: ``POST /paper/batch`` for the ids (at most
    ``s2_batch_size`` per call), then every page of ``/references`` and ``/citations`` of each paper S2
    resolved (``pipeline.sources.s2.client`` does the HTTP and writes the raw zone);
 3. parse from the raw zone only, into Arrow tables (the staging layer);
 4. upsert ``works``, ``citations``, ``s2_authors``, ``work_authors``, ``s2_unresolved``, then copy
-   ids and counts onto ``papers`` (``sql/transform/s2_update_papers.sql``) for papers whose edges are
+   ids and counts onto ``papers`` (``sql/core/merge/s2_update_papers.sql``) for papers whose edges are
    complete.
 
 When S2 keeps failing (``max_consecutive_failures``), the step loads everything fetched so far, then
@@ -201,6 +201,11 @@ class _Enricher:
         self.over_cap = 0  # batch mode: papers with a list S2 cut off, paged through /references or /citations
 
     # fetching ----------------------------------------------------------------------------------
+    def _s2(self) -> S2Client:
+        if self.client is None:
+            raise RuntimeError("fetching needs an S2 client: run_enrich sets one unless it replays the raw zone")
+        return self.client
+
     def fetch(self, lookups: list[str], kinds: list[str]) -> None:
         """Everything the raw zone lacks for ``lookups``: batch answers, then every edge page."""
         self.fetch_batches(lookups)
@@ -208,7 +213,7 @@ class _Enricher:
         for lookup in lookups:
             hit = self.index.batch_hit(lookup, self.cutoff)
             body = self.index.body(hit[0]) if hit else None
-            rec = body[hit[1]] if isinstance(body, list) and hit[1] < len(body) else None
+            rec = body[hit[1]] if hit and isinstance(body, list) and hit[1] < len(body) else None
             if isinstance(rec, dict) and rec.get("paperId"):
                 resolved.setdefault(rec["paperId"], rec)
         cap = self.s.s2_batch_edge_cap
@@ -228,7 +233,7 @@ class _Enricher:
         self.from_raw += len(set(lookups)) - len(missing)
         size = self.s.s2_batch_size
         for i in range(0, len(missing), size):
-            self.index.add(self.client.fetch_batch(missing[i:i + size], fields=self.fields))
+            self.index.add(self._s2().fetch_batch(missing[i:i + size], fields=self.fields))
 
     def edge_chain(self, kind: str, work_id: str, *, fetch: bool) -> tuple[list[RawEntry], bool]:
         """Pages of one paper's references or citations, from the raw zone first, S2 for the rest.
@@ -241,8 +246,10 @@ class _Enricher:
                 self.from_raw += 1 if fetch else 0
             elif fetch:
                 try:
-                    entry = self.client.fetch_edges(kind, work_id, offset)
+                    entry = self._s2().fetch_edges(kind, work_id, offset)
                 except S2NotFound as exc:
+                    if exc.entry is None:
+                        raise
                     entry = exc.entry
                 self.index.add(entry)
             else:
@@ -311,7 +318,7 @@ class _Enricher:
                 continue
             for item in items:
                 edge, partner = edge_rows(kind, work_id, item if isinstance(item, dict) else {}, fetched)
-                if edge is None:
+                if edge is None or partner is None:
                     st.unlinked_edges += 1
                     continue
                 st.citations[(edge["citing_work_id"], edge["cited_work_id"])] = edge
@@ -325,7 +332,7 @@ class _Enricher:
         partner_key = EDGE_PARTNER[kind]
         for item in items:
             edge, partner = edge_rows(kind, work_id, {partner_key: item if isinstance(item, dict) else {}}, fetched)
-            if edge is None:
+            if edge is None or partner is None:
                 st.unlinked_edges += 1
                 continue
             st.citations[(edge["citing_work_id"], edge["cited_work_id"])] = edge
@@ -340,7 +347,7 @@ class _Enricher:
         rec, fetched, raw_path = st.records.get(work_id, ({}, None, ""))
         for kind in kinds:
             pages, ok = self.edge_chain(kind, work_id, fetch=False)
-            if not ok and rec and not list_needs_paging(rec, kind, self.s.s2_batch_edge_cap):
+            if not ok and rec and fetched is not None and not list_needs_paging(rec, kind, self.s.s2_batch_edge_cap):
                 self.stage_list(st, kind, work_id, rec[kind], fetched, raw_path)
                 continue
             self.stage_edges(st, kind, work_id, pages)
@@ -380,7 +387,7 @@ class _Enricher:
                 out["work_authors"] = wh.upsert("work_authors", wa, ["work_id", "position"])
                 # an author list that got shorter leaves no stale tail behind
                 wh.con.register("_s2_bylines", pa.table({"work_id": list({r["work_id"] for r in st.work_authors})}))
-                lens = {}
+                lens: dict[str, int] = {}
                 for r in st.work_authors:
                     lens[r["work_id"]] = max(lens.get(r["work_id"], -1), r["position"])
                 wh.con.register("_s2_bylen", pa.table({"work_id": list(lens), "last": list(lens.values())}))
@@ -394,7 +401,7 @@ class _Enricher:
             wh.delete_where_in("s2_unresolved", "lookup_id", sorted(st.resolved_lookups - set(st.unresolved)))
             wh.con.register("s2_done", pa.table({"paper_id": pa.array(sorted(st.done_papers), pa.string())}))
             try:
-                n = wh.sql_file("transform/s2_update_papers.sql").fetchone()
+                n = wh.sql_file("core/merge/s2_update_papers.sql").fetchone()
                 out["papers"] = UpsertStats(updated=int(n[0]) if n else 0)
             finally:
                 wh.con.unregister("s2_done")
@@ -445,7 +452,8 @@ def run_enrich(settings: Settings, replay: bool = False, limit: int | None = Non
         if replay:
             pending = [(lookup_map.get(x), x) for x in en.index.batch]
         else:
-            pending = [tuple(r) for r in wh.sql_file("transform/s2_pending.sql", {"cutoff": cutoff, "limit": limit}).fetchall()]
+            pending = [tuple(r) for r in wh.con.execute("SELECT * FROM s2_pending(?::TIMESTAMPTZ) LIMIT ?",
+                                                            [cutoff, limit]).fetchall()]
     lookups = [lookup for _, lookup in pending]
     summary["papers"] = len(pending)
     kinds = [k for k in EDGE_KINDS if getattr(settings, f"s2_fetch_{k}")]

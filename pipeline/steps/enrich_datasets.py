@@ -5,7 +5,7 @@ First run (no release loaded, watermark ``s2_datasets`` empty): the release ``s2
 download links of the ``papers`` and ``citations`` datasets are asked, and every file lands in the raw
 zone (``pipeline.sources.s2.datasets``). Later runs ask the diffs from the loaded release to the target
 one and download their update and delete files. Only then is DuckDB opened: it reads the gzipped JSON
-lines straight from the raw zone (``sql/transform/s2_datasets_formats.sql``) and keeps only what touches
+lines straight from the raw zone (``sql/staging/s2_datasets_formats.sql``) and keeps only what touches
 the corpus, in three passes over the files (``s2_datasets_corpus.sql``: corpus papers matched on any id
 S2 resolves; ``s2_datasets_citations.sql``: edges with a corpus end; ``s2_datasets_neighbours.sql``: the
 papers on the other end), then upserts the same core tables the Graph API path fills (``works``,
@@ -79,28 +79,28 @@ def fetch_diffs(client: S2DatasetsClient, start: str, end: str) -> list[dict[str
 
 def apply_step(wh: Warehouse, step: dict[str, Any], *, fetched_at: datetime, raw_root: str) -> dict[str, Any]:
     """Load one release or one diff (its update files, then its delete files) into the core tables."""
-    wh.sql_file("transform/s2_datasets_formats.sql")
+    wh.sql_file("staging/s2_datasets_formats.sql")
     papers, citations = step["update"].get("papers") or [], step["update"].get("citations") or []
     out: dict[str, Any] = {"release": step["to"], "files": sum(len(v) for v in step["update"].values())
                            + sum(len(v) for v in step["delete"].values())}
     works, edges = UpsertStats(), UpsertStats()
     done: list[str] = []
     if papers:
-        wh.sql_file("transform/s2_datasets_corpus.sql", {"files": papers}).fetchall()
+        wh.sql_file("staging/s2_datasets_corpus.sql", {"files": papers}).fetchall()
     else:
         wh.con.execute("CREATE OR REPLACE TEMP TABLE _ds_corpus AS SELECT * FROM (SELECT NULL::BIGINT AS corpusid, "
                        "NULL::VARCHAR AS sha, NULL::VARCHAR AS paper_id) WHERE false").fetchall()
     if citations:
-        wh.sql_file("transform/s2_datasets_citations.sql", {"files": citations}).fetchall()
+        wh.sql_file("staging/s2_datasets_citations.sql", {"files": citations}).fetchall()
     else:
         wh.con.execute("CREATE OR REPLACE TEMP TABLE _ds_citations AS SELECT NULL::BIGINT AS citationid, "
                        "NULL::BIGINT AS citingcorpusid, NULL::BIGINT AS citedcorpusid, NULL::BOOLEAN AS isinfluential, "
                        "NULL::VARCHAR[] AS intents WHERE false").fetchall()
     if papers:
-        wh.sql_file("transform/s2_datasets_neighbours.sql", {"files": papers}).fetchall()
+        wh.sql_file("staging/s2_datasets_neighbours.sql", {"files": papers}).fetchall()
         params = {"fetched_at": fetched_at, "raw_root": raw_root}
-        works = wh.upsert("works", _arrow(wh, "transform/s2_datasets_works.sql", params), ["work_id"])
-        byline = _arrow(wh, "transform/s2_datasets_authors.sql")
+        works = wh.upsert("works", _arrow(wh, "staging/s2_datasets_works.sql", params), ["work_id"])
+        byline = _arrow(wh, "staging/s2_datasets_authors.sql")
         if byline.num_rows:
             wh.upsert("work_authors", byline, ["work_id", "position"])
             wh.con.register("_ds_byline", byline)
@@ -113,7 +113,7 @@ def apply_step(wh: Warehouse, step: dict[str, Any], *, fetched_at: datetime, raw
         wh.con.execute("CREATE OR REPLACE TEMP TABLE _ds_neighbours AS SELECT NULL::BIGINT AS corpusid, "
                        "NULL::VARCHAR AS sha WHERE false").fetchall()
     staged_edges = wh.con.execute("SELECT count(*) FROM _ds_citations").fetchall()[0][0]
-    rows = _arrow(wh, "transform/s2_datasets_edges.sql", {"fetched_at": fetched_at})
+    rows = _arrow(wh, "staging/s2_datasets_edges.sql", {"fetched_at": fetched_at})
     if rows.num_rows:
         edges = wh.upsert("citations", rows.drop_columns(["citation_id"]), ["citing_work_id", "cited_work_id"])
         wh.upsert("s2_dataset_citations", rows.select(["citation_id", "citing_work_id", "cited_work_id"]), ["citation_id"])
@@ -121,19 +121,12 @@ def apply_step(wh: Warehouse, step: dict[str, Any], *, fetched_at: datetime, raw
 
     deleted_works = deleted_edges = 0
     if step["delete"].get("citations"):
-        wh.sql_file("transform/s2_datasets_delete_citations.sql", {"files": step["delete"]["citations"]}).fetchall()
-        deleted_edges += wh.con.execute(
-            "DELETE FROM citations c USING _ds_gone_edges g "
-            "WHERE c.citing_work_id = g.citing_work_id AND c.cited_work_id = g.cited_work_id").fetchall()[0][0]
-        wh.con.execute("DELETE FROM s2_dataset_citations WHERE citation_id IN (SELECT citation_id FROM _ds_gone_edges)").fetchall()
+        wh.sql_file("staging/s2_datasets_delete_citations.sql", {"files": step["delete"]["citations"]}).fetchall()
+        deleted_edges += wh.sql_file("core/merge/s2_datasets_unlink_citations.sql").fetchall()[0][0]
     if step["delete"].get("papers"):
-        wh.sql_file("transform/s2_datasets_delete_papers.sql", {"files": step["delete"]["papers"]}).fetchall()
-        deleted_edges += wh.con.execute(
-            "DELETE FROM citations WHERE citing_work_id IN (SELECT work_id FROM _ds_gone) "
-            "OR cited_work_id IN (SELECT work_id FROM _ds_gone)").fetchall()[0][0]
-        wh.con.execute("DELETE FROM s2_dataset_citations WHERE citing_work_id IN (SELECT work_id FROM _ds_gone) "
-                       "OR cited_work_id IN (SELECT work_id FROM _ds_gone)").fetchall()
-        deleted_works = wh.con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM _ds_gone)").fetchall()[0][0]
+        wh.sql_file("staging/s2_datasets_delete_papers.sql", {"files": step["delete"]["papers"]}).fetchall()
+        deleted_edges += wh.sql_file("core/merge/s2_datasets_unlink_works.sql").fetchall()[0][0]
+        deleted_works = wh.sql_file("core/merge/s2_datasets_delete_works.sql").fetchall()[0][0]
     out.update(works_deleted=deleted_works, citations_deleted=deleted_edges)
 
     if done:  # ids and counts onto papers, as the Graph API path does
@@ -141,7 +134,7 @@ def apply_step(wh: Warehouse, step: dict[str, Any], *, fetched_at: datetime, raw
 
         wh.con.register("s2_done", pa.table({"paper_id": pa.array(sorted(done), pa.string())}))
         try:
-            n = (wh.sql_file("transform/s2_update_papers.sql").fetchall() or [None])[0]
+            n = (wh.sql_file("core/merge/s2_update_papers.sql").fetchall() or [None])[0]
             out["papers_updated"] = int(n[0]) if n else 0
         finally:
             wh.con.unregister("s2_done")
@@ -188,7 +181,7 @@ def sync_datasets(settings: Settings, raw: RawZone) -> dict[str, Any]:
     summary.update(
         steps=[{**s, "works": vars(s["works"]), "citations": vars(s["citations"])} for s in loaded_steps],
         requests=sum(client.calls.values()), calls=dict(client.calls), files_from_raw=client.from_raw,
-        bytes_downloaded=client.bytes, rate_wait_s=round(client.limiter.waited_s, 3),
+        bytes_downloaded=client.bytes, rate_wait_s=round(client.rate_wait_s, 3),
         load_s=round(time.perf_counter() - t0, 3))
     log.info("S2 datasets: %s", one_line(summary))
     return summary
@@ -230,7 +223,7 @@ def replay_datasets(settings: Settings, raw: RawZone) -> dict[str, Any]:
     with Warehouse(settings) as wh:
         wh.init()
         summary["loaded_before"] = wh.get_watermark(WATERMARK)
-        if steps:
+        if steps and release:
             with wh.transaction():
                 raw_root = str(Path(raw.root).resolve() / "x")[:-1]
                 loaded = [apply_step(wh, st, fetched_at=fetched_at, raw_root=raw_root) for st in steps]

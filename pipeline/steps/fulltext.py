@@ -36,6 +36,7 @@ from pipeline.embedding.chunking import Segment, chunk_records, content_hash
 from pipeline.sources.pdf.figures import FigureLegend, find_figures
 from pipeline.sources.pdf.text import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
 from pipeline.settings import Settings
+from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -152,9 +153,9 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
     chunks = chunk_records(paper_id, body, segments, pages_of, settings) if chunk else []
     pages = []
     for p in laid.pages:
-        rng = page_ranges.get(p.number)
+        chars = page_ranges.get(p.number)
         pages.append({"page": p.number, "n_blocks": len(p.blocks),
-                      "char_start": rng[0] if rng else None, "char_end": rng[1] if rng else None,
+                      "char_start": chars[0] if chars else None, "char_end": chars[1] if chars else None,
                       "figures": [f.label for f in figures if f.page == p.number]})
     return Extraction(paper_id=paper_id, n_pages=laid.n_pages, body=body, abstract=abstract_text(list(laid.blocks())),
                       pages=pages, sections=sections, chunks=chunks, figures=figures, dropped=laid.n_dropped)
@@ -164,40 +165,20 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
 # fan-out API
 
 
-def _table_exists(con, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0])
-
-
-def _has_column(con, table: str, column: str) -> bool:
-    return bool(con.execute(
-        "SELECT count(*) FROM information_schema.columns WHERE table_name = ? AND column_name = ?", [table, column]
-    ).fetchone()[0])
-
-
 def _pending_ids(con) -> list[str]:
-    """Papers with a PDF source (arXiv, an S2 open-access URL, or a local PDF that ``paperkb import-pdfs``
-    put in the raw zone) and no fulltext_docs row yet."""
-    if not _table_exists(con, "papers"):
-        return []
-    oa = "p.open_access_pdf_url IS NOT NULL" if _has_column(con, "papers", "open_access_pdf_url") else "FALSE"
-    done = "LEFT JOIN fulltext_docs d USING (paper_id)" if _table_exists(con, "fulltext_docs") else ""
-    where = "d.paper_id IS NULL AND " if done else ""
-    rows = con.execute(
-        f"SELECT p.paper_id FROM papers p {done} WHERE {where}(p.source IN ('arxiv', 'local') OR {oa}) ORDER BY p.paper_id"
-    ).fetchall()
-    return [r[0] for r in rows]
+    """Papers with a PDF source and no full text yet (the mart ``fulltext_pending``)."""
+    return [r[0] for r in con.execute("SELECT paper_id FROM fulltext_pending ORDER BY paper_id").fetchall()]
 
 
 def _targets(con, paper_ids: list[str], settings: Settings) -> dict[str, str]:
     """paper_id -> PDF URL: arXiv's for arXiv papers, else S2's openAccessPdf."""
     from pipeline.sources.pdf.client import arxiv_pdf_url
 
-    if not paper_ids or not _table_exists(con, "papers"):
+    if not paper_ids:
         return {}
-    oa = "open_access_pdf_url" if _has_column(con, "papers", "open_access_pdf_url") else "NULL"
     rows = con.execute(
-        f"SELECT paper_id, source, external_id, {oa} FROM papers WHERE paper_id IN (SELECT unnest(?))", [paper_ids]
-    ).fetchall()
+        "SELECT paper_id, source, external_id, open_access_pdf_url FROM papers WHERE paper_id IN (SELECT unnest(?))",
+        [paper_ids]).fetchall()
     out = {}
     for pid, source, ext, oa_url in rows:
         if source == "arxiv":
@@ -259,7 +240,7 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
 
     t0 = time.perf_counter()
     raw = RawZone(settings.raw_dir)
-    out = {"part": part, "paper_ids": list(paper_ids), "failures": [], "papers": len(paper_ids), "downloaded": 0,
+    out: dict[str, Any] = {"part": part, "paper_ids": list(paper_ids), "failures": [], "papers": len(paper_ids), "downloaded": 0,
            "from_raw": 0, "failed": 0}
     stored = set(in_raw_zone(settings, paper_ids))
     missing = [pid for pid in paper_ids if pid not in stored]
@@ -313,7 +294,7 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
     figures: list[dict] = []
     docs: list[dict] = []
     rejects: list[dict] = []
-    stats = {"part": part, "papers": len(paper_ids), "extracted": 0, "rejected": 0, "retry_later": 0, "pages": 0,
+    stats: dict[str, Any] = {"part": part, "papers": len(paper_ids), "extracted": 0, "rejected": 0, "retry_later": 0, "pages": 0,
              "chunks": 0, "figures": 0}
     for pid in paper_ids:
         rel = raw_relpath(pid)
@@ -480,7 +461,7 @@ def _add_rejects(wh, rows: list[dict], run_id: str | None) -> int:
     n = 0
     for r in rows:
         rid = hashlib.sha256(json.dumps([STEP, r["paper_id"], r["reason"], r["raw_path"], r["detail"]]).encode()).hexdigest()[:32]
-        exists = wh.con.execute("SELECT count(*) FROM rejects WHERE reject_id = ?", [rid]).fetchone()[0]
+        exists = scalar(wh.con, "SELECT count(*) FROM rejects WHERE reject_id = ?", [rid])
         if exists:
             continue
         wh.con.execute(

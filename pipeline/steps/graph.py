@@ -185,8 +185,8 @@ def ks_xmin(values: np.ndarray) -> float | None:
                                     estimate_discrete=parent.estimate_discrete, verbose=0)
             dist[k] = pl.D
             valid[k] = pl.in_range() and not pl.noise_flag
-    k = int(np.ma.masked_array(dist, mask=~valid).argmin()) if valid.any() else int(np.argmin(dist))
-    return float(u[k])
+    best = int(np.ma.masked_array(dist, mask=~valid).argmin()) if valid.any() else int(np.argmin(dist))
+    return float(u[best])
 
 
 def survival_weights(counts: np.ndarray, fit) -> np.ndarray:

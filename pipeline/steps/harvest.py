@@ -29,7 +29,7 @@ import shutil
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from hashlib import sha1
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -53,7 +53,7 @@ from pipeline.dates import parse_day
 from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
-from pipeline.warehouse import RunLog, Warehouse, write_staging
+from pipeline.warehouse import RunLog, Warehouse, scalar, write_staging
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -399,7 +399,7 @@ class _Loader:
         con = wh.con
         con.register("incoming_authors", pq.read_table(part.paths["authors"]))
         try:
-            rows = wh.sql_file("transform/arxiv_new_authors.sql").fetchall()
+            rows = wh.sql_file("core/merge/arxiv_new_authors.sql").fetchall()
             self.stats.authors_new += int(rows[0][0]) if rows else 0
         finally:
             con.unregister("incoming_authors")
@@ -410,7 +410,7 @@ class _Loader:
                            "n_authors": pc.fill_null(counts["position_max"], 0).cast(pa.int32())})
         con.register("incoming_author_counts", counts)
         try:
-            wh.sql_file("transform/arxiv_trim_paper_authors.sql").fetchall()
+            wh.sql_file("core/merge/arxiv_trim_paper_authors.sql").fetchall()
         finally:
             con.unregister("incoming_author_counts")
         st = wh.upsert("paper_authors", paper_authors, keys=["paper_id", "position"])
@@ -465,7 +465,7 @@ def _open(settings: Settings) -> Iterator[Warehouse]:
     if settings.harvest_memory_limit.strip():
         wanted["memory_limit"] = settings.harvest_memory_limit.strip()
     # these settings are global to the database instance: put back what was there when done
-    before = {k: wh.con.execute("SELECT current_setting(?)", [k]).fetchone()[0] for k in wanted}
+    before = {k: scalar(wh.con, "SELECT current_setting(?)", [k]) for k in wanted}
     try:
         for key, value in wanted.items():
             try:
@@ -535,30 +535,29 @@ class Checkpoint:
             "AND from_date IS NOT DISTINCT FROM ? AND until_date IS NOT DISTINCT FROM ? "
             "ORDER BY started_at DESC LIMIT 1",
             [settings.oai_set or None, settings.oai_metadata_prefix, from_date, until_date],
-        ).fetchall()
-        row = row[0] if row else None
+        ).fetchone()
         if not row:
             return None
-        # TIMESTAMPTZ comes back through pytz, which is not installed: read it as epoch microseconds
-        return cls(*row[:-1], started_at=datetime.fromtimestamp(row[-1] / 1e6, tz=timezone.utc))
+        # TIMESTAMPTZ read as epoch microseconds (a plain UTC datetime, whatever the session time zone)
+        return cls(*row[:-1], started_at=datetime.fromtimestamp(row[-1] / 1e6, tz=timezone.utc))  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------------------------------------
 # the steps
 # ------------------------------------------------------------------------------------------------
 @writes("harvest")
-def run_harvest(settings: Settings, from_date: str | None = None, until_date: str | None = None,
+def run_harvest(settings: Settings, from_date: str | date | None = None, until_date: str | date | None = None,
                 replay: bool = False) -> dict[str, Any]:
     """Harvest arXiv metadata into the warehouse (see module doc). Returns a JSON-able summary."""
     from_day, until_day = parse_day(from_date, "--from"), parse_day(until_date, "--until")
-    from_date = from_day.isoformat() if from_day else None
-    until_date = until_day.isoformat() if until_day else None
-    if from_date and until_date and until_date < from_date:
-        raise UserError(f"--until {until_date} is before --from {from_date}")
+    first = from_day.isoformat() if from_day else None
+    last = until_day.isoformat() if until_day else None
+    if first and last and last < first:
+        raise UserError(f"--until {last} is before --from {first}")
     with _open(settings) as wh:
         if replay:
             return _replay(settings, wh)
-        return _harvest(settings, wh, from_date, until_date)
+        return _harvest(settings, wh, first, last)
 
 
 def _replay(settings: Settings, wh: Warehouse) -> dict[str, Any]:

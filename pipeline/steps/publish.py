@@ -25,13 +25,17 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from pipeline import snapshots as snap
 from pipeline import writer_lock
 from pipeline.errors import UserError
 from pipeline.query.configs import weights_for
 from pipeline.settings import Settings
+from pipeline.warehouse import scalar
+
+if TYPE_CHECKING:
+    from lancedb.query import LanceVectorQueryBuilder
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +85,7 @@ def build_catalog(settings: Settings, out: Path) -> tuple[dict[str, int], dict[s
             if t in OPERATIONAL_TABLES or t.startswith(("_", "stg_")):
                 continue
             con.execute(f'CREATE TABLE main."{t}" AS SELECT * FROM wh.main."{t}"')
-            counts[t] = con.execute(f'SELECT count(*) FROM wh.main."{t}"').fetchone()[0]
+            counts[t] = scalar(con, f'SELECT count(*) FROM wh.main."{t}"')
         watermarks = {}
         if "watermarks" in tables:
             watermarks = dict(con.execute("SELECT source, value FROM wh.main.watermarks ORDER BY source").fetchall())
@@ -95,8 +99,8 @@ def build_catalog(settings: Settings, out: Path) -> tuple[dict[str, int], dict[s
             except duckdb.Error as exc:
                 log.warning("view %s not copied into the snapshot: %s", name, str(exc).splitlines()[0])
         for name, _ in views:
-            if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()[0]:
-                counts[f"view:{name}"] = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+            if scalar(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]):
+                counts[f"view:{name}"] = scalar(con, f'SELECT count(*) FROM "{name}"')
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -164,6 +168,11 @@ def link_tree(src: Path, out: Path) -> dict[str, int]:
 
 
 # ---- verify --------------------------------------------------------------------------------------------
+def _vector_query(table, vector) -> LanceVectorQueryBuilder:
+    """A cosine nearest-neighbour query on ``table.vector`` (``search`` is typed for every query kind)."""
+    return cast("LanceVectorQueryBuilder", table.search(vector, vector_column_name="vector")).distance_type("cosine")
+
+
 def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, int]:
     """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries."""
     import duckdb
@@ -175,25 +184,19 @@ def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, 
         for t, n in expected_counts.items():
             if t.startswith("view:"):
                 continue
-            got = con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+            got = scalar(con, f'SELECT count(*) FROM "{t}"')
             if got != n:
                 problems.append(f"catalog.{t}: {got} rows, warehouse has {n}")
-        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        want = {}
-        if "passages" in tables:
-            want["chunks"] = con.execute("SELECT count(*) FROM passages").fetchone()[0]
-            want["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM passages").fetchone()[0]
-        if "figures" in tables:
-            want["figures"] = con.execute(
-                "SELECT count(*) FROM figures WHERE coalesce(trim(text), '') <> ''").fetchone()[0]
+        want = {"chunks": scalar(con, "SELECT count(*) FROM passages"),
+                "papers": scalar(con, "SELECT count(DISTINCT paper_id) FROM passages"),
+                "figures": scalar(con, "SELECT count(*) FROM figure_legends")}
     finally:
         con.close()
 
     db = lancedb.connect(str(folder / "lancedb"))
     lance_counts: dict[str, int] = {}
     for name in LANCE_TABLES:
-        t = db.open_table(name)
-        lance_counts[name] = n = t.count_rows()
+        lance_counts[name] = n = db.open_table(name).count_rows()
         if name in want and want[name] != n:
             problems.append(f"lancedb.{name}: {n} rows, warehouse has {want[name]}: run `paperkb embed` first")
     chunks = db.open_table("chunks")
@@ -202,13 +205,11 @@ def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, 
         problems.append("lancedb.chunks has no full-text index on text")
     if lance_counts["chunks"]:
         row = chunks.search().limit(1).select(["chunk_id", "text", "vector"]).to_list()[0]
-        exact = chunks.search(row["vector"], vector_column_name="vector").metric("cosine") \
-            .bypass_vector_index().limit(1).to_list()
+        exact = _vector_query(chunks, row["vector"]).bypass_vector_index().limit(1).to_list()
         if not exact or exact[0]["_distance"] > 1e-3:
             problems.append("probe vector query (exact) did not find its own chunk")
         # through the ANN index when there is one (approximate: the chunk must be among the top 10)
-        ann = chunks.search(row["vector"], vector_column_name="vector").metric("cosine").refine_factor(5) \
-            .limit(10).to_list()
+        ann = _vector_query(chunks, row["vector"]).refine_factor(5).limit(10).to_list()
         if row["chunk_id"] not in {h["chunk_id"] for h in ann}:
             problems.append("probe vector query (index) did not find its own chunk")
         word = max((w.strip(".,;:()[]\"'") for w in (row["text"] or "").split()), key=len, default="")
@@ -258,7 +259,7 @@ def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -
     for rel in files:
         st = (folder / rel).stat()
         digest = (prev_m.get("files") or {}).get(rel)
-        if digest and _same_inode(st, previous / rel):
+        if digest and previous is not None and _same_inode(st, previous / rel):
             reused.add(rel)
         else:
             digest = snap.sha256_file(folder / rel)
@@ -358,7 +359,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
         try:
             counts, watermarks = build_catalog(settings, tmp / "catalog.duckdb")
             model = copy_lancedb(settings, tmp / "lancedb")
-            manifest = {
+            manifest: dict[str, Any] = {
                 "snapshot_id": sid,
                 "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
                 "schema_version": snap.SCHEMA_VERSION,
@@ -424,7 +425,7 @@ def warehouse_papers(settings: Settings) -> int:
 
     con = duckdb.connect(str(settings.db_path), read_only=True)
     try:
-        return int(con.execute("SELECT count(*) FROM papers").fetchone()[0])
+        return int(scalar(con, "SELECT count(*) FROM papers"))
     except duckdb.CatalogException:  # no papers table yet
         return 0
     finally:

@@ -145,7 +145,7 @@ def coalesce(settings: Settings, *, logical_date: datetime | None, interval_star
                 "reason": why or (f"{queued} neighbouring run(s) queued: the next one harvests this window"
                                   if defer else "no neighbouring run queued")}
     if defer:
-        defer_window(settings, window, dag_run_id=dag_run_id, message=decision["reason"])
+        defer_window(settings, window, dag_run_id=dag_run_id, message=str(decision["reason"]))
     log.info("coalesce: %s %s .. %s (%s)", "deferring" if defer else "running", window[0], window[1], decision["reason"])
     return decision
 

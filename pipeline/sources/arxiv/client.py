@@ -1,14 +1,12 @@
 """arXiv over HTTP: OAI-PMH ``ListRecords`` pages and API ``id_list`` lookups. The only module
 that talks to arXiv.
 
-Politeness: one ``requests.Session`` with a single pooled connection, and at least
-``settings.arxiv_delay_s`` between the starts of two requests (arXiv asks for 3 s).
-Retries (tenacity): transient network errors (timeouts, resets), 429/500/502/503/504 and bodies that are not well-formed XML
-(a cut connection) are retried up to ``settings.retry_max_attempts`` times; the wait is the
-server's ``Retry-After`` when it sends one (up to ``settings.http_retry_after_max_s``, read as every
-source reads it: :mod:`pipeline.sources.http`), else exponential up to ``settings.retry_max_backoff_s``. A host that does not resolve or refuses the connection is not
-retried: :class:`~pipeline.errors.ServiceUnreachable` names the URL and its setting
-(``PAPERKB_ARXIV_OAI_URL`` / ``PAPERKB_ARXIV_API_URL``; see ``pipeline.sources.net``).
+HTTP goes through the shared :class:`~pipeline.sources.http.PoliteClient`: one connection, at least
+``settings.arxiv_delay_s`` between the starts of two requests (arXiv asks for 3 s), retries on
+429/5xx/timeouts/cut connections with ``Retry-After`` honoured up to ``settings.http_retry_after_max_s``,
+and :class:`~pipeline.errors.ServiceUnreachable` at once, naming ``PAPERKB_ARXIV_OAI_URL`` or
+``PAPERKB_ARXIV_API_URL``, when the host does not resolve or refuses. On top of that, arXiv's own rule: a
+body that is not well-formed XML (a connection cut mid-answer) is stored, then asked for again.
 
 Every response body that is going to be parsed is written byte-exact to the raw zone first
 (``raw/arxiv/oai/...`` and ``raw/arxiv/api/...``); the parse here only decides what the harvest
@@ -26,32 +24,18 @@ requests + lxml (``pipeline.sources.arxiv.records``).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import requests
-from requests.adapters import HTTPAdapter
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from pipeline.sources.arxiv.records import AtomFeed, MalformedResponse, OaiPage, read_atom_feed, read_oai_page
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
-from pipeline.sources.http import RateLimiter, parse_retry_after, retry_after_wait
-from pipeline.sources.net import raise_if_unreachable
+from pipeline.sources.arxiv.records import AtomFeed, MalformedResponse, OaiPage, read_atom_feed, read_oai_page
+from pipeline.sources.http import Endpoint, PoliteClient, RetryableHTTP
 
 log = logging.getLogger(__name__)
 
 RAW_SOURCE = "arxiv"
-RETRY_STATUSES = {429, 500, 502, 503, 504}
-
-
-class RetryableHTTP(Exception):
-    """A response worth asking again for (429/5xx)."""
-
-    def __init__(self, status: int, url: str, retry_after: float | None):
-        super().__init__(f"HTTP {status} from {url}")
-        self.status = status
-        self.retry_after = retry_after
 
 
 class ArxivUnavailable(Exception):
@@ -66,66 +50,15 @@ class HttpStatusError(Exception):
         self.status = status
 
 
-class PoliteSession:
-    """One connection to arXiv, a minimum delay between requests, capped-backoff retries."""
-
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        self.session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=1, pool_block=True, max_retries=0)
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
-        self.session.headers["User-Agent"] = settings.user_agent
-        self._limiter = RateLimiter(settings.arxiv_delay_s)
-        self._lock = threading.Lock()
-        self.requests_made = 0
-
-    def close(self) -> None:
-        self.session.close()
-
-    def get_once(self, url: str, params: dict[str, Any], *, service: str, setting: str) -> requests.Response:
-        """One polite GET. Raises ``RetryableHTTP`` for 429/5xx, ``ServiceUnreachable`` when the host does
-        not resolve or refuses (``setting`` holds ``url``); returns other responses as they are."""
-        with self._lock:
-            self._limiter.wait()
-            self.requests_made += 1
-            try:
-                resp = self.session.get(url, params=params, timeout=self.settings.http_timeout_s)
-            except requests.ConnectionError as exc:
-                raise_if_unreachable(exc, service=service, url=url, setting=setting)
-                raise
-        if resp.status_code in RETRY_STATUSES:
-            ra = parse_retry_after(resp.headers.get("Retry-After"))
-            log.warning("arXiv answered HTTP %s%s; will retry", resp.status_code,
-                        f" (Retry-After {ra:.0f}s)" if ra is not None else "")
-            raise RetryableHTTP(resp.status_code, resp.url, ra)
-        return resp
-
-    def _wait(self, state: RetryCallState) -> float:
-        cap = self.settings.retry_max_backoff_s
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, RetryableHTTP) and exc.retry_after is not None:
-            return retry_after_wait(exc.retry_after, self.settings.http_retry_after_max_s, "arXiv")
-        return wait_exponential(multiplier=1, min=0, max=cap)(state)
-
-    def retrying(self, *extra_retry_on: type[BaseException]) -> Retrying:
-        return Retrying(
-            retry=retry_if_exception_type((requests.ConnectionError, requests.Timeout, RetryableHTTP, *extra_retry_on)),
-            stop=stop_after_attempt(max(1, self.settings.retry_max_attempts)),
-            wait=self._wait,
-            reraise=True,
-            before_sleep=lambda s: log.info("retrying arXiv request (attempt %d): %s", s.attempt_number + 1,
-                                            s.outcome.exception() if s.outcome else ""),
-        )
-
-
 class ArxivClient:
     """OAI-PMH pages and API lookups, each stored in the raw zone before it is parsed."""
 
     def __init__(self, settings: Settings, raw: RawZone | None = None):
         self.settings = settings
         self.raw = raw or RawZone(settings.raw_dir)
-        self.http = PoliteSession(settings)
+        self.oai = Endpoint("arXiv OAI-PMH", settings.arxiv_oai_url, "PAPERKB_ARXIV_OAI_URL")
+        self.api = Endpoint("the arXiv API", settings.arxiv_api_url, "PAPERKB_ARXIV_API_URL")
+        self.http = PoliteClient(settings, self.oai, delay_s=settings.arxiv_delay_s)
 
     def close(self) -> None:
         self.http.close()
@@ -153,7 +86,7 @@ class ArxivClient:
         url = self.settings.arxiv_oai_url
 
         def attempt() -> tuple[RawEntry, OaiPage]:
-            resp = self.http.get_once(url, params, service="arXiv OAI-PMH", setting="PAPERKB_ARXIV_OAI_URL")
+            resp = self.http.send("GET", url, params=params, endpoint=self.oai)
             entry = self._store(relpath, resp, params)
             try:
                 page = read_oai_page(self.raw.path(entry))
@@ -167,7 +100,7 @@ class ArxivClient:
 
         try:
             return self.http.retrying(MalformedResponse)(attempt)
-        except (requests.ConnectionError, requests.Timeout, RetryableHTTP) as exc:
+        except RetryableHTTP as exc:
             raise ArxivUnavailable(
                 f"arXiv OAI-PMH ({url}) did not answer after {self.settings.retry_max_attempts} attempts: {exc}"
             ) from exc
@@ -181,7 +114,7 @@ class ArxivClient:
         params = {"id_list": ",".join(ids), "start": 0, "max_results": len(ids)}
 
         def attempt() -> tuple[RawEntry, AtomFeed]:
-            resp = self.http.get_once(url, params, service="the arXiv API", setting="PAPERKB_ARXIV_API_URL")
+            resp = self.http.send("GET", url, params=params, endpoint=self.api)
             entry = self._store(relpath, resp, params)
             try:
                 feed = read_atom_feed(self.raw.read(entry))
@@ -195,7 +128,7 @@ class ArxivClient:
 
         try:
             return self.http.retrying(MalformedResponse)(attempt)
-        except (requests.ConnectionError, requests.Timeout, RetryableHTTP) as exc:
+        except RetryableHTTP as exc:
             raise ArxivUnavailable(
                 f"arXiv API ({url}) did not answer after {self.settings.retry_max_attempts} attempts: {exc}"
             ) from exc

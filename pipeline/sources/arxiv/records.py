@@ -148,7 +148,7 @@ def split_author_string(s: str) -> list[tuple[str, str | None]]:
     if "(" not in s:  # the common case: no affiliations
         parts = [_TRAILING_ET_AL.sub("", p.strip()) for p in _SPLIT.split(s)]
         return [(p, None) for p in parts if p and not _ET_AL.match(p)]
-    depth, name_buf, aff_buf = 0, [], []
+    depth, name_buf, aff_buf = 0, list[str](), list[str]()
     names_text: list[tuple[str, str | None]] = []  # (text outside parens, following paren text)
     for ch in s:
         if ch == "(":
@@ -377,7 +377,7 @@ def _parse_arxiv(root: etree._Element) -> dict[str, Any]:
                 keyname = clean_text(a.findtext(f"{{{ARXIV_NS}}}keyname"))
                 forenames = clean_text(a.findtext(f"{{{ARXIV_NS}}}forenames"))
                 suffix = clean_text(a.findtext(f"{{{ARXIV_NS}}}suffix"))
-                affs = [clean_text(x.text) for x in a.findall(f"{{{ARXIV_NS}}}affiliation") if clean_text(x.text)]
+                affs = [t for t in (clean_text(x.text) for x in a.findall(f"{{{ARXIV_NS}}}affiliation")) if t]
                 full = " ".join(p for p in (forenames, keyname, suffix) if p)
                 if not full:
                     continue
@@ -417,7 +417,8 @@ class AtomFeed:
 def _struct_to_dt(st) -> datetime | None:
     if st is None:
         return None
-    return datetime(*st[:6], tzinfo=timezone.utc)
+    year, month, day, hour, minute, second = st[:6]
+    return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
 
 
 def read_atom_feed(body: bytes) -> AtomFeed:
@@ -461,7 +462,7 @@ def read_atom_feed(body: bytes) -> AtomFeed:
             name = clean_text(a.findtext(f"{{{ATOM_NS}}}name"))
             if not name:
                 continue
-            affs = [clean_text(x.text) for x in a.findall(f"{{{ARXIV_ATOM_NS}}}affiliation") if clean_text(x.text)]
+            affs = [t for t in (clean_text(x.text) for x in a.findall(f"{{{ARXIV_ATOM_NS}}}affiliation")) if t]
             authors.append({"name": name, "keyname": None, "forenames": None,
                             "affiliation": "; ".join(affs) if affs else None})
         version = aid.version

@@ -293,15 +293,15 @@ def _make_block(pno: int, raw: _JBlock, n_dropped: Counter) -> Block | None:
         lines.append(Line(text, (x0, y0, x0 + bb.w * k, y0 + bb.h * k), size, bold, font))
     if not lines:
         return None
-    if len(lines) == len(raw_lines):
-        bb = raw.bbox
-        x0, y0 = bb.x * k, bb.y * k
-        bbox = (x0, y0, x0 + bb.w * k, y0 + bb.h * k)
+    if len(lines) == len(raw_lines) and raw.bbox is not None:
+        box = raw.bbox
+        x0, y0 = box.x * k, box.y * k
+        bbox = (x0, y0, x0 + box.w * k, y0 + box.h * k)
     else:
         bbox = (min(ln.bbox[0] for ln in lines), min(ln.bbox[1] for ln in lines),
                 max(ln.bbox[2] for ln in lines), max(ln.bbox[3] for ln in lines))
-    block = Block(page=pno, bbox=bbox, lines=lines, size=max(size_chars, key=size_chars.get),
-                  bold=bold_chars >= 0.9 * total_chars, font=max(font_chars, key=font_chars.get))
+    block = Block(page=pno, bbox=bbox, lines=lines, size=max(size_chars, key=size_chars.__getitem__),
+                  bold=bold_chars >= 0.9 * total_chars, font=max(font_chars, key=font_chars.__getitem__))
     block.stats = (size_chars, font_chars)
     return block
 
@@ -457,7 +457,7 @@ def layout(doc: pymupdf.Document) -> LaidOutPdf:
     widths: dict[int, float] = {}
     sizes: dict[float, int] = {}  # characters per font size / font name, all pages
     fonts: dict[str, int] = {}
-    for page in doc:
+    for page in doc.pages():
         pno = page.number + 1
         rect = page.rect
         widths[pno] = rect.width
@@ -475,8 +475,8 @@ def layout(doc: pymupdf.Document) -> LaidOutPdf:
                 fonts[key] = fonts.get(key, 0) + n
         raw_pages.append((pno, rect.height, blocks))
     _drop_margins(raw_pages, n_dropped)
-    body_size = max(sizes, key=sizes.get) if sizes else 10.0  # first of equals, as Counter.most_common
-    body_font = max(fonts, key=fonts.get) if fonts else ""
+    body_size = max(sizes, key=sizes.__getitem__) if sizes else 10.0  # first of equals, as Counter.most_common
+    body_font = max(fonts, key=fonts.__getitem__) if fonts else ""
     pages = [PageLayout(number=pno, width=widths[pno], height=h,
                         blocks=_footnotes_last(order_blocks(blocks), h, body_size))
              for pno, h, blocks in raw_pages]
@@ -519,7 +519,7 @@ def assign_kinds(laid: LaidOutPdf) -> None:
 
 
 def abstract_text(blocks: list[Block]) -> str | None:
-    parts = []
+    parts: list[str] = []
     for b in blocks:
         if b.kind == "abstract":
             parts.append(_ABSTRACT_HEAD.sub("", b.text, count=1) if not parts else b.text)

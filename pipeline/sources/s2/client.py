@@ -13,7 +13,9 @@ parser (``pipeline.steps.enrich``) can rebuild everything from the raw zone alon
 retried and not stored, and so are timeouts and cut connections; 400/401/403 stop with a clear
 :class:`~pipeline.errors.UserError`. A host that does not resolve or refuses the connection stops at
 once, without retries: :class:`~pipeline.errors.ServiceUnreachable` names the URL and
-``PAPERKB_S2_API_URL`` (see ``pipeline.sources.net``).
+``PAPERKB_S2_API_URL``. Politeness, retries and ``Retry-After`` are the shared
+:class:`~pipeline.sources.http.PoliteClient`'s; S2's own rule on top: the step stops after
+``max_consecutive_failures`` failed requests in a row, across calls.
 
 Raw layout::
 
@@ -26,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import re
 import time
 from dataclasses import dataclass, field
@@ -34,13 +35,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 import requests
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from tenacity import RetryCallState
 
 from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
-from pipeline.sources.http import RateLimiter, parse_retry_after, retry_after_wait
-from pipeline.sources.net import raise_if_unreachable
+from pipeline.sources.http import Endpoint, HttpStats, PoliteClient, RetryableHTTP
 
 log = logging.getLogger(__name__)
 
@@ -58,32 +58,31 @@ class S2NotFound(Exception):
         self.entry = entry
 
 
-class _Retryable(Exception):
-    """A 429, a 5xx or a connection problem: worth another try after a pause."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 @dataclass
 class S2Stats:
-    """What the client did: HTTP calls by kind, retries, and time spent waiting."""
+    """What the client did: HTTP calls by kind, retries, and time spent waiting (the last three from
+    the shared client's :class:`~pipeline.sources.http.HttpStats`)."""
 
+    http: HttpStats
     calls: dict[str, int] = field(default_factory=dict)  # HTTP requests sent, per kind (incl. retries)
-    retries: int = 0
-    rate_wait_s: float = 0.0  # sleeping imposed by the rate limiter (s2_delay_s between requests)
-    backoff_wait_s: float = 0.0  # sleeping imposed by 429 Retry-After / jittered backoff
-    http_s: float = 0.0  # time inside requests (network + server)
 
     @property
     def total_calls(self) -> int:
         return sum(self.calls.values())
 
+    @property
+    def retries(self) -> int:
+        return self.http.retries
+
+    @property
+    def backoff_wait_s(self) -> float:
+        return self.http.backoff_wait_s  # sleeping imposed by 429 Retry-After / jittered backoff
+
     def as_dict(self) -> dict[str, Any]:
-        return {"http_calls": self.total_calls, "calls": dict(self.calls), "retries": self.retries,
-                "rate_wait_s": round(self.rate_wait_s, 3), "backoff_wait_s": round(self.backoff_wait_s, 3),
-                "http_s": round(self.http_s, 3)}
+        h = self.http
+        return {"http_calls": self.total_calls, "calls": dict(self.calls), "retries": h.retries,
+                "rate_wait_s": round(h.rate_wait_s, 3), "backoff_wait_s": round(h.backoff_wait_s, 3),
+                "http_s": round(h.http_s, 3)}
 
 
 # what only an edge carries (the /references and /citations pages), not the paper on its other end
@@ -139,20 +138,15 @@ def _error_text(resp: requests.Response) -> str:
 class S2Client:
     """Fetches from the S2 Graph API into the raw zone, politely."""
 
-    def __init__(self, settings: Settings, raw: RawZone, *, session: requests.Session | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, settings: Settings, raw: RawZone, *, sleep: Callable[[float], None] = time.sleep):
         self.settings = settings
         self.raw = raw
         self.base = settings.s2_api_url.rstrip("/")
-        self.session = session or requests.Session()
-        self.session.headers["User-Agent"] = settings.user_agent
-        if settings.s2_api_key:
-            self.session.headers["x-api-key"] = settings.s2_api_key  # S2 reads this header, case-sensitive
-        self._sleep = sleep
-        self.limiter = RateLimiter(settings.s2_delay_s, sleep)
-        self.stats = S2Stats()
-        self.consecutive_failures = 0
-        self._last_failure = ""
+        # S2 reads the x-api-key header, case-sensitive
+        key = {"x-api-key": settings.s2_api_key} if settings.s2_api_key else {}
+        self.http = PoliteClient(settings, Endpoint("Semantic Scholar", self.base, "PAPERKB_S2_API_URL"),
+                                 delay_s=settings.s2_delay_s, headers=key, sleep=sleep)
+        self.stats = S2Stats(self.http.stats)
 
     # -- public calls ----------------------------------------------------------------------------
     def fetch_batch(self, ids: list[str], *, day: str | None = None, fields: str | None = None) -> RawEntry:
@@ -201,46 +195,20 @@ class S2Client:
         return json.loads(self.raw.read(entry))
 
     # -- HTTP with politeness --------------------------------------------------------------------
+    @property
+    def consecutive_failures(self) -> int:
+        return self.http.stats.failures_in_a_row
+
     def _request(self, kind: str, method: str, path: str, *, params: dict[str, Any], data: bytes | None = None,
                  allow_404: bool = False) -> requests.Response:
-        s = self.settings
-        retrying = Retrying(
-            retry=retry_if_exception_type(_Retryable),
-            stop=stop_after_attempt(max(1, s.retry_max_attempts)) | self._stop_on_consecutive,
-            wait=self._wait,
-            sleep=self._backoff_sleep,
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
+        retrying = self.http.retrying(stop=self._stop_on_consecutive)
         try:
-            return retrying(self._attempt, kind, method, path, params, data, allow_404)
-        except _Retryable as exc:
+            resp = retrying(self._attempt, kind, method, path, params, data)
+        except RetryableHTTP as exc:
             raise StepFailed(
                 f"Semantic Scholar gave up after {self.consecutive_failures} consecutive failed requests "
                 f"(last: {exc}); everything fetched so far is kept in the raw zone") from exc
-
-    def _attempt(self, kind: str, method: str, path: str, params: dict[str, Any], data: bytes | None,
-                 allow_404: bool) -> requests.Response:
-        self.limiter.wait()
-        self.stats.calls[kind] = self.stats.calls.get(kind, 0) + 1
-        url = self.base + path
-        headers = {"Content-Type": "application/json"} if data is not None else None
-        t0 = time.perf_counter()
-        try:
-            resp = self.session.request(method, url, params=params, data=data, headers=headers,
-                                        timeout=self.settings.http_timeout_s)
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise_if_unreachable(exc, service="Semantic Scholar", url=self.base, setting="PAPERKB_S2_API_URL")
-            self._failed(f"{type(exc).__name__}: {exc}")
-            raise _Retryable(f"{method} {path}: {type(exc).__name__}") from exc
-        finally:
-            self.stats.http_s += time.perf_counter() - t0
         code = resp.status_code
-        if code == 429 or code >= 500:
-            msg = f"HTTP {code} {resp.reason or ''} on {method} {path}".strip()
-            self._failed(msg)
-            raise _Retryable(msg, parse_retry_after(resp.headers.get("Retry-After")))
-        self.consecutive_failures = 0
         if 200 <= code < 300 or (code == 404 and allow_404):
             return resp
         detail = _error_text(resp)
@@ -257,41 +225,15 @@ class S2Client:
             raise UserError(f"Semantic Scholar has no {method} {path} (HTTP 404: {detail}); check PAPERKB_S2_API_URL")
         raise UserError(f"Semantic Scholar answered HTTP {code} on {method} {path}: {detail}")
 
-    def _failed(self, message: str) -> None:
-        self.consecutive_failures += 1
-        self._last_failure = message
+    def _attempt(self, kind: str, method: str, path: str, params: dict[str, Any], data: bytes | None) -> requests.Response:
+        self.stats.calls[kind] = self.stats.calls.get(kind, 0) + 1
+        headers = {"Content-Type": "application/json"} if data is not None else None
+        return self.http.send(method, self.base + path, params=params, data=data, headers=headers)
 
     def _stop_on_consecutive(self, retry_state: RetryCallState) -> bool:
         return self.consecutive_failures >= max(1, self.settings.max_consecutive_failures)
 
-    def _wait(self, retry_state: RetryCallState) -> float:
-        """Retry-After when S2 sends one (up to ``http_retry_after_max_s``), else full-jitter exponential backoff
-        capped at ``retry_max_backoff_s``."""
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        cap = max(0.0, self.settings.retry_max_backoff_s)
-        jitter = random.uniform(0, min(cap, 2.0 ** retry_state.attempt_number))
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            wait = retry_after_wait(retry_after, self.settings.http_retry_after_max_s, "Semantic Scholar")
-            return wait + random.uniform(0, min(cap, 1.0)) * 0.1
-        return jitter
-
-    def _backoff_sleep(self, seconds: float) -> None:
-        self.stats.backoff_wait_s += seconds
-        self._sleep(seconds)
-
-    def _before_sleep(self, retry_state: RetryCallState) -> None:
-        self.stats.retries += 1
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        log.warning("Semantic Scholar: %s; retrying in %.1fs (consecutive failures: %d)",
-                    exc, retry_state.upcoming_sleep, self.consecutive_failures)
-
-    @property
-    def rate_wait_s(self) -> float:
-        return self.limiter.waited_s
-
     def stats_dict(self) -> dict[str, Any]:
-        self.stats.rate_wait_s = self.limiter.waited_s
         return self.stats.as_dict()
 
 

@@ -5,15 +5,16 @@ appends ``/datasets/v1``; its ``api_url`` is ``s2_api_url`` without ``/graph/v1`
 points both APIs at a mirror or the replay server). The package hands back parsed objects, so the raw
 zone keeps their JSON as the package parsed it (``raw_data``), re-serialized, under
 ``raw/s2/datasets/meta/``. The dataset files (gzipped JSON lines on S3, behind the links the API
-gives) are streamed to disk byte-exact with ``requests``, without the API key (the links are
-pre-signed; the key is not sent to another host)::
+gives) are streamed to disk byte-exact through the shared :class:`~pipeline.sources.http.PoliteClient`
+(retries on 429/5xx/timeouts), without the API key (the links are pre-signed; the key is not sent to
+another host)::
 
     raw/s2/datasets/meta/<YYYY-MM-DD>/<call>-<args>.json                    an API answer
     raw/s2/datasets/release/<release>/<dataset>/<file>                      a file of a full release
     raw/s2/datasets/diff/<from>_to_<to>/<dataset>/<update|delete>/<file>    a file of one diff
 
 A file already in the raw zone is not downloaded again (a failed load resumes from the raw zone).
-At most one request per ``s2_delay_s`` seconds, like the Graph API client.
+At most one request per ``s2_delay_s`` seconds to each host, like the Graph API client.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import httpx
-import requests
 
-from pipeline.errors import UserError
+from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawEntry, RawZone
 from pipeline.settings import Settings
+from pipeline.sources.http import TRANSIENT_ERRORS, Endpoint, PoliteClient, RateLimiter, RetryableHTTP
 from pipeline.sources.net import raise_if_unreachable
-from pipeline.sources.s2.client import SOURCE, RateLimiter, _safe
+from pipeline.sources.s2.client import SOURCE, _safe
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +67,18 @@ class S2DatasetsClient:
         self.raw = raw
         self.root = datasets_root(settings.s2_api_url)
         self.api = SemanticScholar(timeout=int(settings.http_timeout_s), api_key=settings.s2_api_key, api_url=self.root)
-        self.files = requests.Session()  # no x-api-key: the links point at another host
-        self.files.headers["User-Agent"] = settings.user_agent
-        self.limiter = RateLimiter(settings.s2_delay_s, sleep)
+        # no x-api-key: the links point at another host
+        self.files = PoliteClient(settings, Endpoint("Semantic Scholar dataset files", self.root, "PAPERKB_S2_API_URL"),
+                                  delay_s=settings.s2_delay_s, sleep=sleep)
+        self.limiter = RateLimiter(settings.s2_delay_s, sleep)  # the API calls, made by the semanticscholar package
         self.calls: dict[str, int] = {}
         self.from_raw = 0
         self.bytes = 0
+
+    @property
+    def rate_wait_s(self) -> float:
+        """Sleeping imposed by ``s2_delay_s``, API calls and file downloads together."""
+        return self.limiter.waited_s + self.files.stats.rate_wait_s
 
     # -- the API ---------------------------------------------------------------------------------
     def _call(self, kind: str, relname: str, fn: Callable[[], Any], what: str) -> Any:
@@ -125,24 +132,35 @@ class S2DatasetsClient:
         if self.raw.has(SOURCE, relpath):
             self.from_raw += 1
             return self.raw.path(f"{SOURCE}/{relpath}")
-        self.limiter.wait()
         self.calls["file"] = self.calls.get("file", 0) + 1
         target = self.raw.path(f"{SOURCE}/{relpath}")
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
-        try:
-            with self.files.get(url, stream=True, timeout=self.settings.http_timeout_s) as resp:
+        parts = urlsplit(url)
+        where = Endpoint(self.files.service, f"{parts.scheme}://{parts.netloc}", "PAPERKB_S2_API_URL")
+
+        def attempt() -> str | None:
+            with self.files.send("GET", url, endpoint=where, stream=True) as resp:
                 if resp.status_code != 200:
-                    raise UserError(f"Semantic Scholar dataset file {urlsplit(url).path} answered HTTP {resp.status_code}: "
+                    raise UserError(f"Semantic Scholar dataset file {parts.path} answered HTTP {resp.status_code}: "
                                     "the download links expire; run enrich again to get fresh ones")
-                with open(tmp, "wb") as fh:
-                    for chunk in resp.iter_content(CHUNK):
-                        fh.write(chunk)
-                ctype = resp.headers.get("Content-Type")
-        except (requests.ConnectionError, requests.Timeout) as exc:
+                try:
+                    with open(tmp, "wb") as fh:
+                        for chunk in resp.iter_content(CHUNK):
+                            fh.write(chunk)
+                except TRANSIENT_ERRORS as exc:
+                    raise RetryableHTTP(f"{parts.path} was cut off mid-file ({type(exc).__name__})") from exc
+                return resp.headers.get("Content-Type")
+
+        try:
+            ctype = self.files.retrying()(attempt)
+        except RetryableHTTP as exc:
             tmp.unlink(missing_ok=True)
-            raise_if_unreachable(exc, service="Semantic Scholar dataset files", url=f"{urlsplit(url).scheme}://{urlsplit(url).netloc}",
-                                 setting="PAPERKB_S2_API_URL")
+            raise StepFailed(f"Semantic Scholar dataset file {parts.path} could not be downloaded in "
+                             f"{self.files.max_attempts} attempts ({exc}); the files downloaded so far are kept "
+                             "in the raw zone") from exc
+        except BaseException:
+            tmp.unlink(missing_ok=True)
             raise
         entry: RawEntry = self.raw.adopt(SOURCE, relpath, tmp, url=url.split("?", 1)[0], params=params,
                                          content_type=ctype)

@@ -333,7 +333,7 @@ def write_current(settings_or_root: Any, snapshot_id: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, root / CURRENT)
-    _fsync_dir(root)
+    fsync_dir(root)
 
 
 def rollback(settings_or_root: Any, snapshot_id: str) -> dict:
@@ -357,7 +357,7 @@ def _rollback(root: Path, snapshot_id: str) -> dict:
     return {"snapshot_id": snapshot_id, "previous": previous, "path": str(folder)}
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory fds

@@ -334,6 +334,20 @@ def test_llm_http_500_falls_back(small, httpserver):
     assert resp.results[0].paper_id == "2101.00004"
 
 
+def test_llm_unreachable_falls_back_at_once(small):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    s = Searcher(open_snapshot(small), _llm_settings(small, f"http://127.0.0.1:{port}/v1", llm_timeout_s=5.0))
+    t0 = time.perf_counter()
+    resp = s.search("relevance feedback", k=3, expand="llm")
+    assert time.perf_counter() - t0 < 5  # refused: no wait for the timeout, no retries
+    assert resp.expand == "prf" and any(f"cannot reach http://127.0.0.1:{port}/v1" in n for n in resp.notes)
+    assert resp.results
+
+
 def test_llm_requested_but_not_configured_says_so(searcher):
     resp = searcher.search("relevance feedback", k=1, expand="llm")
     assert resp.expand == "prf" and any("not configured" in n for n in resp.notes)

@@ -30,6 +30,7 @@ from typing import Protocol
 
 import requests
 
+from pipeline.errors import ServiceUnreachable
 from pipeline.settings import Settings
 from pipeline.sources.http import Endpoint, PoliteClient, RetryableHTTP
 
@@ -226,6 +227,8 @@ class LLMExpander:
 
 def _failure(exc: Exception, timeout_s: float) -> str:
     """Why the LLM did not help, in a few words."""
+    if isinstance(exc, ServiceUnreachable):
+        return f"cannot reach {exc.url}: {exc.reason}"
     if isinstance(exc, RetryableHTTP):
         if isinstance(exc.__cause__, requests.Timeout):
             return f"timed out after {timeout_s:g} s"

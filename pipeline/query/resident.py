@@ -110,7 +110,7 @@ class FlatChunks:
     """Exact nearest chunks by squared L2 (LanceDB's default metric without an index), in memory."""
 
     def __init__(self, rows: pa.Table, vectors: np.ndarray):
-        order = np.argsort(rows["_rowid"].to_numpy(), kind="stable")  # rows_at looks row ids up by bisection
+        order = np.argsort(rows["_rowid"].to_numpy(), kind="stable")  # positions() looks row ids up by bisection
         self.rows = rows.take(pa.array(order))  # display columns + _rowid, without the vectors
         self.vectors = np.ascontiguousarray(vectors[order])
         self.rowids = self.rows["_rowid"].to_numpy()
@@ -140,11 +140,6 @@ class FlatChunks:
         t = scan(chunks, columns)
         vectors = vector_matrix(t["vector"], dim)
         return cls(t.drop_columns(["vector"]), vectors)
-
-    def rows_at(self, rowids: np.ndarray) -> tuple[pa.Table, np.ndarray]:
-        """Display columns and vectors of the chunks with these LanceDB row ids, in that order."""
-        pos = np.searchsorted(self.rowids, rowids)
-        return self.rows.take(pa.array(pos)), self.vectors[pos]
 
     def positions(self, rowids: np.ndarray) -> np.ndarray:
         """Positions (in :attr:`rows`, :attr:`vectors`, :attr:`lists`) of the chunks with these row ids."""

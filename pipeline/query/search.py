@@ -28,8 +28,8 @@ import pyarrow as pa
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
-from pipeline.query.candidates import Passages, Pool, Ranked
 from pipeline.query.bm25 import Analyzer, CandidateBM25, CollectionStats, ResidentIndex
+from pipeline.query.candidates import Passages, Pool, Ranked
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
 from pipeline.query.fts import FullText

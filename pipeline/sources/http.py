@@ -200,8 +200,9 @@ class PoliteClient:
             self.stats.failures_in_a_row += 1
             ra = parse_retry_after(resp.headers.get("Retry-After"))
             resp.close()
-            raise RetryableHTTP(f"HTTP {resp.status_code} {resp.reason or ''} on {method} {url}".replace("  ", " "),
-                                status=resp.status_code, retry_after=ra)
+            reason = f" {resp.reason}" if resp.reason else ""
+            raise RetryableHTTP(f"HTTP {resp.status_code}{reason} on {method} {url}", status=resp.status_code,
+                                retry_after=ra)
         self.stats.failures_in_a_row = 0
         return resp
 

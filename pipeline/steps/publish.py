@@ -391,7 +391,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         os.rename(tmp, final)
-        snap._fsync_dir(root)
+        snap.fsync_dir(root)
         hook("renamed", final)
         previous = snap.current_id(root)
         snap.write_current(root, sid)

@@ -24,7 +24,7 @@ requests + lxml (``pipeline.sources.arxiv.records``).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import requests
 
@@ -36,6 +36,7 @@ from pipeline.sources.http import Endpoint, PoliteClient, RetryableHTTP
 log = logging.getLogger(__name__)
 
 RAW_SOURCE = "arxiv"
+T = TypeVar("T")
 
 
 class ArxivUnavailable(Exception):
@@ -75,6 +76,30 @@ class ArxivClient:
             content_type=resp.headers.get("Content-Type"),
         )
 
+    def _get_parsed(self, endpoint: Endpoint, params: dict[str, Any], relpath: str, parse: Callable[[RawEntry], T],
+                    explains_error: Callable[[T], bool]) -> tuple[RawEntry, T]:
+        """GET ``endpoint``, store the body at ``raw/arxiv/<relpath>``, return it parsed; an HTTP error
+        status is :class:`HttpStatusError` unless the parsed body ``explains_error`` (an OAI error code)."""
+
+        def attempt() -> tuple[RawEntry, T]:
+            resp = self.http.send("GET", endpoint.url, params=params, endpoint=endpoint)
+            entry = self._store(relpath, resp, params)
+            try:
+                doc = parse(entry)
+            except MalformedResponse:
+                if resp.status_code >= 400:
+                    raise HttpStatusError(resp.status_code, resp.url) from None
+                raise
+            if resp.status_code >= 400 and not explains_error(doc):
+                raise HttpStatusError(resp.status_code, resp.url)
+            return entry, doc
+
+        try:
+            return self.http.retrying(MalformedResponse)(attempt)
+        except RetryableHTTP as exc:
+            raise ArxivUnavailable(f"{endpoint.service} ({endpoint.url}) did not answer after "
+                                   f"{self.http.max_attempts} attempts: {exc}") from exc
+
     # -- OAI-PMH ---------------------------------------------------------------------------------
     def oai_page(self, params: dict[str, Any], relpath: str) -> tuple[RawEntry, OaiPage]:
         """Fetch one ``ListRecords`` page, store it at ``raw/arxiv/<relpath>``, return it parsed.
@@ -83,52 +108,14 @@ class ArxivClient:
         ``ArxivUnavailable`` when every attempt failed with transient network errors or 5xx,
         ``MalformedResponse`` when the last stored body was still not well-formed (the caller
         rejects it; the body stays in the raw zone), ``HttpStatusError`` for other HTTP errors."""
-        url = self.settings.arxiv_oai_url
-
-        def attempt() -> tuple[RawEntry, OaiPage]:
-            resp = self.http.send("GET", url, params=params, endpoint=self.oai)
-            entry = self._store(relpath, resp, params)
-            try:
-                page = read_oai_page(self.raw.path(entry))
-            except MalformedResponse:
-                if resp.status_code >= 400:
-                    raise HttpStatusError(resp.status_code, resp.url) from None
-                raise
-            if resp.status_code >= 400 and not page.error_code:
-                raise HttpStatusError(resp.status_code, resp.url)
-            return entry, page
-
-        try:
-            return self.http.retrying(MalformedResponse)(attempt)
-        except RetryableHTTP as exc:
-            raise ArxivUnavailable(
-                f"arXiv OAI-PMH ({url}) did not answer after {self.settings.retry_max_attempts} attempts: {exc}"
-            ) from exc
+        return self._get_parsed(self.oai, params, relpath, lambda e: read_oai_page(self.raw.path(e)),
+                                lambda page: bool(page.error_code))
 
     # -- API (Atom) ------------------------------------------------------------------------------
     def api_id_list(self, ids: list[str], relpath: str) -> tuple[RawEntry, AtomFeed]:
         """Ask the arXiv API for ``ids`` (one request), store the feed, return it parsed.
 
         Raises ``ApiErrorFeed`` when arXiv answers with its error feed (HTTP 400)."""
-        url = self.settings.arxiv_api_url
         params = {"id_list": ",".join(ids), "start": 0, "max_results": len(ids)}
-
-        def attempt() -> tuple[RawEntry, AtomFeed]:
-            resp = self.http.send("GET", url, params=params, endpoint=self.api)
-            entry = self._store(relpath, resp, params)
-            try:
-                feed = read_atom_feed(self.raw.read(entry))
-            except MalformedResponse:
-                if resp.status_code >= 400:
-                    raise HttpStatusError(resp.status_code, resp.url) from None
-                raise
-            if resp.status_code >= 400:
-                raise HttpStatusError(resp.status_code, resp.url)
-            return entry, feed
-
-        try:
-            return self.http.retrying(MalformedResponse)(attempt)
-        except RetryableHTTP as exc:
-            raise ArxivUnavailable(
-                f"arXiv API ({url}) did not answer after {self.settings.retry_max_attempts} attempts: {exc}"
-            ) from exc
+        return self._get_parsed(self.api, params, relpath, lambda e: read_atom_feed(self.raw.read(e)),
+                                lambda feed: False)

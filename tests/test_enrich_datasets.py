@@ -22,9 +22,9 @@ import pytest
 from werkzeug import Response
 
 from pipeline.steps.enrich import run_enrich
-from pipeline.errors import UserError
+from pipeline.errors import StepFailed, UserError
 from pipeline.warehouse import Warehouse
-from s2_replay import S2Replay, load_cassette
+from s2_replay import S2Replay, fail_first, load_cassette
 
 S3 = "https://ai2-s2ag.s3.amazonaws.com"
 API = "https://api.semanticscholar.org"
@@ -189,6 +189,38 @@ def test_first_run_loads_the_release_keeps_only_what_touches_the_corpus_then_rer
     rebuilt = run_enrich(s)["datasets"]
     assert rebuilt["mode"] == "full" and "file" not in rebuilt["calls"] and rebuilt["files_from_raw"] == n_files
     assert q(s, edges) == kept
+
+
+def _release(ds, paper):
+    ds.register("test_get_available_releases.yaml")
+    ds.register("test_get_release.yaml")
+    links = {"papers": ds.register("test_get_dataset_download_links.yaml")}
+    links["citations"] = ds.register("test_get_dataset_download_links.yaml", rename=("papers", "citations"))
+    release_files(ds, links, paper)
+    return links
+
+
+def test_a_busy_file_host_is_asked_again_and_one_that_stays_busy_stops_the_step(settings, ds, paper):
+    s = _settings(settings, ds, s2_datasets_release="2025-08-19", retry_max_attempts=3)
+    links = _release(ds, paper)
+    seed_corpus(s, paper)
+    first = urlsplit(links["papers"]["files"][0]).path
+    # 503 twice (the shared client's retries, Retry-After honoured), then the file
+    ds.replay.interceptors.append(fail_first(2, status=503, retry_after="0", when=lambda r: r.path == first))
+    out = run_enrich(s)
+    assert out["datasets"]["mode"] == "full"
+    assert [c.status for c in ds.replay.calls(lambda r: r.path == first)] == [503, 503, 200]
+    assert q(s, "SELECT count(*) FROM works WHERE paper_id = 'turing1950'") == [(1,)]
+
+    # a host that stays busy: the step stops with one line after the attempts, no partial file left behind
+    s2 = _settings(settings.model_copy(update={"warehouse": settings.warehouse.parent / "again"}), ds,
+                   s2_datasets_release="2025-08-19", retry_max_attempts=3)
+    seed_corpus(s2, paper)
+    ds.replay.interceptors.append(fail_first(10**6, status=503, retry_after=None, when=lambda r: r.path == first))
+    with pytest.raises(StepFailed, match=r"could not be downloaded in 3 attempts .*HTTP 503") as info:
+        run_enrich(s2)
+    assert "\n" not in str(info.value)
+    assert not list(s2.raw_dir.rglob("*.part"))
 
 
 def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper):

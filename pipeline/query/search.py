@@ -314,13 +314,14 @@ class Searcher:
             sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo)
             de_pos, _ = flat.nearest(vec, k_dense, allowed)
             sp_rows, de_rows = pool.add_positions(flat, sp_pos), pool.add_positions(flat, de_pos)
+            de_vecs = flat.vectors[de_pos]
         else:  # both sides are LanceDB searches: run them side by side
             fs = self._pool.submit(self.sparse, text, k_sparse, where)
             dense, de_vecs = self.dense(vec, k_dense, where, allowed)
             sparse, sp_vecs = fs.result()
             sp_rows, de_rows = pool.add_table(sparse, sp_vecs), pool.add_table(dense, de_vecs)
             sp_scores = sparse["_score"].to_numpy() if sparse.num_rows else np.zeros(0)
-        de_scores = pool.vectors[de_rows] @ np.asarray(vec, dtype=np.float32)
+        de_scores = de_vecs @ np.asarray(vec, dtype=np.float32)
         rows, fused = fusion_mod.fuse(fusion, sp_rows, sp_scores, de_rows, de_scores, w_sparse=s.query_blend_sparse_weight,
                                       k_merge=s.query_k_merge, rrf_k=s.query_rrf_k)
         return Ranked.of(rows, fused, sp_rows, sp_scores)

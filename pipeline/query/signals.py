@@ -120,7 +120,7 @@ def best_per_paper(paper_ids: list[str], scores: np.ndarray) -> list[int]:
     if not len(paper_ids):
         return []
     scores = np.asarray(scores)
-    papers, code = np.unique(np.asarray(paper_ids), return_inverse=True)  # codes in paper-id order
+    _, code = np.unique(np.asarray(paper_ids), return_inverse=True)  # codes in paper-id order
     by_paper = np.lexsort((np.arange(len(scores)), -scores, code))  # per paper: best first, first of equals
     head = by_paper[np.r_[True, code[by_paper][1:] != code[by_paper][:-1]]]
     return head[np.lexsort((code[head], -scores[head]))].tolist()

@@ -13,8 +13,10 @@ Each ``*.pdf`` file under the folder (sub-folders included, hidden files skipped
   the first page's lines in the largest font; the abstract as the full-text step finds it, from the
   first two pages; the version and primary category from the stamp; the year from the arXiv id
   (``1706`` -> 2017: the month the first version was submitted), else from the stamp's date; the
-  authors from the PDF metadata's author field when it is filled (most arXiv PDFs leave it empty,
-  and then there are no authors until a harvest or lookup of the paper brings them).
+  publication date (version 1's: the stamp's date on a v1 PDF, else the first of the id's month); a
+  title printed in capitals in the case arXiv records it; the authors from the PDF metadata's author
+  field when it is filled, else from the first page's author block (:mod:`pipeline.sources.pdf.front`),
+  until a harvest or ``paperkb lookup`` of the paper brings arXiv's own record.
 - **the bytes** go to the raw zone exactly as a download would (``raw/pdf/<id>.pdf``, manifest line
   with ``url=file://...``), so ``paperkb fulltext`` (and ``--replay``) extracts them with no network.
 
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.sources.arxiv.ids import parse_arxiv_id
+from pipeline.sources.pdf.front import first_page_authors, title_case
 from pipeline.errors import UserError
 from pipeline.sources.pdf.text import PdfRejected
 from pipeline.settings import Settings
@@ -82,6 +85,7 @@ class PdfPaper:
     version: int | None = None
     primary_category: str | None = None
     stamp_date: date | None = None
+    published: date | None = None  # version 1's date: the stamp's when it is v1, else the first of the id's month
     year: int | None = None
     id_from: str = "sha256"  # stamp | file name | sha256 | library
     title_from: str | None = None  # metadata | first page | library
@@ -239,16 +243,22 @@ def read_pdf(data: bytes, file_name: str) -> PdfPaper:
         title_from = "metadata"
         if not _looks_like_title(title):
             title, title_from = first_page_title(page), "first page"
-        year = None
+        if title:
+            title = title_case(title)  # 'ADAM: A METHOD ...' as arXiv records it: 'Adam: A Method ...'
+        year = published = None
         m = re.match(r"^(\d{2})(\d{2})\.", pid) if source == "arxiv" else None
         if m and 1 <= int(m.group(2)) <= 12:
             year = 2000 + int(m.group(1))
+            published = date(year, int(m.group(2)), 1)
         elif stamped:
             year = stamped.year
+        if stamped and version == 1:
+            published = stamped
+        authors = _authors(meta.get("author")) or first_page_authors(page)
         return PdfPaper(
             paper_id=pid, source=source, external_id=pid if source == "arxiv" else pid.split(":", 1)[1],
-            title=title or None, abstract=_abstract(doc), authors=_authors(meta.get("author")), version=version,
-            primary_category=cat, stamp_date=stamped, year=year, id_from=id_from,
+            title=title or None, abstract=_abstract(doc), authors=authors, version=version,
+            primary_category=cat, stamp_date=stamped, published=published, year=year, id_from=id_from,
             title_from=title_from if title else None,
         )
     finally:
@@ -404,6 +414,7 @@ def _write_rows(wh, papers: list[PdfPaper]) -> dict:
         "categories": pa.array([[p.primary_category] if p.primary_category else [] for p in papers], pa.list_(pa.string())),
         "primary_category": [p.primary_category for p in papers],
         "year": pa.array([p.year for p in papers], pa.int32()),
+        "published": pa.array([p.published for p in papers], pa.date32()),
         "latest_version": pa.array([p.version for p in papers], pa.int32()),
         "doi": [p.doi for p in papers],
         "metadata_source": [p.metadata_source for p in papers],

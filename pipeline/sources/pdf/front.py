@@ -97,13 +97,27 @@ def first_page_authors(page) -> list[str]:
     for size, bb, spans in sorted(lines, key=lambda t: (round(t[1][1] / 4), t[1][0])):  # rows of 4 pt, left to right
         if bb[1] <= title_bottom - 0.5 or bb[1] >= stop or size >= top - 0.5:
             continue
+        affiliation = False  # after an affiliation, the rest of its line is its address ("..., Santa Cruz")
         for chunk in _line_parts(spans, size):
             for piece in _split_wide_spaces(chunk):
                 for part in _SPLIT.split(_MARKS.sub(" ", piece)):
                     part = " ".join(part.split()).strip(" .,")
-                    if _is_name(part) and part not in names:
-                        names.append(part)
+                    affiliation = affiliation or bool(_AFFILIATION.search(part)) or "@" in part
+                    if affiliation:
+                        continue
+                    for name in _two_names(part):
+                        if _is_name(name) and name not in names:
+                            names.append(name)
     return names
+
+
+def _two_names(part: str) -> list[str]:
+    """Two names set with one space between them ('Jing Gu Eliana Stefani'): four plain capitalised words,
+    no initial or particle, are read as two names of two words; anything else is one part."""
+    words = part.split()
+    if len(words) == 4 and all(len(w) > 1 and not w.endswith(".") and w not in _PARTICLES for w in words):
+        return [" ".join(words[:2]), " ".join(words[2:])]
+    return [part]
 
 
 def title_case(title: str) -> str:

@@ -288,7 +288,7 @@ def split_references(blocks: list[Block]) -> list[RefString]:
 # ------------------------------------------------------------------------------------------------
 # parsing
 
-_LEAD = re.compile(r"^\s*(?:\[\d{1,3}\]|\d{1,3}\.\s|\d{1,3}\s(?=[A-Z])|\[[^\]]{2,60}?\d{4}[a-z]?\])\s*")
+_LEAD = re.compile(r"^\s*(?:WWW:\s*|\[\d{1,3}\]|\d{1,3}\.\s|\d{1,3}\s(?=[A-Z])|\[[^\]]{2,60}?\d{4}[a-z]?\])\s*")
 _LABEL_YEAR = re.compile(r"^\s*\[[^\]]*?((?:19|20)\d{2})[a-z]?\]")
 _DOI = re.compile(r"(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?(10\.\d{4,9}/[^\s\"<>]+)", re.I)
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"]+", re.I)
@@ -299,10 +299,12 @@ _ARXIV = re.compile(
 )
 _BARE_ARXIV = re.compile(r"(?<![\d.\-/:])((?:0[7-9]|1\d|2\d)(?:0[1-9]|1[0-2])\.\d{4,5})(?:v\d+)?(?![\d.]*\d)")
 _YEAR = r"(?:19[5-9]\d|20[0-4]\d)"
-_PAREN_YEAR = re.compile(r"\((" + _YEAR + r")[a-z]?\)")
-_ACL_YEAR = re.compile(r"\.\s+(" + _YEAR + r")[a-z]?\.\s")
+_OLD_YEAR = r"(?:1[89]\d\d|20[0-4]\d)"  # in "(1945)" or ". 1945." a number is a year; bare, only from 1950 on
+_PAREN_YEAR = re.compile(r"\((" + _OLD_YEAR + r")[a-z]?\)")
+_ACL_YEAR = re.compile(r"\.\s+(" + _OLD_YEAR + r")[a-z]?\.\s")
 _ANY_YEAR = re.compile(r"(?<![\w/.:\-])(" + _YEAR + r")[a-z]?(?![\w/\-]|\.\d)")
-_INITIAL = re.compile(r"^(?:[A-Z][a-z]?\.?-?)+$")  # "D.", "G.E", "J.-R", "Ch."
+_INITIAL = re.compile(r"^(?:[A-ZÀ-ÖØ-ÞŁ][a-z]?\.?-?)+(?:[a-z]\.)?$")  # "D.", "G.E", "J.-R", "Ch.", "K.-i."
+_NAME_SEP = re.compile(r",\s*(?:and\s+|&\s*)?|\s+and\s+|\s*&\s*")
 _PARTICLES = {"van", "von", "de", "der", "den", "da", "dos", "di", "du", "le", "la", "del", "della", "des", "y", "jing", "al", "bin", "ten", "st"}
 
 
@@ -314,7 +316,9 @@ def _is_name_token(tok: str) -> bool:
         return True
     if _INITIAL.match(t + ".") or re.fullmatch(r"(?:[A-Z]\.){1,3}(?:-[A-Z]\.)?", tok.rstrip(",;")):
         return True
-    return bool(re.fullmatch(r"[A-ZÀ-Þ][\w'’\-À-ÿ]*", t)) and not t.isupper() or (len(t) <= 3 and t.isupper())
+    if not (t[0].isupper() and re.fullmatch(r"[^\W\d_][\w'’\-]*", t)):
+        return False
+    return not t.isupper() or len(t) <= 3
 
 
 def _name_like(piece: str, max_tokens: int = 5) -> bool:
@@ -332,14 +336,14 @@ def _author_end(text: str) -> int | None:
             continue  # a colon inside a name list only closes it after an initial (LNCS "Sun, J.: Title")
         if tail.lower() == "al" or tail.lower().endswith("et al"):
             return i
-        pieces = [p for p in re.split(r",\s*|\s+and\s+|\s*&\s*", left) if p.strip() and p.strip() not in ("(...)", "and")]
+        pieces = [p for p in _NAME_SEP.split(left) if p.strip() and p.strip() not in ("(...)", "and")]
         if not pieces or not all(_name_like(p) for p in pieces):
             return None if m.group(0) == "." and not _INITIAL.match(tail + ".") else None
         if m.group(0) == ":":
             return i
         if _INITIAL.match(tail + ".") and len(tail) <= 4:
             # "Y. Bengio, ...": an initial's period; the list goes on when a name piece follows
-            rest = text[i + 1:].lstrip()
+            rest = re.sub(r"^(?:and|&)\s+", "", text[i + 1:].lstrip())
             nxt = re.match(r"([^,.:;]+?)(,|\s+and\s|\.|$)", rest)
             if nxt and _name_like(nxt.group(1), 3) and (nxt.group(2) != "." or len(nxt.group(1).split()) <= 2):
                 continue
@@ -348,13 +352,15 @@ def _author_end(text: str) -> int | None:
 
 
 def _sentence_end(text: str) -> int:
-    """End of the first sentence (the title): '. ', '? ', '! ' not after an initial/abbreviation."""
-    for m in re.finditer(r"([.?!])(?=\s+[\"“A-Z(\d]|\s*$)|\s\((?=" + _YEAR + r"[a-z]?\))", text):
+    """End of the first sentence (the title): '. ', '? ', '! ' not after an initial/abbreviation,
+    ' (2014)', ', 2008.' at the very end, or ', http...' (LNCS web references)."""
+    pat = r"([.?!])(?=\s+\S|\s*$)|\s\((?=" + _YEAR + r"[a-z]?\))|,\s*(?=" + _YEAR + r"[a-z]?\.?\s*$)|,\s*(?=https?://)"
+    for m in re.finditer(pat, text):
         i = m.start()
-        if m.group(0).startswith(" "):
+        if not m.group(1):
             return i
         tail = text[:i].rsplit(None, 1)[-1] if text[:i].split() else ""
-        if re.fullmatch(r"(?:[A-Z]|vs|e\.g|i\.e|al|Proc|Vol|No|pp)", tail):
+        if re.fullmatch(r"(?:[A-Z]|vs|e\.g|i\.e|al|Proc|Vol|No|pp|Jr|St)", tail):
             continue
         return i + (1 if m.group(1) in "?!" else 0)
     return len(text)
@@ -369,10 +375,14 @@ def split_authors(text: str) -> list[str]:
     pieces = [p.strip() for p in s.split(",") if p.strip() and p.strip() not in ("(...)", "...", "others", "et al.")]
     if not pieces:
         return []
-    inverted = len(pieces) >= 2 and (
-        (len(pieces[0].split()) == 1 and not _INITIAL.match(pieces[0] + "."))
-        or all(_INITIAL.match(t + ("" if t.endswith(".") else ".")) for t in pieces[1].replace(".", ". ").split())
-    )
+    last_and = re.split(r"\s(?:and|&)\s", " ".join(text.split()))
+    if len(last_and) > 1:  # "..., and Bengio, Y." (inverted) vs "..., and Y. Bengio"
+        inverted = "," in last_and[-1].strip(" .,")
+    else:
+        inverted = len(pieces) >= 2 and (
+            (len(pieces[0].split()) == 1 and not _INITIAL.match(pieces[0] + "."))
+            or all(_INITIAL.match(t + ("" if t.endswith(".") else ".")) for t in pieces[1].replace(".", ". ").split())
+        )
     if not inverted:
         return pieces
     names = []
@@ -387,18 +397,26 @@ def _clean_title(t: str) -> str | None:
     t = t.strip().strip(" ,;:").strip()
     t = t.strip("\"“”")
     t = re.sub(r"[.,]$", "", t).strip()
+    t = re.sub(r",\s*(?:volume|vol\.)\s*\d+$", "", t)
     return t or None
 
 
 def _clean_venue(v: str) -> str | None:
     v = re.sub(r"^(?:In:?\s+)", "", v.strip())
+    names_arxiv = bool(re.search(r"\barxiv\b", v, re.I))
+    v = re.sub(r"\bCoRR\b\s*,?\s*abs/\S+", "CoRR", v)
     v = _ARXIV.sub(" ", v)
+    v = _BARE_ARXIV.sub(" ", v)
+    v = re.sub(r"\[[a-z\-]+(?:\.[A-Za-z\-]+)?\]", " ", v)  # arXiv category: [cs.CV]
     v = _DOI.sub(" ", v)
     v = _URL.sub(" ", v)
+    v = re.sub(r"\b(?:doi|URL|ISSN\s*[\d\-X]+)\b:?", " ", v)
     v = re.sub(r"\(" + _YEAR + r"[a-z]?\)", " ", v)
     v = re.sub(r",?\s*(?:pp?\.|pages)\s*[\d–\-]+.*$", "", v)
     v = re.sub(r",?\s*" + _YEAR + r"[a-z]?\.?\s*$", "", v.strip())
     v = re.sub(r"\s+", " ", v).strip(" ,.;:")
+    if not v and names_arxiv:
+        return "arXiv"
     return v or None
 
 
@@ -407,15 +425,13 @@ def parse_reference(text: str) -> Reference:
     raw = " ".join(text.split())
     ref = Reference(raw=raw)
     label_year = _LABEL_YEAR.match(raw)
-    body = _LEAD.sub("", raw, count=1)
+    body = _LEAD.sub("", _LEAD.sub("", raw, count=1), count=1)
 
     m = _DOI.search(body)
     if m:
         ref.doi = m.group(1).rstrip(".,;)").lower()
     for m in _URL.finditer(body):
         url = m.group(0).rstrip(".,;)")
-        if "doi.org/" in url.lower():
-            continue
         ref.url = url if url.lower().startswith("http") else "http://" + url
         break
     m = _ARXIV.search(body)
@@ -478,7 +494,7 @@ def parse_reference(text: str) -> Reference:
 
 
 def _name_like_list(text: str) -> bool:
-    pieces = [p for p in re.split(r",\s*|\s+and\s+|\s*&\s*", text.strip(" .,")) if p.strip()]
+    pieces = [p for p in _NAME_SEP.split(text.strip(" .,")) if p.strip()]
     pieces = [p for p in pieces if p.strip() not in ("(...)", "et al.", "et al")]
     return bool(pieces) and all(_name_like(p.replace("et al.", "").strip() or "X") for p in pieces)
 

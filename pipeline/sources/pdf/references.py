@@ -271,6 +271,9 @@ def split_references(blocks: list[Block]) -> list[RefString]:
             m = _MARKER.match(v.text)
             n = int(m.group(1) or m.group(2) or m.group(3)) if m else None
             start = n == expected and (at_margin or not refs)
+            if start and refs and m is not None and m.group(3) and th is None:
+                # a bare "2 " at the margin of an unindented list: only after a finished line
+                start = bool(re.search(r"[.?!)\]]\s*$", refs[-1][1][-1]))
             if start:
                 expected += 1
         elif any_indent and th is not None:
@@ -387,7 +390,10 @@ def split_authors(text: str) -> list[str]:
         return pieces
     names = []
     for k in range(0, len(pieces) - 1, 2):
-        names.append(f"{pieces[k + 1]} {pieces[k]}")
+        given = pieces[k + 1]
+        if re.fullmatch(r"[A-Z](?:\.-?[A-Z])*", given):
+            given += "."  # the list's closing period was cut off with the list: "Bengio, Y"
+        names.append(f"{given} {pieces[k]}")
     if len(pieces) % 2:
         names.append(pieces[-1])
     return names
@@ -404,6 +410,7 @@ def _clean_title(t: str) -> str | None:
 def _clean_venue(v: str) -> str | None:
     v = re.sub(r"^(?:In:?\s+)", "", v.strip())
     names_arxiv = bool(re.search(r"\barxiv\b", v, re.I))
+    v = _URL.sub(" ", v)
     v = re.sub(r"\bCoRR\b\s*,?\s*abs/\S+", "CoRR", v)
     v = _ARXIV.sub(" ", v)
     v = _BARE_ARXIV.sub(" ", v)
@@ -448,7 +455,7 @@ def parse_reference(text: str) -> Reference:
         except ValueError:
             pass
 
-    scrub = _URL.sub(" ", _DOI.sub(" ", _ARXIV.sub(" ", body)))  # no years inside identifiers
+    scrub = _ARXIV.sub(" ", _DOI.sub(" ", _URL.sub(" ", body)))  # no years inside identifiers
     paren = _PAREN_YEAR.search(scrub)
     acl = _ACL_YEAR.search(scrub)
     authors_part = title_part = None

@@ -138,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     head = f"{'field':<10}" + "".join(f"{name + ' P':>14}{'R':>7}{'F1':>7}" for name in parsers)
     print(head)
-    for f in FIELDS:
-        row = f"{f:<10}"
+    for field in FIELDS:
+        row = f"{field:<10}"
         for name in parsers:
-            sc = scores[name][f]
+            sc = scores[name][field]
             row += f"{sc['precision']:>14.3f}{sc['recall']:>7.3f}{sc['f1']:>7.3f}"
         print(row)
     print()

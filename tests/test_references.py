@@ -11,6 +11,7 @@ import pytest
 from pipeline.sources.pdf.reference_eval import FIELDS, evaluate, norm_title
 from pipeline.sources.pdf.references import (
     RefString,
+    extract_references,
     is_reference_heading,
     join_reference_lines,
     parse_reference,
@@ -18,7 +19,7 @@ from pipeline.sources.pdf.references import (
     split_authors,
     split_references,
 )
-from pipeline.sources.pdf.text import Block, Line, assign_kinds, layout, open_pdf
+from pipeline.sources.pdf.text import Block, LaidOutPdf, Line, PageLayout, assign_kinds, layout, open_pdf
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "reference_labels.json").read_text(encoding="utf-8"))
 LABELS = FIXTURE["labels"]
@@ -274,3 +275,37 @@ def test_reference_across_columns_and_blocks():
         "Gamma, C. (2003). Third. V.",
     ]
     assert parse_reference(refs[1].text).title == "Another title that continues in the next column"
+
+
+def test_no_reference_section():
+    body = _block([(72, 100, "Some text of a paper without a reference list.")])
+    laid = LaidOutPdf(pages=[PageLayout(number=1, width=612, height=792, blocks=[body])], body_size=9.0, body_font="F")
+    assign_kinds(laid)
+    assert reference_blocks(laid) == []
+    assert extract_references(laid) == []
+    assert split_references([]) == []
+
+
+def test_extract_references_end_to_end(shared_data):
+    doc = open_pdf((shared_data / "arxiv" / "pdf" / "1706.03762.pdf").read_bytes())
+    laid = layout(doc)
+    assign_kinds(laid)
+    refs = extract_references(laid, doc)
+    doc.close()
+    assert len(refs) == 40
+    assert refs[1].arxiv_id == "1409.0473" and refs[1].venue == "CoRR" and refs[1].year == 2014
+    assert refs[8].arxiv_id == "1705.03122"  # "arXiv:1705.03122v2": no version
+    assert all(r.title and r.year and r.authors for r in refs)
+
+
+def test_every_reference_of_the_ten_papers_has_its_fields(shared_data):
+    """Beyond the labels: each of the 393 references gets authors, a title and a year, except the two
+    U-Net web pages ("WWW: Web page of ..."), which have neither authors nor a year."""
+    incomplete = []
+    for pdf in sorted(TRUE_COUNTS):
+        for i, r in enumerate(_refs(shared_data, pdf)):
+            ref = parse_reference(r.text)
+            if not (ref.title and ref.year and ref.authors):
+                incomplete.append((pdf, i))
+            assert ref.title is None or not ref.title.startswith(tuple(a.split()[-1] for a in ref.authors[:1])), (pdf, i)
+    assert incomplete == [("1505.04597.pdf", 12), ("1505.04597.pdf", 13)]

@@ -320,7 +320,7 @@ _OLD_YEAR = r"(?:1[89]\d\d|20[0-4]\d)"  # in "(1945)" or ". 1945." a number is a
 _PAREN_YEAR = re.compile(r"\((" + _OLD_YEAR + r")[a-z]?\)")
 _ACL_YEAR = re.compile(r"\.\s+(" + _OLD_YEAR + r")[a-z]?\.\s")
 _ANY_YEAR = re.compile(r"(?<![\w/.:\-])(" + _YEAR + r")[a-z]?(?![\w/\-]|\.\d)")
-_INITIAL = re.compile(r"^(?:[A-ZÀ-ÖØ-ÞŁ][a-z]?\.?-?)+(?:[a-z]\.)?$")  # "D.", "G.E", "J.-R", "Ch.", "K.-i."
+_INITIAL = re.compile(r"^(?:[A-ZÀ-ÖØ-ÞŁ][a-z]?\.?-?)+(?:(?<=-)[a-z]\.)?$")  # "D.", "G.E", "J.-R", "Ch.", "K.-i."
 _NAME_SEP = re.compile(r",\s*(?:and\s+|&\s*)?|\s+and\s+|\s*&\s*")
 _PARTICLES = {"van", "von", "de", "der", "den", "da", "dos", "di", "du", "le", "la", "del", "della", "des", "y", "jing", "al", "bin", "ten", "st"}
 

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from pipeline.embedding.chunking import Segment, chunk_records, content_hash
 from pipeline.sources.pdf.figures import FigureLegend, find_figures
+from pipeline.sources.pdf.references import RefString, parse_reference, reference_entries
 from pipeline.sources.pdf.text import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
@@ -110,6 +111,7 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
         laid = layout(doc)
         figures = find_figures(doc, laid)
         assign_kinds(laid)
+        entries = reference_entries(laid, doc)  # the bibliography; the blocks' roles made to agree with it
     except PdfRejected:
         raise
     except Exception as exc:  # noqa: BLE001 - a broken content stream surfaces here, not at open
@@ -166,15 +168,13 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
                       "figures": [f.label for f in figures if f.page == p.number]})
     return Extraction(paper_id=paper_id, n_pages=laid.n_pages, body=body, abstract=abstract_text(list(laid.blocks())),
                       pages=pages, sections=sections, chunks=chunks, figures=figures, dropped=laid.n_dropped,
-                      references=reference_rows(paper_id, [b for b in laid.blocks() if b.role == "references"]))
+                      references=reference_rows(paper_id, entries))
 
 
-def reference_rows(paper_id: str, blocks: list) -> list[dict]:
-    """``paper_references`` rows: the bibliography blocks split into entries, each parsed into fields."""
-    from pipeline.sources.pdf.references import parse_reference, split_references
-
+def reference_rows(paper_id: str, entries: list[RefString]) -> list[dict]:
+    """``paper_references`` rows: each bibliography entry parsed into fields."""
     rows = []
-    for ordinal, entry in enumerate(split_references(blocks)):
+    for ordinal, entry in enumerate(entries):
         ref = parse_reference(entry.text)
         rows.append({"reference_id": f"{paper_id}#ref{ordinal}", "paper_id": paper_id, "ordinal": ordinal,
                      "page": entry.page, "raw": ref.raw, "authors": list(ref.authors), "title": ref.title,

@@ -521,6 +521,24 @@ def _name_like_list(text: str) -> bool:
     return bool(pieces) and all(_name_like(p.replace("et al.", "").strip() or "X") for p in pieces)
 
 
+def reference_entries(laid: LaidOutPdf, doc: Any = None) -> list[RefString]:
+    """The bibliography's entries, and the blocks' roles made to agree with them: the blocks of the list
+    (including entries the layout moved as footnotes) get role 'references', and blocks after the list
+    that its section still held get 'appendix' (a larger unnumbered appendix title and what follows it), or
+    'body' for a footnote the layout carried past the list."""
+    blocks = reference_blocks(laid, doc)
+    ours = {id(b) for b in blocks}
+    for b in blocks:
+        b.role = "references"
+    order = list(laid.blocks())
+    last = max((i for i, b in enumerate(order) if id(b) in ours), default=-1)
+    if last >= 0:
+        for b in order[last + 1:]:
+            if b.role == "references":
+                b.role = "body" if b.footnote else "appendix"  # a footnote carried past the list is body text
+    return split_references(blocks)
+
+
 def extract_references(laid: LaidOutPdf, doc: Any = None) -> list[Reference]:
     """The parsed reference list of a laid-out PDF (``assign_kinds`` already run)."""
     return [parse_reference(r.text) for r in split_references(reference_blocks(laid, doc))]

@@ -206,6 +206,8 @@ def import_pdfs_cmd(
     ctx: typer.Context,
     folder: Path = typer.Argument(..., help="Folder of PDFs (sub-folders included; other files are ignored), one PDF "
                                    "file, or a library (.bib, .json CSL-JSON, .ris) whose entries point at PDFs."),
+    lookup: bool = typer.Option(True, "--lookup/--no-lookup", help="Then ask the arXiv API for the arXiv papers, so "
+                                "their authors, title and dates are arXiv's own (the PDF's stay when it cannot be reached)."),
 ) -> None:
     """Bring your own library: add local PDFs as papers (arXiv id from the side stamp or file name, else local:<sha256>).
 
@@ -214,13 +216,19 @@ def import_pdfs_cmd(
     `paperkb fulltext` extracts them without the network. Unusable files, and library entries without a
     PDF or with a missing one, go to rejects (and each such entry is listed).
     """
-    from pipeline.library.pdf_folder import entry_lines, import_pdfs, summary_line
+    from pipeline.library.pdf_folder import entry_lines, import_pdfs, lookup_imported, summary_line
 
     settings = get_settings(ctx)
     s = import_pdfs(settings, folder)
     typer.echo(summary_line(s))
     for line in entry_lines(s):
         typer.echo(line)
+    if lookup and (looked := lookup_imported(settings, s)) is not None:
+        if "error" in looked:
+            typer.echo(f"import-pdfs: arXiv metadata not fetched for {looked['requested']} papers (authors, titles and "
+                       f"dates read from the PDFs stay; `paperkb lookup ID` later): {looked['error']}", err=True)
+        else:
+            typer.echo(f"import-pdfs: arXiv metadata for {looked.get('found', 0)} of {looked.get('requested', 0)} arXiv papers")
 
 
 # ==== embed + publish + snapshots (issue 6) ======================================================

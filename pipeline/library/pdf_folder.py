@@ -396,6 +396,29 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     return summary
 
 
+def lookup_imported(settings: Settings, summary: dict) -> dict | None:
+    """Ask the arXiv API for the imported arXiv papers whose row still comes from their PDF alone, so their
+    authors, title, dates and categories are arXiv's own (``paperkb lookup``). None when there were none;
+    ``{"error": ...}`` when the API cannot be reached (the PDF's metadata stays: nothing is lost)."""
+    from pipeline.errors import StepFailed, UserError
+    from pipeline.steps.harvest import run_lookup
+    from pipeline.warehouse import Warehouse
+
+    ids = [pid for pid in summary.get("paper_ids", []) if not pid.startswith(f"{LOCAL_SOURCE}:")]
+    if not ids:
+        return None
+    with Warehouse(settings, read_only=True) as wh:
+        ids = [r[0] for r in wh.con.execute(
+            "SELECT paper_id FROM papers WHERE paper_id IN (SELECT unnest(?)) AND metadata_source = ? ORDER BY 1",
+            [ids, METADATA_SOURCE]).fetchall()]
+    if not ids:
+        return None
+    try:
+        return run_lookup(settings, ids)
+    except (UserError, StepFailed) as exc:
+        return {"error": str(exc), "requested": len(ids)}
+
+
 def _write_rows(wh, papers: list[PdfPaper]) -> dict:
     """papers, authors (new ids only) and paper_authors rows, through the import-collection writers."""
     import pyarrow as pa

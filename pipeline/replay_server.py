@@ -300,7 +300,7 @@ def public_url(host: str, port: int) -> str:
     import socket
 
     if host in ("0.0.0.0", "::", ""):
-        host = socket.getfqdn()
+        host = socket.gethostname()
     return f"http://{host}:{port}"
 
 

@@ -763,6 +763,19 @@ def dags_folder() -> None:
     print(DAGS_DIR)
 
 
+@app.command("replay-server")
+def replay_server(
+    data: Path = typer.Argument(..., help="The recorded data folder (arxiv/ and s2/ inside, e.g. shared/data)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (0.0.0.0: reachable from the other hosts)."),
+    port: int = typer.Option(8765, min=0, max=65535, help="Port (0: any free one)."),
+) -> None:
+    """Serve the recorded arXiv/S2 answers; prints the `export PAPERKB_...` lines that point paperkb at it."""
+    from pipeline.replay_server import serve_until_interrupted
+
+    serve_until_interrupted(data, host, port, echo=lambda line: print(line, flush=True), started=lambda url: print(
+        f"paperkb: replaying the recorded arXiv/S2 data in {data} at {url}; Ctrl-C stops", file=sys.stderr, flush=True))
+
+
 # ==== serve (issue 9) ============================================================================
 
 

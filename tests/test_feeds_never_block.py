@@ -112,7 +112,7 @@ def failing_feeds(first_night, shared_data, tmp_path, monkeypatch, caplog):
     return s, out
 
 
-def test_a_feed_that_still_fails_is_named_in_the_manifest_and_the_snapshot_publishes(failing_feeds, caplog):
+def test_a_feed_that_still_fails_is_named_in_the_manifest_and_the_snapshot_publishes(failing_feeds, caplog, capsys):
     from pipeline import snapshots
 
     s, out = failing_feeds
@@ -134,6 +134,11 @@ def test_a_feed_that_still_fails_is_named_in_the_manifest_and_the_snapshot_publi
 
     with pytest.raises(UserError, match="has no atom file .* it failed"):
         feed_file(s.snapshots_dir / sid, "everything", "atom")
+    from pipeline.cli import main
+
+    assert main(["--warehouse", str(s.warehouse), "feeds", "--snapshot", sid]) == 0
+    listed = capsys.readouterr().out
+    assert "FAILED atom: ValueError: the Atom writer broke" in listed and "FAILED name: interest name 'index'" in listed
     from fastapi.testclient import TestClient
 
     from pipeline.serve.app import create_app
@@ -164,3 +169,26 @@ def test_the_feeds_page_shows_the_feeds_that_load_when_one_fails(failing_feeds):
         assert failed.count() == 1 and "could not be loaded" in failed.inner_text()
         assert "reserved" in failed.inner_text()
     assert errors == []
+
+
+def test_feeds_that_cannot_be_written_at_all_leave_the_snapshot_publishing(first_night, shared_data, tmp_path,
+                                                                           monkeypatch):
+    from pipeline import snapshots
+    from pipeline.feeds import write
+    from pipeline.steps.publish import run_publish
+
+    s = _second_night(clone_settings(first_night, tmp_path), shared_data)
+
+    def broken(folder, manifest, previous, settings):
+        (folder / "feeds").mkdir()
+        (folder / "feeds" / "half.json").write_text("{")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(write, "write_feeds", broken)
+    out = run_publish(s)
+    sid = out["snapshot_id"]
+    assert snapshots.current_id(s.snapshots_dir) == sid and out["feeds_failed"] == ["(every feed)"]
+    manifest = snapshots.read_manifest(s.snapshots_dir / sid)
+    assert manifest["feeds_failed"] == {"(every feed)": {"feeds": "OSError: disk full"}}
+    assert "feeds" not in manifest["layout"] and not (s.snapshots_dir / sid / "feeds").exists()
+    assert snapshots.verify(s.snapshots_dir, sid) == []

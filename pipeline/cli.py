@@ -266,7 +266,8 @@ def publish(ctx: typer.Context) -> None:
     typer.echo(f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
                f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
                f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
-               + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items()))
+               + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items())
+               + (f"; feeds failed: {', '.join(s['feeds_failed'])} (manifest feeds_failed)" if s.get("feeds_failed") else ""))
 
 
 snapshots_app = typer.Typer(help="List, verify and roll back published snapshots.", no_args_is_help=True)
@@ -662,7 +663,8 @@ def feeds_cmd(
         since = index.get("previous_snapshot_id") or "none (first snapshot)"
         typer.echo(f"feeds of snapshot {path.name}: {index['new_papers']} new paper(s) since {since}")
         for n, f in index["feeds"].items():
-            typer.echo(f"{n:<20} {f['matched']:>4} matching  {f['description']}" + "".join(f"; {x}" for x in f.get("notes", [])))
+            typer.echo(f"{n:<20} {f['matched']:>4} matching  {f['description']}" + "".join(f"; {x}" for x in f.get("notes", []))
+                       + "".join(f"; FAILED {k}: {v}" for k, v in (f.get("failed") or {}).items()))
         return
     if feed_format not in FEED_PRINT_FORMATS:
         raise UserError(f"unknown feed format {feed_format!r}: choose one of {', '.join(FEED_PRINT_FORMATS)}")

@@ -293,6 +293,20 @@ def find_pdfs(folder: str | Path) -> tuple[list[Path], int]:
     return files, other
 
 
+def read_limited(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, refused (``too_large``) when it holds more than ``max_bytes``: the size is
+    checked before reading, and never more than ``max_bytes + 1`` bytes are read (a file that grows, or
+    one whose size the file system does not report, cannot fill the memory either)."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise PdfRejected("too_large", f"{size} bytes > pdf_max_bytes ({max_bytes})")
+    with path.open("rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise PdfRejected("too_large", f"more than pdf_max_bytes ({max_bytes}) bytes")
+    return data
+
+
 _METADATA_RANK = {METADATA_SOURCE: 0, "library": 1}  # a row written from these may be overwritten by a better one
 
 
@@ -328,9 +342,7 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     imported = []
     for f, entry in items:
         try:
-            data = f.read_bytes()
-            if len(data) > settings.pdf_max_bytes:
-                raise PdfRejected("too_large", f"{len(data)} bytes > pdf_max_bytes")
+            data = read_limited(f, settings.pdf_max_bytes)
             paper = read_pdf(data, f.name)
             if entry is not None:
                 paper = apply_entry(paper, entry)
@@ -352,6 +364,8 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
                                  "detail": f"{f}: {rejects[-1]['detail']}"})
 
     summary: dict = {"files": len(items), "papers": len(papers), "rejected": len(rejects), "ignored": ignored,
+                     "rejected_files": [] if lib is not None else [  # a library's are its not_imported entries
+                         {"file": r["record_key"], "reason": r["reason"], "detail": r["detail"]} for r in rejects],
                      "arxiv": sum(1 for p, _, _ in papers.values() if p.source == "arxiv"),
                      "local": sum(1 for p, _, _ in papers.values() if p.source == LOCAL_SOURCE),
                      "pdfs_stored": 0, "refetch": 0, "paper_ids": sorted(papers)}
@@ -497,7 +511,9 @@ def summary_line(s: dict) -> str:
 
 
 def entry_lines(s: dict) -> list[str]:
-    """One line per library entry that was not imported (and per unparsable block): nothing is dropped silently."""
+    """One line per library entry that was not imported (and per unparsable block), and per file of a
+    folder that was rejected, with the reason: nothing is dropped silently."""
     lines = [f"  not imported #{n['index']:<4} {n['key'] or '-'}: {n['reason']}: {n['detail']}"
              + (f" [{n['title']}]" if n.get("title") else "") for n in s.get("not_imported", [])]
+    lines += [f"  rejected {r['file']}: {r['reason']}: {r['detail']}" for r in s.get("rejected_files", [])]
     return lines + [f"  unparsable   {p}" for p in s.get("problems", [])]

@@ -147,9 +147,8 @@ def open_pdf(data: bytes) -> pymupdf.Document:
     if not data:
         raise PdfRejected("empty", "0 bytes")
     head = bytes(data[:1024])
-    if b"%PDF-" not in head:
-        snippet = head[:40].decode("latin-1", "replace").strip()
-        raise PdfRejected("not_pdf", f"no %PDF- header; starts with {snippet!r}")
+    if b"%PDF-" not in head:  # say what was expected, never what the file holds (it may be any file)
+        raise PdfRejected("not_pdf", f"no %PDF- header in the first {len(head)} bytes ({len(data)} bytes in all)")
     # A complete PDF ends with %%EOF (possibly followed by whitespace or a few junk bytes).
     # MuPDF would silently "repair" a cut-off file and give us part of a paper: we reject it.
     if b"%%EOF" not in bytes(data[-2048:]):

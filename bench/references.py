@@ -14,6 +14,15 @@
 
     .venv/bin/python -m bench.references
     .venv/bin/python -m bench.references --repeat 3
+
+Held-out (``--heldout DIR``): the same field scores and split counts on PDFs the rules were not
+written on, against ``bench/heldout_reference_labels.json`` (6 arXiv PDFs of a public GitHub
+repository at a fixed commit; the labels give each file's path there and its sha256, and the PDFs
+in DIR are matched by sha256, whatever their names). The split is the one extraction runs
+(``find_figures`` + ``assign_kinds`` + ``reference_entries``). Skipped with one line when DIR is
+absent; ``--misses`` prints every wrong field.
+
+    .venv/bin/python -m bench.references --heldout /tmp/heldout
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO.parent / "shared" / "data"))
 PDF_DIR = SHARED / "arxiv" / "pdf"
 LABELS = REPO / "tests" / "fixtures" / "reference_labels.json"
+HELDOUT_LABELS = REPO / "bench" / "heldout_reference_labels.json"
+OUT = REPO / "bench" / "out"
 
 
 def refextract_parse(text: str) -> Any:
@@ -69,11 +80,87 @@ def refextract_parse(text: str) -> Any:
     return ref
 
 
+def heldout(pdf_dir: Path, labels_file: Path, out: Path, show_misses: bool = False) -> int:
+    """Field scores and split counts of the rules on the held-out PDFs in ``pdf_dir``."""
+    if not pdf_dir.is_dir():
+        print(f"bench.references: held-out skipped, no directory {pdf_dir}")
+        return 0
+    import hashlib
+
+    from pipeline.sources.pdf.figures import find_figures
+    from pipeline.sources.pdf.reference_eval import FIELDS, evaluate, split_counts
+    from pipeline.sources.pdf.references import parse_reference, reference_entries
+    from pipeline.sources.pdf.text import assign_kinds, layout, open_pdf
+
+    fixture = json.loads(labels_file.read_text(encoding="utf-8"))
+    labels, truth, sources = fixture["labels"], fixture["counts"], fixture["sources"]
+    by_sha = {src["sha256"]: name for name, src in sources.items()}
+    found: dict[str, int] = {}
+    for f in sorted(pdf_dir.glob("*.pdf")):
+        data = f.read_bytes()
+        name = by_sha.get(hashlib.sha256(data).hexdigest())
+        if name is None:
+            continue
+        doc = open_pdf(data)
+        try:
+            laid = layout(doc)
+            find_figures(doc, laid)
+            assign_kinds(laid)
+            found[name] = len(reference_entries(laid, doc))
+        finally:
+            doc.close()
+    missing = sorted(set(sources) - set(found))
+    if missing:
+        print(f"bench.references: held-out PDFs not in {pdf_dir} (split counts skipped for them): {', '.join(missing)}")
+    s, misses = evaluate(labels, parse_reference)
+    print(f"held-out: {len(labels)} labelled references from {len(truth)} PDFs ({labels_file.name}); "
+          f"load avg {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print()
+    print(f"{'field':<10}{'rules P':>14}{'R':>7}{'F1':>7}{'tp':>5}{'fp':>5}{'fn':>5}")
+    for field in FIELDS:
+        sc = s[field]
+        print(f"{field:<10}{sc.precision:>14.3f}{sc.recall:>7.3f}{sc.f1:>7.3f}{sc.tp:>5}{sc.fp:>5}{sc.fn:>5}")
+    exact_refs = len({(m[0]["pdf"], m[0]["index"]) for m in misses})
+    print(f"references with every field right: {len(labels) - exact_refs}/{len(labels)}")
+    print()
+    counts = {pdf: nt for pdf, nt in split_counts(found, truth).items() if pdf in found}
+    print(f"{'paper':<18}{'found':>6}{'true':>6}{'labelled':>10}")
+    for pdf, (n, t) in counts.items():
+        print(f"{pdf:<18}{n:>6}{t:>6}{sum(1 for lab in labels if lab['pdf'] == pdf):>10}")
+    exact = sum(1 for n, t in counts.values() if n == t)
+    print(f"split: {exact}/{len(counts)} papers with exactly the true count; "
+          f"{sum(n for n, _ in counts.values())} found, {sum(t for _, t in counts.values())} true")
+    if show_misses:
+        print()
+        for gold, field in misses:
+            pred = parse_reference(gold["raw"])
+            print(f"{gold['pdf']} #{gold['index']} {field}: got {getattr(pred, field)!r}, true {gold[field]!r}")
+            print(f"    {gold['raw']}")
+    result = {
+        "labels": len(labels),
+        "scores": {f: {"precision": round(s[f].precision, 3), "recall": round(s[f].recall, 3), "f1": round(s[f].f1, 3),
+                       "tp": s[f].tp, "fp": s[f].fp, "fn": s[f].fn} for f in FIELDS},
+        "split": {pdf: {"found": n, "true": t} for pdf, (n, t) in counts.items()},
+        "misses": [{"pdf": g["pdf"], "index": g["index"], "field": f} for g, f in misses],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"results: {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "references.json")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results file (default bench/out/references.json, or references_heldout.json with --heldout)")
+    ap.add_argument("--heldout", type=Path, metavar="DIR", help="score the held-out PDFs in DIR instead (see above)")
+    ap.add_argument("--heldout-labels", type=Path, default=HELDOUT_LABELS, metavar="FILE")
+    ap.add_argument("--misses", action="store_true", help="with --heldout: print every wrong field")
     args = ap.parse_args(argv)
+    if args.heldout is not None:
+        return heldout(args.heldout, args.heldout_labels, args.out or OUT / "references_heldout.json", args.misses)
+    args.out = args.out or OUT / "references.json"
     if not PDF_DIR.is_dir():
         print(f"bench.references: no PDFs at {PDF_DIR} (set PAPERKB_SHARED_DATA)", file=sys.stderr)
         return 2

@@ -309,3 +309,32 @@ def test_every_reference_of_the_ten_papers_has_its_fields(shared_data):
                 incomplete.append((pdf, i))
             assert ref.title is None or not ref.title.startswith(tuple(a.split()[-1] for a in ref.authors[:1])), (pdf, i)
     assert incomplete == [("1505.04597.pdf", 12), ("1505.04597.pdf", 13)]
+
+
+# ------------------------------------------------------------------------------------------------
+# held-out labels (bench/heldout_reference_labels.json): a measurement, so only their shape is tested
+
+
+def test_heldout_labels_are_well_formed():
+    path = Path(__file__).resolve().parent.parent / "bench" / "heldout_reference_labels.json"
+    fixture = json.loads(path.read_text(encoding="utf-8"))
+    labels, counts, sources = fixture["labels"], fixture["counts"], fixture["sources"]
+    assert sorted(counts) == sorted(sources)
+    assert all(set(src) >= {"repository", "commit", "path", "sha256"} and len(src["sha256"]) == 64 for src in sources.values())
+    assert len(labels) >= 60
+    seen = set()
+    for lab in labels:
+        assert set(lab) >= {"pdf", "index", "raw", *FIELDS}
+        assert lab["pdf"] in counts and 0 <= lab["index"] < counts[lab["pdf"]]
+        assert (lab["pdf"], lab["index"]) not in seen
+        seen.add((lab["pdf"], lab["index"]))
+        assert lab["doi"] is None or lab["doi"] == lab["doi"].lower()
+    assert {lab["pdf"] for lab in labels} == set(counts)
+
+
+def test_heldout_bench_skips_without_its_pdfs(tmp_path, capsys):
+    from bench.references import main
+
+    assert main(["--heldout", str(tmp_path / "absent")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "skipped" in out

@@ -55,7 +55,10 @@ def test_first_embed_builds_all_tables(embedded):
     n_passages = _warehouse_count(s, "SELECT count(*) FROM passages")
     n_papers = _warehouse_count(s, "SELECT count(DISTINCT paper_id) FROM passages")
     # every PDF chunk + one abstract passage per paper with text
-    assert n_passages == pdf["chunks"] + _warehouse_count(s, "SELECT count(*) FROM passages WHERE kind = 'abstract'")
+    # every chunk but the front matter's and the bibliography's is a passage, plus one abstract passage a paper
+    searchable = _warehouse_count(s, "SELECT count(*) FROM chunks WHERE role IN ('body', 'acknowledgements', 'appendix')")
+    assert 0 < searchable < pdf["chunks"]
+    assert n_passages == searchable + _warehouse_count(s, "SELECT count(*) FROM passages WHERE kind = 'abstract'")
     assert first["passages"] == n_passages and first["papers"] == n_papers and first["figures"] == pdf["figures"]
     assert first["encoded"] > 0 and first["encoded"] <= n_passages + pdf["figures"]
 
@@ -142,7 +145,7 @@ def test_withdrawn_paper_rows_are_removed(embedded, tmp_path):
 
     s = clone_settings(embedded[0], tmp_path)
     con = duckdb.connect(str(s.db_path))
-    n_chunks = con.execute("SELECT count(*) FROM chunks WHERE paper_id = ?", [PDF]).fetchone()[0]
+    n_chunks = con.execute("SELECT count(*) FROM passages WHERE paper_id = ? AND kind = 'body'", [PDF]).fetchone()[0]
     for table in ("chunks", "figures", "paper_authors", "papers"):
         con.execute(f"DELETE FROM {table} WHERE paper_id = ?", [PDF])
     con.close()

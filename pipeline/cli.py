@@ -851,6 +851,12 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
         return 2, str(exc)
     if isinstance(exc, StepFailed):
         return 1, f"a step stopped: {msg}"
+    if type(exc).__name__ in ("ValidationError", "SettingsError"):  # Settings built without Settings.load
+        from pipeline.settings import invalid_setting
+
+        invalid = invalid_setting(exc)
+        if invalid is not None:
+            return 2, str(invalid)
     if "duckdb.Error" in names:
         lock = re.search(r'Could not set lock on file "([^"]+)"', msg)
         if lock:

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.embedding.backends import Runtime, attach, require_backend, resolve
+from pipeline.embedding.backends import Runtime, attach, check_device, require_backend, resolve
 from pipeline.errors import UserError
 from pipeline.settings import Settings
 
@@ -144,6 +144,7 @@ def load_model(name_or_path: str, *, device: str = "cpu", truncate_dim: int | No
         if model is None:
             from sentence_transformers import SentenceTransformer
 
+            check_device(device)  # one line naming the setting, not torch's AssertionError
             try:
                 model = SentenceTransformer(name_or_path, device=device, truncate_dim=truncate_dim)
             except (OSError, ValueError) as exc:

@@ -139,8 +139,8 @@ def check_device(device: str | None) -> None:
 
 
 def resolve(backend: str | None, precision: str | None, device: str | None = "cpu") -> Runtime:
-    """Check backend / precision / device and turn ``auto`` (or None) into concrete values."""
-    check_device(device)
+    """Check backend / precision / device and turn ``auto`` (or None) into concrete values (whether this
+    machine has the device is :func:`check_device`'s question)."""
     dev = _device_kind(device)
     b = (backend or "auto").strip().lower()
     p = (precision or "auto").strip().lower()

@@ -110,10 +110,13 @@ class ErrorDetail(BaseModel):
 
 
 _ERROR_TEXT = {
-    400: "bad input (e.g. an empty query, year_from after year_to) or a Host header the server does not answer",
+    400: "a rule across parameters that a schema cannot state (year_from after year_to, a seed both positive and "
+         "negative, over 100 ids in all), or a Host header the server does not answer",
     404: "no such paper (or feed) in the snapshot",
-    422: "a parameter is invalid (one line: which one and why, e.g. 'query parameter k: must be <= 100')",
-    503: "nothing to serve: no snapshot published yet, or the served snapshot is unavailable",
+    422: "a parameter breaks a rule this schema states (one line: which one and why, e.g. 'query parameter k: must "
+         "be <= 100')",
+    503: "nothing to serve: no snapshot published yet, or the served snapshot is unavailable (gone, or a file it "
+         "lists missing or resized: the line /api/health gives)",
 }
 
 

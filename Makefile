@@ -19,7 +19,8 @@ install: $(STAMP)
 # The nightly DAG through Airflow itself: `airflow dags test paperkb_nightly <today>` with an embedded
 # SQLite metadata DB under warehouse/airflow (db migrate + the arxiv_pool/s2_pool pools first), then the
 # published snapshot and a sample search. Real arXiv + S2 by default; `make run REPLAY=1` replays the
-# recorded data in ../shared/data from a local server instead (no network). DATE=YYYY-MM-DD picks the run.
+# recorded data in ../shared/data from a local server instead (no network). DATE=YYYY-MM-DD is the logical
+# date of `airflow dags test`: the run harvests the day before it (DATE=2026-11-21 harvests 2026-11-20).
 REPLAY      ?=
 SHARED_DATA ?= ../shared/data
 DATE        ?=

@@ -34,7 +34,8 @@ coalesce -> harvest -> enrich -> plan_fulltext       -> [fetch_batch -> extract_
 * **Assets**: each step declares the warehouse tables it writes; `publish` emits `paperkb_snapshot`
   with the snapshot id in the event's extra (see `paperkb_consumer_example`); `feeds` emits
   `paperkb_feeds` with the new matching papers per saved interest (and mails the digest if configured).
-* **Params**: `replay=true` re-parses arXiv/S2 from the raw zone instead of the network;
+* **Params**: `replay=true` re-parses arXiv/S2 from the raw zone instead of the network (a raw zone
+  with no arXiv responses fails `harvest` at once: nothing to replay);
   `from`/`until` (YYYY-MM-DD, empty by default) replace the data interval's harvest window, e.g. one run
   over a whole week.
 
@@ -54,6 +55,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from pipeline.errors import ServiceUnreachable
 from pipeline.settings import Settings
+from pipeline.steps.windows import NothingToReplay
 
 _cfg = Settings()  # parse-time: schedule and retry policy only (cheap, no I/O)
 
@@ -81,14 +83,15 @@ def _settings() -> Settings:
 
 def step(**task_kwargs):
     """``@task`` whose docstring becomes the task doc in the UI (dedented: Airflow renders it as Markdown).
-    A service that cannot be reached at all (``ServiceUnreachable``) fails the task without retries."""
+    A service that cannot be reached at all (``ServiceUnreachable``), or a replay with nothing to replay
+    (``NothingToReplay``), fails the task without retries."""
 
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
-            except ServiceUnreachable as exc:
+            except (ServiceUnreachable, NothingToReplay) as exc:
                 raise AirflowFailException(str(exc)) from exc
 
         return task(doc_md=inspect.cleandoc(fn.__doc__ or ""), **task_kwargs)(run)

@@ -1,2 +1,3 @@
-"""The development harness, outside the runtime package (not in the wheel): a local server replaying the
-recorded arXiv / Semantic Scholar answers (replay_server) and a local Airflow run of the nightly DAG (airflow_local)."""
+"""The development harness, outside the runtime package (not in the wheel): a local Airflow run of the nightly
+DAG (airflow_local) and the old import path of the replay server for the recorded data (replay_server, now
+``pipeline.replay_server``: ``paperkb replay-server``)."""

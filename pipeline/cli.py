@@ -206,6 +206,8 @@ def import_pdfs_cmd(
     ctx: typer.Context,
     folder: Path = typer.Argument(..., help="Folder of PDFs (sub-folders included; other files are ignored), one PDF "
                                    "file, or a library (.bib, .json CSL-JSON, .ris) whose entries point at PDFs."),
+    lookup: bool = typer.Option(True, "--lookup/--no-lookup", help="Then ask the arXiv API for the arXiv papers, so "
+                                "their authors, title and dates are arXiv's own (the PDF's stay when it cannot be reached)."),
 ) -> None:
     """Bring your own library: add local PDFs as papers (arXiv id from the side stamp or file name, else local:<sha256>).
 
@@ -214,13 +216,19 @@ def import_pdfs_cmd(
     `paperkb fulltext` extracts them without the network. Unusable files, and library entries without a
     PDF or with a missing one, go to rejects (and each such entry is listed).
     """
-    from pipeline.library.pdf_folder import entry_lines, import_pdfs, summary_line
+    from pipeline.library.pdf_folder import entry_lines, import_pdfs, lookup_imported, summary_line
 
     settings = get_settings(ctx)
     s = import_pdfs(settings, folder)
     typer.echo(summary_line(s))
     for line in entry_lines(s):
         typer.echo(line)
+    if lookup and (looked := lookup_imported(settings, s)) is not None:
+        if "error" in looked:
+            typer.echo(f"import-pdfs: arXiv metadata not fetched for {looked['requested']} papers (authors, titles and "
+                       f"dates read from the PDFs stay; `paperkb lookup ID` later): {looked['error']}", err=True)
+        else:
+            typer.echo(f"import-pdfs: arXiv metadata for {looked.get('found', 0)} of {looked.get('requested', 0)} arXiv papers")
 
 
 # ==== embed + publish + snapshots (issue 6) ======================================================
@@ -258,7 +266,8 @@ def publish(ctx: typer.Context) -> None:
     typer.echo(f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
                f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
                f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
-               + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items()))
+               + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items())
+               + (f"; feeds failed: {', '.join(s['feeds_failed'])} (manifest feeds_failed)" if s.get("feeds_failed") else ""))
 
 
 snapshots_app = typer.Typer(help="List, verify and roll back published snapshots.", no_args_is_help=True)
@@ -654,7 +663,8 @@ def feeds_cmd(
         since = index.get("previous_snapshot_id") or "none (first snapshot)"
         typer.echo(f"feeds of snapshot {path.name}: {index['new_papers']} new paper(s) since {since}")
         for n, f in index["feeds"].items():
-            typer.echo(f"{n:<20} {f['matched']:>4} matching  {f['description']}" + "".join(f"; {x}" for x in f.get("notes", [])))
+            typer.echo(f"{n:<20} {f['matched']:>4} matching  {f['description']}" + "".join(f"; {x}" for x in f.get("notes", []))
+                       + "".join(f"; FAILED {k}: {v}" for k, v in (f.get("failed") or {}).items()))
         return
     if feed_format not in FEED_PRINT_FORMATS:
         raise UserError(f"unknown feed format {feed_format!r}: choose one of {', '.join(FEED_PRINT_FORMATS)}")
@@ -753,6 +763,19 @@ def dags_folder() -> None:
     from pipeline.settings import DAGS_DIR
 
     print(DAGS_DIR)
+
+
+@app.command("replay-server")
+def replay_server(
+    data: Path = typer.Argument(..., help="The recorded data folder (arxiv/ and s2/ inside, e.g. shared/data)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (0.0.0.0: reachable from the other hosts)."),
+    port: int = typer.Option(8765, min=0, max=65535, help="Port (0: any free one)."),
+) -> None:
+    """Serve the recorded arXiv/S2 answers; prints the `export PAPERKB_...` lines that point paperkb at it."""
+    from pipeline.replay_server import serve_until_interrupted
+
+    serve_until_interrupted(data, host, port, echo=lambda line: print(line, flush=True), started=lambda url: print(
+        f"paperkb: replaying the recorded arXiv/S2 data in {data} at {url}; Ctrl-C stops", file=sys.stderr, flush=True))
 
 
 # ==== serve (issue 9) ============================================================================

@@ -154,20 +154,34 @@ def _suffix(n: int) -> str:
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
+_ESCAPED_BRACE = re.compile(r"\\\\|\\([{}])")
+_LBRACE, _RBRACE = "\ue000", "\ue001"  # stand-ins for escaped braces while the plain ones are balanced
+
+
 def _bib_value(text: str) -> str:
-    """A braced BibTeX value: LaTeX kept; bare & % # escaped; unbalanced braces dropped."""
-    v = _clean(text)
+    """A braced BibTeX value: LaTeX kept; bare & % # escaped; unmatched braces dropped.
+
+    An escaped brace (``\\}``) is written ``\\textbraceright{}``: BibTeX counts every brace, escaped or
+    not, while bibtexparser skips escaped ones, so a value holding one would parse with only one of them
+    (paperkb's library reader turns the macros back into braces)."""
+    v = _clean(text).replace(_LBRACE, "").replace(_RBRACE, "")
+    v = _ESCAPED_BRACE.sub(lambda m: (_LBRACE if m.group(1) == "{" else _RBRACE) if m.group(1) else m.group(0), v)
     v = re.sub(r"(?<!\\)([&%#])", r"\\\1", v)
-    depth = 0
-    for ch in v:
-        depth += 1 if ch == "{" else -1 if ch == "}" else 0
-        if depth < 0:
-            break
-    if depth != 0:
-        v = v.replace("{", "").replace("}", "")
+    chars, open_at = list(v), []
+    for i, ch in enumerate(chars):
+        if ch == "{":
+            open_at.append(i)
+        elif ch == "}":
+            if open_at:
+                open_at.pop()
+            else:
+                chars[i] = ""
+    for i in open_at:
+        chars[i] = ""
+    v = "".join(chars)
     if v.endswith("\\"):
         v = v.rstrip("\\")
-    return "{" + v + "}"
+    return "{" + v.replace(_LBRACE, "\\textbraceleft{}").replace(_RBRACE, "\\textbraceright{}") + "}"
 
 
 def to_bibtex(records: list[BibRecord]) -> str:

@@ -1,23 +1,25 @@
-"""A real Airflow deployment on this machine, without Docker: what tests/test_deployment.py and
-bench/deployment.py run.
+"""A real Airflow deployment on this machine, without Docker, by the README's own commands: what
+tests/test_deployment.py and bench/deployment.py run.
 
-- PostgreSQL (Debian's ``postgresql``: initdb + pg_ctl) and Redis (``redis-server``) in a temporary
-  folder on free loopback ports; stopped at the end.
-- A fresh virtualenv with the built paperkb wheel installed with the ``[airflow]`` profile (the same
-  ``pip install`` a user runs; torch is the pinned CPU build, installed first).
+The README's section "Celery deployment on several hosts" is the script (``tests/readme_deploy.py`` reads
+its ``bash deploy=NAME`` blocks and runs them as one root bash session); this module only chooses the
+values of the variables its ``deploy=variables`` block reads -- free loopback ports, temporary folders,
+secrets -- and keeps handles on what the blocks started:
+
+- PostgreSQL (Debian's ``postgresql``: ``initdb`` + ``pg_ctl`` as the ``postgres`` user) and Redis
+  (``redis-server``) in temporary folders on free ports; stopped at the end.
+- A fresh virtualenv with the built paperkb wheel and the ``[airflow]`` profile (``deploy=install``:
+  the same ``pip install`` a user runs; torch is the pinned CPU build, installed first).
 - CeleryExecutor with the Postgres metadata database and Redis as the broker, and Airflow's own
-  processes as plain processes: ``api-server``, ``scheduler``, ``dag-processor``, ``triggerer`` and
-  ``celery worker``s. Each worker runs in its own UTS namespace (``unshare --uts``) with its own host
-  name, as workers on separate hosts would, so task instances record which worker ran them.
-
-The environment the processes share is exactly what the README's "Celery deployment on several hosts"
-section sets; :func:`airflow_env` is the single place it is written down for the tests.
+  processes as plain processes: ``api-server``, ``scheduler``, ``dag-processor``, ``triggerer`` and the
+  README's two ``celery worker``s. Each worker runs in its own UTS namespace (``unshare --uts``) with its
+  own host name, as workers on separate hosts would, so task instances record which worker ran them.
 """
 
 from __future__ import annotations
 
-import functools
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -30,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import readme_deploy
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TORCH_PIN = "torch==2.13.0"  # the CPU build (Makefile); installed before the wheel so nothing pulls CUDA
 
@@ -40,10 +44,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(step: int = 2) -> tuple[int, int]:
+    """A free port p with p + step free too (the README's second worker logs on WORKER_LOG_PORT + 2)."""
+    while True:
+        p = free_port()
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + step))
+            return p, p + step
+        except OSError:
+            continue
+
+
 def missing_tools() -> list[str]:
-    """What this machine lacks for a deployment (the Debian packages ``.ci/run`` installs)."""
-    need = {"initdb": "postgresql", "pg_ctl": "postgresql", "redis-server": "redis-server", "unshare": "util-linux"}
-    return [f"{tool} ({pkg})" for tool, pkg in need.items() if shutil.which(tool) is None]
+    """What this machine lacks for the README's commands (its ``deploy=packages`` block installs them)."""
+    need = {"initdb": "postgresql", "redis-server": "redis-server", "unshare": "util-linux", "runuser": "util-linux",
+            "curl": "curl"}
+    out = [f"{tool} ({pkg})" for tool, pkg in need.items()
+           if shutil.which(tool) is None and not (tool == "initdb" and list(Path("/usr/lib/postgresql").glob("*/bin/initdb")))]
+    if os.geteuid() != 0:
+        out.append("root (the README's commands run as root: runuser, unshare --uts)")
+    return out
 
 
 def _wait(check, what: str, timeout_s: float, proc: subprocess.Popen | None = None, log: Path | None = None):
@@ -62,42 +83,26 @@ def _wait(check, what: str, timeout_s: float, proc: subprocess.Popen | None = No
         time.sleep(0.5)
 
 
-# ---- PostgreSQL and Redis ---------------------------------------------------------------------------------
+# ---- PostgreSQL and Redis: where the README's deploy=postgres and deploy=redis blocks put them ------------------
 class Postgres:
-    """A throwaway PostgreSQL cluster; superuser ``airflow``, trust auth on loopback, database ``airflow``."""
+    """The cluster the README's ``deploy=postgres`` block creates in ``root/pgdata``: role and database
+    ``airflow`` with a password, on a free port."""
 
     def __init__(self, root: Path):
         self.root = root
         self.data = root / "pgdata"
         self.port = free_port()
-        self.log = root / "postgres.log"
-        # initdb refuses to run as root: run the server as Debian's `postgres` user then
-        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.password = "pg" + secrets.token_hex(8)
 
     @property
     def url(self) -> str:
-        return f"postgresql+psycopg2://airflow@127.0.0.1:{self.port}/airflow"
-
-    def _run(self, *cmd: str) -> None:
-        subprocess.run([*self._as, *cmd], check=True, capture_output=True, text=True)
-
-    def start(self) -> "Postgres":
-        self.root.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.root, 0o777)
-        if self._as:
-            self.log.touch()
-            shutil.chown(self.log, "postgres")
-        self._run("initdb", "-D", str(self.data), "-U", "airflow", "-A", "trust", "-E", "UTF8", "--no-sync")
-        opts = (f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
-        self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.log), "-w", "-t", "60", "start")
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "airflow", "airflow")
-        return self
+        return f"postgresql+psycopg2://airflow:{self.password}@127.0.0.1:{self.port}/airflow"
 
     def connect(self):
         import psycopg2
 
-        return psycopg2.connect(host="127.0.0.1", port=self.port, user="airflow", dbname="airflow")
+        return psycopg2.connect(host="127.0.0.1", port=self.port, user="airflow", password=self.password,
+                                dbname="airflow")
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
         con = self.connect()
@@ -109,39 +114,30 @@ class Postgres:
             con.close()
 
     def stop(self) -> None:
-        if self.data.exists():
-            subprocess.run([*self._as, "pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop"],
-                           capture_output=True)
+        pg_ctl = shutil.which("pg_ctl") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))), None)
+        if self.data.exists() and pg_ctl:
+            subprocess.run(["runuser", "-u", "postgres", "--", str(pg_ctl), "-D", str(self.data), "-m", "immediate",
+                            "-w", "stop"], capture_output=True)
 
 
 class Redis:
+    """The server the README's ``deploy=redis`` block starts in ``root`` (a daemon with a pid file)."""
+
     def __init__(self, root: Path):
         self.root = root
         self.port = free_port()
-        self.proc: subprocess.Popen | None = None
+        self.password = "redis" + secrets.token_hex(8)
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def _ping(self) -> bool:
-        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-
-    def start(self) -> "Redis":
-        self.root.mkdir(parents=True, exist_ok=True)
-        log = self.root / "redis.log"
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.root), "--logfile", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        _wait(self._ping, "redis-server", 30, self.proc, log)
-        return self
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
+        pidfile = self.root / "redis.pid"
+        try:
+            os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
 
 
 # ---- the wheel and a fresh environment ------------------------------------------------------------------
@@ -179,18 +175,33 @@ def reinstall(venv: Path, wheel: Path) -> None:
                     str(wheel)], check=True, capture_output=True, text=True, env=_env_without_checkout())
 
 
-# ---- Airflow -----------------------------------------------------------------------------------------------
+# ---- Airflow --------------------------------------------------------------------------------------------------------
+# What the test sets beyond the README's variables: speed and observability, never a command. The README
+# gives each of these settings and the value the test uses (heartbeat timeout, retry delay, batch size).
+TEST_SETTINGS = {
+    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+    # a killed worker's task is noticed within seconds, not the README's 60 s (Airflow's default: 300 s)
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+}
+
+
 @dataclass
 class Cluster:
-    """The Airflow processes of one deployment, sharing one environment."""
+    """The deployment the README's blocks built: the shell they ran in, and the processes they started."""
 
     root: Path
     venv: Path
     postgres: Postgres
     redis: Redis
-    extra_env: dict[str, str] = field(default_factory=dict)
+    shell: readme_deploy.Shell
     api_port: int = field(default_factory=free_port)
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def procs(self) -> dict[str, subprocess.Popen]:
+        return self.shell.procs
 
     @property
     def bin(self) -> Path:
@@ -204,29 +215,17 @@ class Cluster:
     def warehouse(self) -> Path:
         return self.root / "warehouse"
 
-    @functools.cached_property
+    @property
     def dags_folder(self) -> str:
-        """Where the installed wheel keeps the DAG files (asked once: ``paperkb dags-folder``)."""
-        return subprocess.run([str(self.bin / "paperkb"), "dags-folder"], check=True, capture_output=True,
-                              text=True).stdout.strip()
+        return self.shell.env["AIRFLOW__CORE__DAGS_FOLDER"]
 
     def env(self) -> dict[str, str]:
-        # no PYTHONPATH: the processes import paperkb from the installed wheel, never from a checkout
-        env = {k: v for k, v in _env_without_checkout().items() if not k.startswith(("AIRFLOW", "PAPERKB_", "_PAPERKB"))}
-        env.update(airflow_env(home=self.home, dags_folder=self.dags_folder, db_url=self.postgres.url,
-                               broker_url=self.redis.url, api_url=f"http://127.0.0.1:{self.api_port}"))
-        env.update({
-            "PATH": f"{self.bin}{os.pathsep}{env.get('PATH', '')}",
-            "PAPERKB_WAREHOUSE": str(self.warehouse),
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-            # a killed worker's task is noticed within seconds, not the default 5 minutes
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        })
-        env.update(self.extra_env)
-        return env
+        return dict(self.shell.env)
+
+    def block(self, name: str, **variables: str) -> str:
+        """Run the README block ``deploy=NAME`` (after setting ``variables``, ones the block reads)."""
+        self.shell.env.update(variables)
+        return self.shell.run(name, wrap=self._wrap)
 
     def airflow(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
         out = subprocess.run([str(self.bin / "airflow"), *args], env=self.env(), capture_output=True, text=True,
@@ -240,46 +239,44 @@ class Cluster:
         return subprocess.run([str(self.bin / "paperkb"), *args], env=self.env(), capture_output=True, text=True,
                               timeout=timeout, check=True)
 
-    def prepare(self) -> None:
-        """``airflow db migrate`` and the politeness pools shipped with the DAGs."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.airflow("db", "migrate", timeout=600)
-        self.airflow("pools", "import", str(Path(self.dags_folder) / "pools.json"))
+    @staticmethod
+    def _wrap(name: str, command: str) -> list[str]:
+        """A worker of the README's ``deploy=workers`` block in its own UTS namespace, its host name the
+        Celery name's (``-H worker-1@%h`` -> host ``worker-1``): task instances record which worker ran them."""
+        if not name.startswith("worker-"):
+            return ["bash", "-c", command]
+        host = name[len("worker-"):]
+        return ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec bash -c "$1"', host, command]
 
-    def start(self, name: str, *args: str, hostname: str | None = None, cpus: str | None = None) -> subprocess.Popen:
-        """Start ``airflow ARGS`` as process ``name`` in its own session (killable as a group)."""
-        log = self.root / f"{name}.log"
-        cmd = [str(self.bin / "airflow"), *args]
-        if cpus:
-            cmd = ["taskset", "-c", cpus, *cmd]
-        if hostname:
-            # its own host name, as a worker on another host has (UTS namespace; needs root)
-            cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname, *cmd]
-        proc = subprocess.Popen(cmd, env=self.env(), stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        self.procs[name] = proc
-        return proc
-
-    def start_services(self, workers: dict[str, str | None]) -> None:
-        """api-server, scheduler, dag-processor, triggerer, then one Celery worker per entry
-        (``{hostname: cpu list or None}``); returns when the api-server answers."""
-        self.start("api-server", "api-server", "--host", "127.0.0.1", "--port", str(self.api_port))
-        self.start("scheduler", "scheduler")
-        self.start("dag-processor", "dag-processor")
-        self.start("triggerer", "triggerer")
-        for hostname, cpus in workers.items():
-            self.start_worker(hostname, cpus)
+    def start_services(self, workers: dict[str, str | None] | None = None) -> None:
+        """The README's ``deploy=control-host`` block (api-server, scheduler, dag-processor, triggerer), its
+        ``deploy=login`` check once the api-server answers, then its ``deploy=workers`` block; or, with
+        ``workers`` (``{name: cpu list or None}``, the benchmarks), one such worker per entry."""
+        import json
         import urllib.request
+
+        self.block("control-host")
 
         def healthy() -> bool:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=2):
                 return True
 
-        _wait(healthy, "airflow api-server", 240, self.procs["api-server"], self.root / "api-server.log")
+        _wait(healthy, "airflow api-server", 240, self.procs["api-server"], self.shell.log_dir / "api-server.log")
+        token = json.loads(self.block("login"))
+        assert token.get("access_token"), token
+        if workers is None:
+            self.block("workers")
+            return
+        for hostname, cpus in workers.items():
+            self.start_worker(hostname, cpus)
 
     def start_worker(self, hostname: str, cpus: str | None = None) -> subprocess.Popen:
-        return self.start(f"worker-{hostname}", "celery", "worker", "--concurrency", "1",
-                          "--celery-hostname", f"{hostname}@%h", hostname=hostname, cpus=cpus)
+        """One more worker as the README starts them (its own Celery name and log-server port)."""
+        command = (f"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT={free_port()} airflow celery worker --concurrency 1 "
+                   f"-H {hostname}@%h")
+        if cpus:
+            command = f"taskset -c {cpus} env {command}"
+        return self.shell.start(command, wrap=lambda name, cmd: self._wrap(f"worker-{hostname}", cmd))
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Signal process ``name`` and everything it started (task processes may start their own
@@ -306,7 +303,7 @@ class Cluster:
         """Until the dag-processor has serialized ``dag_id`` into the metadata database."""
         _wait(lambda: self.postgres.query("SELECT 1 FROM serialized_dag WHERE dag_id = %s", (dag_id,)),
               f"DAG {dag_id} in the metadata DB", timeout_s, self.procs.get("dag-processor"),
-              self.root / "dag-processor.log")
+              self.shell.log_dir / "dag-processor.log")
 
     def stop(self) -> None:
         for name in reversed(list(self.procs)):
@@ -327,42 +324,55 @@ class Cluster:
                     pass
 
 
-def airflow_env(*, home: Path, dags_folder: str, db_url: str, broker_url: str, api_url: str,
-                jwt_secret: str = "paperkb-deployment-test") -> dict[str, str]:
-    """The Airflow settings every host of a Celery deployment shares (README: "Celery deployment")."""
-    return {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-        "AIRFLOW__CORE__DAGS_FOLDER": dags_folder,
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
-        "AIRFLOW__CELERY__BROKER_URL": broker_url,
-        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + db_url.replace("+psycopg2", ""),
-        "AIRFLOW__API__BASE_URL": api_url + "/",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": api_url + "/execution/",
-        "AIRFLOW__API_AUTH__JWT_SECRET": jwt_secret,
-    }
-
-
 @contextmanager
-def deployment(root: Path, wheel: Path, extra_env: dict[str, str] | None = None,
-               venv: Path | None = None) -> Iterator[Cluster]:
-    """Postgres + Redis + a fresh ``paperkb[airflow]`` venv + a migrated metadata DB (no processes yet);
-    ``root`` (warehouse, Airflow home, logs) starts empty."""
+def deployment(root: Path, wheel: Path, extra_env: dict[str, str] | None = None, venv: Path | None = None,
+               recorded_data: Path | None = None) -> Iterator[Cluster]:
+    """The README's blocks up to a migrated metadata DB (no Airflow process yet): ``variables``, ``postgres``,
+    ``redis``, ``install`` (skipped when ``venv`` is an existing environment: it is activated instead),
+    ``settings``, then TEST_SETTINGS and ``extra_env`` (the caller's settings), ``recorded-data`` when
+    ``recorded_data`` is given, and ``migrate``. ``root`` (warehouse, Airflow home, logs) starts empty."""
     shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    pg = Postgres(Path(tempfile.mkdtemp(prefix="paperkb-pg-"))).start()
-    redis = Redis(root / "redis").start()
+    (root / "logs").mkdir(parents=True)
+    pg_root = Path(tempfile.mkdtemp(prefix="paperkb-pg-"))
+    os.chmod(pg_root, 0o755)  # the postgres user reaches PGDATA inside it
+    pg, redis = Postgres(pg_root), Redis(root / "redis")
+    api_port = free_port()
+    log_port, _ = free_ports(2)
+    variables = {
+        "DB_HOST": "127.0.0.1", "PGPORT": str(pg.port), "PGDATA": str(pg.data),
+        "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis.port), "REDIS_DIR": str(redis.root),
+        "API_HOST": "127.0.0.1", "API_PORT": str(api_port), "WORKER_LOG_PORT": str(log_port),
+        "AIRFLOW_CLIENTS": "127.0.0.1/32",
+        "AIRFLOW_HOME": str(root / "airflow"), "PAPERKB_WAREHOUSE": str(root / "warehouse"),
+        "PAPERKB_VENV": str(venv or root / "venv"), "PAPERKB_WHEEL": str(wheel),
+        "AIRFLOW_DB_PASSWORD": pg.password, "REDIS_PASSWORD": redis.password,
+        "JWT_SECRET": "jwt" + secrets.token_hex(16), "AIRFLOW_ADMIN_PASSWORD": "admin" + secrets.token_hex(8),
+        # the triggerer's log server: off its default 8794, which another deployment on this machine may hold
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+    }
+    # no PYTHONPATH and no settings of the caller: the processes import paperkb from the installed wheel
+    base = {k: v for k, v in _env_without_checkout().items() if not k.startswith(("AIRFLOW", "PAPERKB_", "_PAPERKB"))}
+    shell = readme_deploy.Shell(env={**base, **variables}, log_dir=root / "logs")
+    cluster = Cluster(root=root, venv=Path(variables["PAPERKB_VENV"]), postgres=pg, redis=redis, shell=shell,
+                      api_port=api_port)
     try:
-        venv = venv or fresh_venv(root / "venv", wheel, "airflow")
-        cluster = Cluster(root=root, venv=venv, postgres=pg, redis=redis, extra_env=dict(extra_env or {}))
-        cluster.prepare()
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
+        cluster.block("variables")
+        cluster.block("postgres")
+        cluster.block("redis")
+        if venv is None:
+            cluster.block("install")
+        else:  # a prepared environment (the benchmarks): what the block's `. activate` and mkdir do
+            shell.env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{shell.env.get('PATH', '')}")
+            for d in (variables["AIRFLOW_HOME"], variables["PAPERKB_WAREHOUSE"]):
+                Path(d).mkdir(parents=True, exist_ok=True)
+        cluster.block("settings")
+        shell.env.update({**TEST_SETTINGS, **(extra_env or {})})
+        if recorded_data is not None:
+            cluster.block("recorded-data", PAPERKB_DATA=str(recorded_data), REPLAY_PORT=str(free_port()))
+        cluster.block("migrate")
+        yield cluster
     finally:
+        cluster.stop()
         redis.stop()
         pg.stop()
         shutil.rmtree(pg.root, ignore_errors=True)

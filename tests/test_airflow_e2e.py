@@ -442,3 +442,42 @@ def test_the_next_night_feeds_list_exactly_its_new_matching_papers(first_run, ni
         extras = session.scalars(select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
                                  .where(AssetModel.name == "paperkb_feeds")).all()
     assert {"snapshot_id": sid, "feeds": {"branes": 1, "translation": 0}} in extras
+
+
+TOPICAL_QUERIES = ["attention mechanism for machine translation", "residual networks for image classification",
+                   "adaptive learning rates for stochastic optimization", "biomedical image segmentation",
+                   "masked language model pre-training", "image patches as tokens for a transformer",
+                   "external memory for neural networks", "over-squashing in graph neural networks",
+                   "multi-head self-attention", "alignment between source and target words",
+                   "batch normalization", "learning rate warmup schedule", "fine-tuning on the GLUE benchmark"]
+
+
+def test_the_demo_has_a_citation_graph_and_shows_no_bibliography(first_run, warehouse):
+    """Semantic Scholar's recordings know none of the PDFs: the graph comes from their own reference
+    lists (issue 27). Searches show body text, never a bibliography or an author block."""
+    import duckdb
+
+    from pipeline import snapshots
+    from pipeline.query import Searcher, open_snapshot
+    from pipeline.query.paths import shortest_paths
+    from pipeline.settings import Settings
+
+    con = duckdb.connect(str(snapshots.resolve(warehouse / "snapshots") / "catalog.duckdb"), read_only=True)
+    try:
+        pr = dict(con.execute("SELECT paper_id, pagerank FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall())
+        floor = con.execute("SELECT min(pagerank) FROM paper_metrics").fetchone()[0]
+        assert all(pr[p] > floor for p in ("1409.0473", "1412.6980", "1512.03385", "1706.03762", "1810.04805"))
+        assert con.execute("SELECT count(*) FROM most_central_papers").fetchone()[0] > 0
+        assert con.execute("SELECT max(ccbc_weighted) FROM related WHERE paper_id = '1810.04805'").fetchone()[0] > 0
+        path = shortest_paths(con, "1810.04805", "1706.03762")
+        assert path.length == 1 and path.paths[0][1].paper_id == "1706.03762"
+    finally:
+        con.close()
+
+    settings = Settings.load(warehouse=warehouse)
+    searcher = Searcher(open_snapshot(settings), settings)
+    shown = [r for q in TOPICAL_QUERIES for r in searcher.search(q, k=7, expand="rm3").results]
+    assert len(shown) > 50
+    bad = [(r.paper_id, r.role, r.passage[:60]) for r in shown
+           if r.role not in ("abstract", "body", "acknowledgements", "appendix") or r.passage.lstrip().lower().startswith("references")]
+    assert not bad, bad

@@ -179,6 +179,9 @@ def test_a_nightly_run_harvests_its_own_day_alone(settings, harvests):
 
 
 def test_a_replay_run_leaves_deferred_windows_for_the_next_network_run(settings, harvests):
+    from pipeline.raw import RawZone
+
+    RawZone(settings.raw_dir).write("arxiv", "oai/2026-11-01/page-00001.xml", b"<OAI-PMH/>", url="http://oai")
     _gate(settings, "2026-11-01", lambda dates: 1)
     start = utc("2026-11-20")
     windows.harvest_windows(settings, start, start + timedelta(days=1), replay=True)
@@ -193,3 +196,15 @@ def test_a_manual_run_without_a_data_interval_harvests_its_params_or_yesterday()
     yesterday = datetime.now(timezone.utc).date() - timedelta(days=1)
     assert run_window(None, None) == (yesterday, yesterday)
     assert run_window(None, None, "2026-11-01") == (date(2026, 11, 1), yesterday)
+
+
+def test_a_replay_run_over_a_raw_zone_without_arxiv_responses_fails_in_one_line(settings, harvests):
+    """``--conf '{"replay": true}'`` over an empty raw zone would re-read nothing and succeed: it fails at
+    once (the DAG turns ``NothingToReplay`` into a failure without retries), saying where it looked and
+    what to do instead."""
+    start = utc("2026-11-20")
+    with pytest.raises(windows.NothingToReplay) as err:
+        windows.harvest_windows(settings, start, start + timedelta(days=1), replay=True)
+    assert harvests == []
+    msg = str(err.value)
+    assert "\n" not in msg and str(settings.raw_dir) in msg and "paperkb replay-server" in msg

@@ -185,3 +185,16 @@ def test_refresh_cli_rejects_bad_windows(args, message, capsys, tmp_path):
     assert main(["--warehouse", str(tmp_path / "wh"), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_replay_run_over_an_empty_raw_zone_fails_harvest_at_once(nightly, settings, monkeypatch):
+    """``--conf '{"replay": true}'`` over a raw zone with no arXiv responses: the harvest task fails without
+    retries (``AirflowFailException``), with the one line that says there is nothing to replay."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.setenv("PAPERKB_WAREHOUSE", str(settings.warehouse))
+    start = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    harvest = nightly.get_task("harvest")
+    with pytest.raises(AirflowFailException, match="nothing to replay: the raw zone .* holds no arXiv responses"):
+        harvest.python_callable(params={"replay": True, "from": "", "until": ""}, data_interval_start=start,
+                                data_interval_end=start + timedelta(days=1))

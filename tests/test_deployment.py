@@ -1,8 +1,12 @@
-"""The real deployment, without Docker: the built wheel in a fresh virtualenv, PostgreSQL and Redis from
-Debian's packages, CeleryExecutor, and Airflow's own processes (api-server, scheduler, dag-processor,
-triggerer, two Celery workers on "different hosts"), backfilling three days of the recorded data.
+"""The real deployment, without Docker, by the README's own commands: its section "Celery deployment on
+several hosts" is the script (tests/readme_deploy.py runs its ``bash deploy=NAME`` blocks; the test sets
+only the variables they read). The built wheel in a fresh virtualenv, PostgreSQL and Redis from Debian's
+packages, CeleryExecutor, Airflow's own processes (api-server, scheduler, dag-processor, triggerer, two
+Celery workers on "different hosts"), the recorded data through ``paperkb replay-server``, backfilling
+three days.
 
 One scenario (module fixture), several checks:
+- the README's deploy blocks all run (but ``packages``: apt-get and systemd), in README order;
 - every run of the backfill succeeds;
 - the mapped fan-out tasks ran on both workers and overlapped in time;
 - CURRENT holds every paper of the three days (the recorded OAI page and the 10 recorded PDFs, imported
@@ -23,11 +27,16 @@ from pathlib import Path
 import pytest
 
 import celery_cluster
+import readme_deploy
 
 pytestmark = pytest.mark.slow
 
 DAG_ID = "paperkb_nightly"
-WORKERS = ("paperkb-worker-1", "paperkb-worker-2")
+WORKERS = ("worker-1", "worker-2")  # the README's deploy=workers block: -H worker-1@%h, -H worker-2@%h
+# the README's blocks in the order the scenario runs them (deployment() runs the first ones)
+RUN = ["variables", "postgres", "redis", "install", "settings", "recorded-data", "migrate", "control-host", "login",
+       "workers", "runs"]
+NOT_RUN = {"packages": "apt-get and systemctl: the machine has the packages (missing_tools), the test starts its own instances"}
 VICTIM = WORKERS[1]
 CORE_KEYS = {  # table -> natural key
     "papers": "paper_id", "versions": "paper_id, version", "paper_authors": "paper_id, position",
@@ -115,65 +124,64 @@ def _wait(predicate, what: str, timeout_s: float, on_tick=None):
 def scenario(shared_data, tmp_path_factory):
     missing = celery_cluster.missing_tools()
     if missing:
-        pytest.skip(f"the deployment test needs {', '.join(missing)} (bash .ci/run installs them)")
-    from devtools.replay_server import ReplayServer, service_env
-
+        pytest.skip(f"the deployment test needs {', '.join(missing)} (the README's deploy=packages block installs them)")
     root = tmp_path_factory.mktemp("deployment") / "cluster"
     wheel = celery_cluster.build_wheel(tmp_path_factory.mktemp("dist"))
-    server = ReplayServer(shared_data).start()
-    env = service_env(server.url)
-    env.update({
-        "PAPERKB_CATEGORIES": '["*"]',  # the recorded OAI page is physics
+    env = {  # the test's values of settings the README names (it gives these values too)
         "PAPERKB_ARXIV_DELAY_S": "0", "PAPERKB_S2_DELAY_S": "0",
         "PAPERKB_AIRFLOW_RETRY_DELAY_S": "2",
         "PAPERKB_FULLTEXT_BATCH_SIZE": "2",  # 10 PDFs -> 5 mapped batches
         "PAPERKB_EMBED_SHARDS": "4",
-    })
+    }
     # the last three complete days: no scheduled run competes with the backfill once it is unpaused
     today = datetime.now(timezone.utc).date()
     days = [today - timedelta(days=n) for n in (3, 2, 1)]
-    try:
-        with celery_cluster.deployment(root, wheel, env) as c:
-            sc = Scenario(cluster=c, days=days)
-            c.paperkb("import-pdfs", str(shared_data / "arxiv" / "pdf"))
-            c.start_services({name: None for name in WORKERS})
-            c.wait_for_dag(DAG_ID)
-            # the backfill first: unpausing first would let the scheduler create the latest interval's run
-            first = _backfill(c, days)
-            c.airflow("dags", "unpause", DAG_ID)
+    with celery_cluster.deployment(root, wheel, env, recorded_data=shared_data) as c:
+        sc = Scenario(cluster=c, days=days)
+        c.start_services()
+        c.wait_for_dag(DAG_ID)
+        # the README's runs: the backfill, then unpause (unpausing first would create the latest day's run)
+        c.block("runs", FROM_DAY=days[0].isoformat(), TO_DAY=days[-1].isoformat())
+        first = c.postgres.query("SELECT max(id) FROM backfill")[0][0]
 
-            def kill_when_ready():
-                if sc.killed is not None:
-                    return
-                tis = _mapped(c)
-                if not overlapping_hosts(tis):
-                    return
-                done_there = [t for t in tis if t[5] == "success" and t[2] == VICTIM]
-                running = [t for t in tis if t[5] == "running" and t[2] == VICTIM]
-                if done_there and running:  # it has done work already, and is in the middle of more
-                    c.kill(f"worker-{VICTIM}")
-                    sc.killed = running[0]
-
-            _wait(lambda: _backfill_done(c, first), "first backfill", 900, kill_when_ready)
-            sc.first_runs = _runs(c, first)
-            sc.first_tis = _mapped(c)
+        def kill_when_ready():
             if sc.killed is not None:
-                task_id, map_index, *_, run_id = sc.killed
-                sc.killed_tries = c.postgres.query(
-                    "SELECT hostname, state, try_number FROM task_instance_history WHERE dag_id = %s AND run_id = %s "
-                    "AND task_id = %s AND map_index = %s UNION ALL SELECT hostname, state, try_number FROM "
-                    "task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s",
-                    (DAG_ID, run_id, task_id, map_index) * 2)
-            sc.fingerprint_after_first = _fingerprint(c.warehouse)
-            sc.snapshots_after_first = sorted(p.name for p in (c.warehouse / "snapshots").iterdir())
+                return
+            tis = _mapped(c)
+            if not overlapping_hosts(tis):
+                return
+            done_there = [t for t in tis if t[5] == "success" and t[2] == VICTIM]
+            running = [t for t in tis if t[5] == "running" and t[2] == VICTIM]
+            if done_there and running:  # it has done work already, and is in the middle of more
+                c.kill(f"worker-{VICTIM}")
+                sc.killed = running[0]
 
-            second = _backfill(c, days, "--reprocess-behavior", "completed")
-            _wait(lambda: _backfill_done(c, second), "second backfill", 900)
-            sc.second_runs = _runs(c, second)
-            sc.fingerprint_after_second = _fingerprint(c.warehouse)
-            yield sc
-    finally:
-        server.stop()
+        _wait(lambda: _backfill_done(c, first), "first backfill", 900, kill_when_ready)
+        sc.first_runs = _runs(c, first)
+        sc.first_tis = _mapped(c)
+        if sc.killed is not None:
+            task_id, map_index, *_, run_id = sc.killed
+            sc.killed_tries = c.postgres.query(
+                "SELECT hostname, state, try_number FROM task_instance_history WHERE dag_id = %s AND run_id = %s "
+                "AND task_id = %s AND map_index = %s UNION ALL SELECT hostname, state, try_number FROM "
+                "task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s",
+                (DAG_ID, run_id, task_id, map_index) * 2)
+        sc.fingerprint_after_first = _fingerprint(c.warehouse)
+        sc.snapshots_after_first = sorted(p.name for p in (c.warehouse / "snapshots").iterdir())
+
+        second = _backfill(c, days, "--reprocess-behavior", "completed")
+        _wait(lambda: _backfill_done(c, second), "second backfill", 900)
+        sc.second_runs = _runs(c, second)
+        sc.fingerprint_after_second = _fingerprint(c.warehouse)
+        yield sc
+
+
+def test_the_readme_blocks_are_the_script():
+    """Every deploy block of the README is run by the scenario (or named here with the reason it is not),
+    in README order; a block added to the README without a place in the test fails here."""
+    names = list(readme_deploy.blocks())
+    assert sorted(names) == sorted([*RUN, *NOT_RUN]), names
+    assert [n for n in names if n in RUN] == RUN
 
 
 def test_every_run_of_the_backfill_succeeds(scenario):

@@ -115,6 +115,7 @@ def test_the_wheel_carries_sql_dags_and_page(wheel):
     packages = {f"{p.parent.relative_to(REPO)}/__init__.py" for p in (REPO / "pipeline").rglob("__init__.py")}
     assert {"pipeline/sources/arxiv/__init__.py", "pipeline/steps/__init__.py"} <= packages <= names
     assert not any(n.startswith(("devtools/", "tests/", "bench/")) for n in names)
+    assert "pipeline/replay_server.py" in names  # `paperkb replay-server`: the recorded-data path from the wheel
     meta = next(n for n in names if n.endswith("METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
     assert {"pipeline", "airflow", "all"} <= set(re.findall(r"^Provides-Extra: (\S+)", text, re.M))

@@ -31,6 +31,7 @@ class Segment:
     start: int  # offsets into the body text
     end: int
     section: str | None
+    role: str = "body"  # the part of the paper (pipeline.sources.pdf.text.ROLES)
 
 
 @dataclass
@@ -39,6 +40,7 @@ class ChunkSpan:
     char_end: int
     section: str | None
     n_tokens: int  # including the model's special tokens
+    role: str = "body"
 
 
 def tokenizer_path(settings: Settings) -> str:
@@ -77,23 +79,27 @@ def _token_offsets(body: str, tok) -> list[tuple[int, int]]:
 
 
 def _merge_short(segments: list[Segment], counts: list[int], min_tokens: int) -> list[Segment]:
-    """Join segments shorter than ``min_tokens`` to the following segment (it names the result)."""
+    """Join segments shorter than ``min_tokens`` to the following segment of the same role (it names the
+    result): a chunk never mixes roles, so front matter never joins the introduction."""
     if min_tokens <= 0 or len(segments) < 2:
         return segments
     out: list[Segment] = []
     pending: Segment | None = None
     pending_n = 0
     for seg, n in zip(segments, counts):
+        if pending is not None and pending.role != seg.role:
+            out.append(pending)  # nothing of its own role follows: it stays a chunk of its own
+            pending = None
         if pending is not None:
-            seg, n = Segment(pending.start, seg.end, seg.section), n + pending_n
+            seg, n = Segment(pending.start, seg.end, seg.section, seg.role), n + pending_n
             pending = None
         if n < min_tokens:
             pending, pending_n = seg, n
         else:
             out.append(seg)
-    if pending is not None:  # a short last segment joins the previous one
-        if out:
-            out[-1] = Segment(out[-1].start, pending.end, out[-1].section)
+    if pending is not None:  # a short last segment joins the previous one of its role
+        if out and out[-1].role == pending.role:
+            out[-1] = Segment(out[-1].start, pending.end, out[-1].section, pending.role)
         else:
             out.append(pending)
     return out
@@ -127,7 +133,7 @@ def chunk_spans(body: str, segments: list[Segment], tok, max_tokens: int, overla
             j = min(i + budget, n)
             if j < n:
                 j = _snap(body, offsets, i, j, budget)
-            spans.append(ChunkSpan(offsets[i][0], offsets[j - 1][1], seg.section, j - i + special))
+            spans.append(ChunkSpan(offsets[i][0], offsets[j - 1][1], seg.section, j - i + special, seg.role))
             if j >= n:
                 break
             prev_i = i
@@ -167,6 +173,7 @@ def chunk_records(paper_id: str, body: str, segments: list[Segment], pages_of, s
             "paper_id": paper_id,
             "ordinal": ordinal,
             "section": s.section,
+            "role": s.role,
             "page_start": (pages := pages_of(s.char_start, s.char_end))[0],
             "page_end": pages[1],
             "char_start": s.char_start,

@@ -27,7 +27,10 @@ from pipeline.query.filters import Filters
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the whole name (re.fullmatch: no trailing newline)
+# a feed's files are <name>.atom|.json|.md|.html beside the folder's index.json: 'index' would overwrite it
+# (compared in lower case: on a case-insensitive file system 'Index.json' is the same file)
+RESERVED = frozenset({"index"})
 MAX_SEEDS = 200
 
 
@@ -56,8 +59,10 @@ class Interest:
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise UserError(f"interest name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    if name.lower() in RESERVED:
+        raise UserError(f"interest name {name!r} is reserved (the feeds folder's own {name.lower()}.json): choose another")
     return name
 
 
@@ -181,7 +186,7 @@ def add_interest(settings: Settings, name: str, *, query: str | None = None, fil
 def remove_interest(settings: Settings, name: str) -> None:
     from pipeline.warehouse import Warehouse
 
-    check_name(name)
+    # no check_name: an interest saved before the name rules (a reserved name) can still be removed
     if not settings.db_path.is_file():
         raise UserError(f"no interest {name!r}: there is no warehouse at {settings.db_path}")
     with Warehouse(settings) as wh:

@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 def digest(snapshot_path: Path, index: dict, settings: Settings) -> EmailMessage | None:
     """The digest of the feeds that list papers (Markdown text + HTML alternative), or None when none does."""
-    names = [n for n, f in index.get("feeds", {}).items() if f.get("items")]
+    names = [n for n, f in index.get("feeds", {}).items()  # a feed whose digest failed is left out
+             if f.get("items") and {"md", "html"} <= set(f.get("files", ("md", "html")))]
     if not names:
         return None
     folder = Path(snapshot_path) / feeds_mod.FEEDS_DIR

@@ -230,13 +230,57 @@ def build_feed(searcher, con, interest: Interest, new_ids: list[str], *, snapsho
 
 
 # ---- the snapshot's feeds/ folder -------------------------------------------------------------------
+def _write_feed(out: Path, searcher, con, it: Interest, new_ids: list[str], manifest: dict, previous_id: str | None,
+                settings) -> dict:
+    """Compute and write one interest's feed files; its index entry. Nothing here raises: a feed that
+    cannot be computed or written is recorded under ``failed`` (``{step or format: reason}``) and the
+    publish goes on (the manifest's ``feeds_failed`` names it)."""
+    from pipeline.feeds.formats import render
+    from pipeline.feeds.interests import check_name
+
+    failed: dict[str, str] = {}
+    try:
+        check_name(it.name)  # a name saved before the name rules: its files could overwrite another's
+    except UserError as exc:
+        return {"kind": it.kind, "description": "", "threshold": it.threshold, "matched": 0, "items": 0,
+                "notes": [], "files": {}, "failed": {"name": str(exc)}}
+    try:
+        feed = build_feed(searcher, con, it, new_ids, snapshot_id=manifest["snapshot_id"],
+                          created_at=manifest["created_at"], previous=previous_id, settings=settings)
+    except Exception as exc:  # noqa: BLE001 - a feed never blocks a publish; a UserError (e.g. a saved query the current limits refuse) is a note
+        if not isinstance(exc, UserError):
+            failed["compute"] = f"{type(exc).__name__}: {exc}"
+        try:
+            description = it.describe()
+        except Exception:  # noqa: BLE001
+            description = it.kind
+        feed = Feed(name=it.name, kind=it.kind, description=description, threshold=it.threshold or 0.0,
+                    snapshot_id=manifest["snapshot_id"], created_at=manifest["created_at"],
+                    previous_snapshot_id=previous_id, new_papers=len(new_ids), matched=0,
+                    notes=[f"could not be computed: {exc}"])
+    files: dict[str, str] = {}
+    for fmt, (suffix, _) in FORMATS.items():
+        path = out / f"{it.name}{suffix}"
+        try:
+            path.write_text(render(fmt, feed, settings), encoding="utf-8")
+        except Exception as exc:  # noqa: BLE001 - the other formats, and the other feeds, are still written
+            failed[fmt] = f"{type(exc).__name__}: {exc}"
+            path.unlink(missing_ok=True)
+        else:
+            files[fmt] = path.name
+    entry = {"kind": feed.kind, "description": feed.description, "threshold": feed.threshold, "matched": feed.matched,
+             "items": len(feed.items), "notes": feed.notes, "files": files}
+    if failed:
+        entry["failed"] = failed
+    return entry
+
+
 def write_feeds(folder: Path, manifest: dict, previous: Path | None, settings) -> dict:
     """Compute every interest's feed for the snapshot being built in ``folder`` (catalog + lancedb +
     ``manifest`` not yet written) against the ``previous`` snapshot folder, and write them under
     ``folder/feeds``. Returns the index (``{}`` and nothing written when there are no interests)."""
     import duckdb
 
-    from pipeline.feeds.formats import render
     from pipeline.query.search import Searcher
     from pipeline.query.snapshot import Snapshot
 
@@ -255,21 +299,12 @@ def write_feeds(folder: Path, manifest: dict, previous: Path | None, settings) -
                  "feeds": {}}
         try:
             for it in interests:
-                try:
-                    feed = build_feed(searcher, con, it, new_ids, snapshot_id=manifest["snapshot_id"],
-                                      created_at=manifest["created_at"], previous=previous_id, settings=settings)
-                except UserError as exc:  # e.g. a saved query the current limits refuse: that feed says so
-                    log.warning("feed %s could not be computed: %s", it.name, exc)
-                    feed = Feed(name=it.name, kind=it.kind, description=it.describe(), threshold=it.threshold or 0.0,
-                                snapshot_id=manifest["snapshot_id"], created_at=manifest["created_at"],
-                                previous_snapshot_id=previous_id, new_papers=len(new_ids), matched=0,
-                                notes=[f"could not be computed: {exc}"])
-                for fmt, (suffix, _) in FORMATS.items():
-                    (out / f"{it.name}{suffix}").write_text(render(fmt, feed, settings), encoding="utf-8")
-                index["feeds"][it.name] = {"kind": feed.kind, "description": feed.description, "threshold": feed.threshold,
-                                           "matched": feed.matched, "items": len(feed.items), "notes": feed.notes,
-                                           "files": {fmt: f"{it.name}{suffix}" for fmt, (suffix, _) in FORMATS.items()}}
-                log.info("feed %s: %d of %d new paper(s) match", it.name, feed.matched, len(new_ids))
+                entry = _write_feed(out, searcher, con, it, new_ids, manifest, previous_id, settings)
+                index["feeds"][it.name] = entry
+                if entry.get("failed"):
+                    log.warning("feed %s failed: %s", it.name, "; ".join(f"{k}: {v}" for k, v in entry["failed"].items()))
+                else:
+                    log.info("feed %s: %d of %d new paper(s) match", it.name, entry["matched"], len(new_ids))
         finally:
             searcher.close()
         (out / INDEX).write_text(json.dumps(index, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -296,6 +331,10 @@ def feed_file(snapshot_path: Path, name: str, fmt: str) -> Path:
     if name not in index.get("feeds", {}):
         known = ", ".join(sorted(index.get("feeds", {}))) or "none"
         raise UserError(f"no feed {name!r} in snapshot {Path(snapshot_path).name} (feeds: {known})")
+    entry = index["feeds"][name]
+    if fmt not in entry.get("files", FORMATS):
+        why = (entry.get("failed") or {}).get(fmt) or next(iter((entry.get("failed") or {}).values()), "not written")
+        raise UserError(f"feed {name!r} has no {fmt} file in snapshot {Path(snapshot_path).name}: it failed ({why})")
     return Path(snapshot_path) / FEEDS_DIR / f"{name}{FORMATS[fmt][0]}"
 
 

@@ -254,12 +254,23 @@ def read_library(path: Path, fmt: str | None = None) -> tuple[str, list[LibraryE
     return fmt, entries, problems
 
 
+def _latex_decoder():
+    """bibtexparser's own LaTeX decoder, plus ``\\textbraceleft`` and ``\\textbraceright`` (how paperkb's
+    BibTeX export writes a literal brace) as braces."""
+    from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+
+    db = get_default_latex_context_db()
+    db.add_context_category("paperkb-library", prepend=True, macros=[
+        MacroTextSpec("url", simplify_repl="%s"), MacroTextSpec("textbraceleft", "{"), MacroTextSpec("textbraceright", "}")])
+    return LatexNodes2Text(latex_context=db, keep_braced_groups=False, math_mode="verbatim")
+
+
 def parse_bibtex(text: str, where: str = "library") -> tuple[list[LibraryEntry], list[str]]:
     import bibtexparser
     from bibtexparser.middlewares import LatexDecodingMiddleware
 
     raw = bibtexparser.parse_string(text)  # file paths and URLs as written (LaTeX decoding eats '~', '%', '\\')
-    lib = LatexDecodingMiddleware(allow_inplace_modification=False).transform(raw)
+    lib = LatexDecodingMiddleware(allow_inplace_modification=False, decoder=_latex_decoder()).transform(raw)
     entries = []
     for i, (e, r) in enumerate(zip(lib.entries, raw.entries), start=1):
         f = {k.lower(): (v.value if isinstance(v.value, str) else str(v.value)) for k, v in e.fields_dict.items()}
@@ -305,6 +316,8 @@ def parse_csl_json(text: str, where: str = "library") -> tuple[list[LibraryEntry
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # arrays or objects nested thousands deep: no CSL-JSON library is
+        raise UserError(f"{where}: not a CSL-JSON library (its JSON is nested too deeply)") from None
     if isinstance(data, dict):
         data = data.get("items", [data])
     if not isinstance(data, list):

@@ -13,8 +13,10 @@ Each ``*.pdf`` file under the folder (sub-folders included, hidden files skipped
   the first page's lines in the largest font; the abstract as the full-text step finds it, from the
   first two pages; the version and primary category from the stamp; the year from the arXiv id
   (``1706`` -> 2017: the month the first version was submitted), else from the stamp's date; the
-  authors from the PDF metadata's author field when it is filled (most arXiv PDFs leave it empty,
-  and then there are no authors until a harvest or lookup of the paper brings them).
+  publication date (version 1's: the stamp's date on a v1 PDF, else the first of the id's month); a
+  title printed in capitals in the case arXiv records it; the authors from the PDF metadata's author
+  field when it is filled, else from the first page's author block (:mod:`pipeline.sources.pdf.front`),
+  until a harvest or ``paperkb lookup`` of the paper brings arXiv's own record.
 - **the bytes** go to the raw zone exactly as a download would (``raw/pdf/<id>.pdf``, manifest line
   with ``url=file://...``), so ``paperkb fulltext`` (and ``--replay``) extracts them with no network.
 
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.sources.arxiv.ids import parse_arxiv_id
+from pipeline.sources.pdf.front import first_page_authors, title_case
 from pipeline.errors import UserError
 from pipeline.sources.pdf.text import PdfRejected
 from pipeline.settings import Settings
@@ -82,6 +85,7 @@ class PdfPaper:
     version: int | None = None
     primary_category: str | None = None
     stamp_date: date | None = None
+    published: date | None = None  # version 1's date: the stamp's when it is v1, else the first of the id's month
     year: int | None = None
     id_from: str = "sha256"  # stamp | file name | sha256 | library
     title_from: str | None = None  # metadata | first page | library
@@ -239,16 +243,22 @@ def read_pdf(data: bytes, file_name: str) -> PdfPaper:
         title_from = "metadata"
         if not _looks_like_title(title):
             title, title_from = first_page_title(page), "first page"
-        year = None
+        if title:
+            title = title_case(title)  # 'ADAM: A METHOD ...' as arXiv records it: 'Adam: A Method ...'
+        year = published = None
         m = re.match(r"^(\d{2})(\d{2})\.", pid) if source == "arxiv" else None
         if m and 1 <= int(m.group(2)) <= 12:
             year = 2000 + int(m.group(1))
+            published = date(year, int(m.group(2)), 1)
         elif stamped:
             year = stamped.year
+        if stamped and version == 1:
+            published = stamped
+        authors = _authors(meta.get("author")) or first_page_authors(page)
         return PdfPaper(
             paper_id=pid, source=source, external_id=pid if source == "arxiv" else pid.split(":", 1)[1],
-            title=title or None, abstract=_abstract(doc), authors=_authors(meta.get("author")), version=version,
-            primary_category=cat, stamp_date=stamped, year=year, id_from=id_from,
+            title=title or None, abstract=_abstract(doc), authors=authors, version=version,
+            primary_category=cat, stamp_date=stamped, published=published, year=year, id_from=id_from,
             title_from=title_from if title else None,
         )
     finally:
@@ -281,6 +291,20 @@ def find_pdfs(folder: str | Path) -> tuple[list[Path], int]:
     if not files:
         raise UserError(f"{p}: no .pdf files in this folder" + (f" ({other} other files)" if other else ""))
     return files, other
+
+
+def read_limited(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, refused (``too_large``) when it holds more than ``max_bytes``: the size is
+    checked before reading, and never more than ``max_bytes + 1`` bytes are read (a file that grows, or
+    one whose size the file system does not report, cannot fill the memory either)."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise PdfRejected("too_large", f"{size} bytes > pdf_max_bytes ({max_bytes})")
+    with path.open("rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise PdfRejected("too_large", f"more than pdf_max_bytes ({max_bytes}) bytes")
+    return data
 
 
 _METADATA_RANK = {METADATA_SOURCE: 0, "library": 1}  # a row written from these may be overwritten by a better one
@@ -318,9 +342,7 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     imported = []
     for f, entry in items:
         try:
-            data = f.read_bytes()
-            if len(data) > settings.pdf_max_bytes:
-                raise PdfRejected("too_large", f"{len(data)} bytes > pdf_max_bytes")
+            data = read_limited(f, settings.pdf_max_bytes)
             paper = read_pdf(data, f.name)
             if entry is not None:
                 paper = apply_entry(paper, entry)
@@ -342,6 +364,8 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
                                  "detail": f"{f}: {rejects[-1]['detail']}"})
 
     summary: dict = {"files": len(items), "papers": len(papers), "rejected": len(rejects), "ignored": ignored,
+                     "rejected_files": [] if lib is not None else [  # a library's are its not_imported entries
+                         {"file": r["record_key"], "reason": r["reason"], "detail": r["detail"]} for r in rejects],
                      "arxiv": sum(1 for p, _, _ in papers.values() if p.source == "arxiv"),
                      "local": sum(1 for p, _, _ in papers.values() if p.source == LOCAL_SOURCE),
                      "pdfs_stored": 0, "refetch": 0, "paper_ids": sorted(papers)}
@@ -386,6 +410,29 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     return summary
 
 
+def lookup_imported(settings: Settings, summary: dict) -> dict | None:
+    """Ask the arXiv API for the imported arXiv papers whose row still comes from their PDF alone, so their
+    authors, title, dates and categories are arXiv's own (``paperkb lookup``). None when there were none;
+    ``{"error": ...}`` when the API cannot be reached (the PDF's metadata stays: nothing is lost)."""
+    from pipeline.errors import StepFailed, UserError
+    from pipeline.steps.harvest import run_lookup
+    from pipeline.warehouse import Warehouse
+
+    ids = [pid for pid in summary.get("paper_ids", []) if not pid.startswith(f"{LOCAL_SOURCE}:")]
+    if not ids:
+        return None
+    with Warehouse(settings, read_only=True) as wh:
+        ids = [r[0] for r in wh.con.execute(
+            "SELECT paper_id FROM papers WHERE paper_id IN (SELECT unnest(?)) AND metadata_source = ? ORDER BY 1",
+            [ids, METADATA_SOURCE]).fetchall()]
+    if not ids:
+        return None
+    try:
+        return run_lookup(settings, ids)
+    except (UserError, StepFailed) as exc:
+        return {"error": str(exc), "requested": len(ids)}
+
+
 def _write_rows(wh, papers: list[PdfPaper]) -> dict:
     """papers, authors (new ids only) and paper_authors rows, through the import-collection writers."""
     import pyarrow as pa
@@ -404,6 +451,7 @@ def _write_rows(wh, papers: list[PdfPaper]) -> dict:
         "categories": pa.array([[p.primary_category] if p.primary_category else [] for p in papers], pa.list_(pa.string())),
         "primary_category": [p.primary_category for p in papers],
         "year": pa.array([p.year for p in papers], pa.int32()),
+        "published": pa.array([p.published for p in papers], pa.date32()),
         "latest_version": pa.array([p.version for p in papers], pa.int32()),
         "doi": [p.doi for p in papers],
         "metadata_source": [p.metadata_source for p in papers],
@@ -463,7 +511,9 @@ def summary_line(s: dict) -> str:
 
 
 def entry_lines(s: dict) -> list[str]:
-    """One line per library entry that was not imported (and per unparsable block): nothing is dropped silently."""
+    """One line per library entry that was not imported (and per unparsable block), and per file of a
+    folder that was rejected, with the reason: nothing is dropped silently."""
     lines = [f"  not imported #{n['index']:<4} {n['key'] or '-'}: {n['reason']}: {n['detail']}"
              + (f" [{n['title']}]" if n.get("title") else "") for n in s.get("not_imported", [])]
+    lines += [f"  rejected {r['file']}: {r['reason']}: {r['detail']}" for r in s.get("rejected_files", [])]
     return lines + [f"  unparsable   {p}" for p in s.get("problems", [])]

@@ -37,6 +37,7 @@ class Passages:
     sections: list[Any]
     pages: list[Any]
     rowids: np.ndarray
+    roles: list[Any]
     vectors: np.ndarray
 
     def __len__(self) -> int:
@@ -77,6 +78,7 @@ class Pool:
         self.texts: list[str] = []
         self.sections: list[Any] = []
         self.pages: list[Any] = []
+        self.roles: list[Any] = []
         self._rowids: list[int] = []
         self._blocks: list[np.ndarray] = []
         self._vectors: np.ndarray | None = None
@@ -86,7 +88,7 @@ class Pool:
 
     def _add(self, chunk_ids: Sequence[str], paper_ids: Sequence[str], texts: Sequence[str | None],
              sections: Sequence[Any], pages: Sequence[Any], rowids: Sequence[int | None],
-             vectors: np.ndarray) -> np.ndarray:
+             vectors: np.ndarray, roles: Sequence[Any]) -> np.ndarray:
         """Pool rows of these passages; the ones not in the pool yet are added (first seen kept)."""
         rows = np.empty(len(chunk_ids), dtype=np.int64)
         new: list[int] = []
@@ -99,6 +101,7 @@ class Pool:
                 self.texts.append(texts[i] or "")
                 self.sections.append(sections[i])
                 self.pages.append(pages[i])
+                self.roles.append(roles[i])
                 rid = rowids[i]
                 self._rowids.append(-1 if rid is None else int(rid))
                 new.append(i)
@@ -110,7 +113,7 @@ class Pool:
 
     def add_table(self, t: pa.Table, vectors: np.ndarray) -> np.ndarray:
         """Pool rows of a LanceDB result (``chunk_id``, ``paper_id``, ``text`` and, where present,
-        ``section``, ``page_start``, ``_rowid``) whose vectors are ``vectors``."""
+        ``section``, ``page_start``, ``role``, ``_rowid``) whose vectors are ``vectors``."""
         if t.num_rows == 0:
             return np.zeros(0, dtype=np.int64)
         none = [None] * t.num_rows
@@ -119,17 +122,17 @@ class Pool:
             return t[name].to_pylist() if name in t.column_names else none
 
         return self._add(col("chunk_id"), col("paper_id"), col("text"), col("section"), col("page_start"),
-                         col("_rowid"), vectors)
+                         col("_rowid"), vectors, col("role"))
 
     def add_positions(self, flat: FlatChunks, positions: np.ndarray) -> np.ndarray:
         """Pool rows of the resident table's passages at ``positions``."""
         pos = np.asarray(positions, dtype=np.int64).tolist()
         cols = flat.lists
         none = [None] * len(flat.rowids)
-        sections, pages = cols.get("section", none), cols.get("page_start", none)
+        sections, pages, roles = cols.get("section", none), cols.get("page_start", none), cols.get("role", none)
         return self._add([cols["chunk_id"][p] for p in pos], [cols["paper_id"][p] for p in pos],
                          [cols["text"][p] for p in pos], [sections[p] for p in pos], [pages[p] for p in pos],
-                         flat.rowids[pos].tolist(), flat.vectors[pos])
+                         flat.rowids[pos].tolist(), flat.vectors[pos], [roles[p] for p in pos])
 
     @property
     def vectors(self) -> np.ndarray:
@@ -142,6 +145,6 @@ class Pool:
         idx = np.asarray(rows, dtype=np.int64).tolist()
         return Passages(chunk_ids=[self.chunk_ids[r] for r in idx], paper_ids=[self.paper_ids[r] for r in idx],
                         texts=[self.texts[r] for r in idx], sections=[self.sections[r] for r in idx],
-                        pages=[self.pages[r] for r in idx],
+                        pages=[self.pages[r] for r in idx], roles=[self.roles[r] for r in idx],
                         rowids=np.asarray([self._rowids[r] for r in idx], dtype=np.int64),
                         vectors=self.vectors[idx] if idx else np.zeros((0, self.dim), dtype=np.float32))

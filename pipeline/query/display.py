@@ -48,12 +48,19 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
         table.add_column(n, justify="right")
     table.add_column("best passage")
     for r in resp.results:
-        where = f"p.{r.page}" if r.page is not None else (r.section or "")
+        where = _where(r)
         head = f"[bold]{_short(r.title, 90)}[/bold]\n{r.paper_id}" + (f" ({r.year})" if r.year else "")
         table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
                       f"[dim]{where}[/dim] {_short(r.passage)}")
     console.print(table)
     _print_footer(resp, console)
+
+
+def _where(r) -> str:
+    """Where the best passage is: page, and the part of the paper when it is not the body ('p.12 appendix')."""
+    where = f"p.{r.page}" if r.page is not None else (r.section or "")
+    role = getattr(r, "role", None)
+    return f"{where} {role}".strip() if role and role not in ("body", "abstract") else where
 
 
 def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> None:
@@ -64,7 +71,7 @@ def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> 
     table.add_column("paper: signals, best passage", overflow="fold", ratio=1)
     table.add_column("score", justify="right", no_wrap=True)
     for r in resp.results:
-        where = f"p.{r.page}" if r.page is not None else (r.section or "")
+        where = _where(r)
         ident = r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
         signals = "  ".join(f"{n}={r.signals.get(n, 0.0):.3f}" for n in sig_names)
         table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n"

@@ -24,6 +24,7 @@ class Result:
     section: str | None = None
     chunk_id: str | None = None
     rank: int = 0
+    role: str | None = None  # the part of the paper the passage is from: body, appendix, acknowledgements, abstract
     query: str | None = None  # the (sub-)query whose cosine was highest for the best passage
 
     def to_dict(self) -> dict[str, Any]:
@@ -32,7 +33,7 @@ class Result:
         return {"paper_id": self.paper_id, "external_id": self.external_id, "title": self.title,
                 "authors": list(self.authors), "year": self.year, "score": _num(self.score),
                 "signals": {k: _num(v) for k, v in self.signals.items()}, "passage": self.passage, "page": self.page,
-                "section": self.section, "chunk_id": self.chunk_id, "rank": self.rank, "query": self.query}
+                "section": self.section, "chunk_id": self.chunk_id, "rank": self.rank, "query": self.query, "role": self.role}
 
 
 @dataclass

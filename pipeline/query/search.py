@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 EXPANSIONS = ("off", "prf", "rm3", "llm", "auto")
 _META_COLS = ("paper_id", "external_id", "source", "title", "authors", "year", "categories", "primary_category",
               "citation_count", "pagerank")
-_CHUNK_COLS = ["chunk_id", "paper_id", "text", "section", "page_start", "vector"]
+_CHUNK_COLS = ["chunk_id", "paper_id", "text", "section", "role", "page_start", "vector"]
 _QUERY_CACHE = 4096  # query vectors remembered (oldest dropped first)
 _PREFILTER_MAX_IDS = 2000  # larger allowed sets are filtered after retrieval (an IN list that long costs more than it saves)
 # Up to this many chunks held in memory, one full-text call scores every matching chunk and serves both
@@ -143,6 +143,12 @@ class Searcher:
         return out
 
     @cached_property
+    def _chunk_cols(self) -> list[str]:
+        """The passage columns a search reads: ``role`` only where the snapshot has it (made since chunk roles)."""
+        names = set(self.chunks.schema.names)
+        return [c for c in _CHUNK_COLS if c in names or c != "role"]
+
+    @cached_property
     def dim(self) -> int:
         return int(self.chunks.schema.field("vector").type.list_size)
 
@@ -153,7 +159,7 @@ class Searcher:
         budget = Budget(getattr(self.settings, "query_resident_mb", 0))
         papers = PaperVectors.load(self.papers, self.paper_row, self.dim, budget)
         figures = FigureVectors.load(self.snap.table("figures"), self.dim, budget) if self.snap.has_table("figures") else None
-        flat = FlatChunks.load(self.chunks, _CHUNK_COLS, self.dim, budget)
+        flat = FlatChunks.load(self.chunks, self._chunk_cols, self.dim, budget)
         log.info("snapshot %s: in memory: papers' vectors %s, figure vectors %s, chunk vectors %s (%.1f s)",
                  self.snap.snapshot_id, papers is not None, figures is not None, flat is not None, time.perf_counter() - t0)
         return papers, figures, flat
@@ -282,7 +288,7 @@ class Searcher:
             pos, scores = self._sparse_positions(flat, text, k, where, memo)
             return flat.rows.take(pa.array(pos)).append_column("_score", pa.array(scores)), flat.vectors[pos]
         try:
-            t = self.fts.query(fts_match(text), [*_CHUNK_COLS, "_score"], k, where)
+            t = self.fts.query(fts_match(text), [*self._chunk_cols, "_score"], k, where)
             return t, self._vectors_of(t)
         except Exception as exc:  # e.g. a query made only of stopwords/punctuation: no lexical candidates
             log.debug("full-text search found nothing for %r: %s", text, exc)
@@ -297,7 +303,7 @@ class Searcher:
         q = self.chunks.search(vec, vector_column_name="vector")
         if where:
             q = q.where(where, prefilter=True)
-        t = q.select([*_CHUNK_COLS, "_distance"]).with_row_id(True).limit(k).to_arrow()
+        t = q.select([*self._chunk_cols, "_distance"]).with_row_id(True).limit(k).to_arrow()
         return t, self._vectors_of(t)
 
     def _vectors_of(self, t: pa.Table) -> np.ndarray:
@@ -475,7 +481,7 @@ class Searcher:
                 paper_id=pid, external_id=m["external_id"][row], title=m["title"][row], authors=m["authors"][row] or [],
                 year=m["year"][row], score=score_i, signals={**{n: float(S[n][i]) for n in S}, **added},
                 passage=cands.texts[i], page=cands.pages[i], section=cands.sections[i], chunk_id=cands.chunk_ids[i],
-                rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
+                role=cands.roles[i] or ("abstract" if cands.chunk_ids[i].endswith("#abs") else "body"), rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
         resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return resp
 

@@ -568,6 +568,7 @@ def build_chunks_table(passages: pa.Table, hashes: list[str], vectors: np.ndarra
         "kind": passages.column("kind").cast(pa.string()),
         "ordinal": passages.column("ordinal").cast(pa.int32()),
         "section": passages.column("section").cast(pa.string()),
+        "role": passages.column("role").cast(pa.string()),
         "page_start": passages.column("page_start").cast(pa.int32()),
         "page_end": passages.column("page_end").cast(pa.int32()),
         "text": passages.column("text").cast(pa.string()),

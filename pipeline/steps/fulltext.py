@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from pipeline.embedding.chunking import Segment, chunk_records, content_hash
 from pipeline.sources.pdf.figures import FigureLegend, find_figures
+from pipeline.sources.pdf.references import RefString, parse_reference, reference_entries
 from pipeline.sources.pdf.text import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
@@ -42,16 +43,22 @@ from pipeline.writer_lock import writes
 log = logging.getLogger(__name__)
 
 STEP = "fulltext"
-KINDS = ("chunks", "figures", "rejects", "docs")
+KINDS = ("chunks", "figures", "references", "rejects", "docs")
 
 CHUNK_SCHEMA = pa.schema([
     ("chunk_id", pa.string()), ("paper_id", pa.string()), ("ordinal", pa.int32()), ("section", pa.string()),
-    ("page_start", pa.int32()), ("page_end", pa.int32()), ("char_start", pa.int64()), ("char_end", pa.int64()),
+    ("role", pa.string()), ("page_start", pa.int32()), ("page_end", pa.int32()), ("char_start", pa.int64()), ("char_end", pa.int64()),
     ("text", pa.string()), ("n_tokens", pa.int32()), ("content_hash", pa.string()),
 ])
 FIGURE_SCHEMA = pa.schema([
     ("figure_id", pa.string()), ("paper_id", pa.string()), ("label", pa.string()), ("number", pa.int32()),
     ("page", pa.int32()), ("text", pa.string()), ("content_hash", pa.string()),
+])
+REFERENCE_SCHEMA = pa.schema([
+    ("reference_id", pa.string()), ("paper_id", pa.string()), ("ordinal", pa.int32()), ("page", pa.int32()),
+    ("raw", pa.string()), ("authors", pa.list_(pa.string())), ("title", pa.string()), ("year", pa.int32()),
+    ("venue", pa.string()), ("arxiv_id", pa.string()), ("doi", pa.string()), ("url", pa.string()),
+    ("content_hash", pa.string()),
 ])
 DOC_SCHEMA = pa.schema([
     ("paper_id", pa.string()), ("status", pa.string()), ("reason", pa.string()), ("raw_path", pa.string()),
@@ -78,6 +85,7 @@ class Extraction:
     chunks: list[dict]
     figures: list[FigureLegend]
     dropped: dict = field(default_factory=dict)
+    references: list[dict] = field(default_factory=list)  # paper_references rows
 
     def figure_rows(self) -> list[dict]:
         return [{"figure_id": f"{self.paper_id}#fig{f.number}", "paper_id": self.paper_id, "label": f.label,
@@ -90,7 +98,7 @@ class Extraction:
             "paper_id": self.paper_id, "n_pages": self.n_pages, "n_chars": len(self.body),
             "abstract": self.abstract, "pages": self.pages, "sections": self.sections,
             "figures": [dict(f.to_dict(), figure_id=f"{self.paper_id}#fig{f.number}") for f in self.figures],
-            "chunks": self.chunks, "dropped": self.dropped,
+            "chunks": self.chunks, "references": self.references, "dropped": self.dropped,
         }
 
 
@@ -103,6 +111,7 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
         laid = layout(doc)
         figures = find_figures(doc, laid)
         assign_kinds(laid)
+        entries = reference_entries(laid, doc)  # the bibliography; the blocks' roles made to agree with it
     except PdfRejected:
         raise
     except Exception as exc:  # noqa: BLE001 - a broken content stream surfaces here, not at open
@@ -133,11 +142,11 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
         rng = page_ranges.setdefault(b.page, [start, pos])
         rng[1] = pos
         if b.kind == "heading":
-            sections.append({"title": b.section, "page": b.page, "char_start": start})
-        if segments and b.kind != "heading" and segments[-1].section == b.section:
+            sections.append({"title": b.section, "page": b.page, "char_start": start, "role": b.role})
+        if segments and b.kind != "heading" and segments[-1].section == b.section and segments[-1].role == b.role:
             segments[-1].end = pos
         else:
-            segments.append(Segment(start, pos, b.section))
+            segments.append(Segment(start, pos, b.section, b.role))
     body = "\n\n".join(parts)
     if not body.strip():
         raise PdfRejected("no_text", f"{laid.n_pages} pages without extractable text (scanned?)")
@@ -158,7 +167,20 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
                       "char_start": chars[0] if chars else None, "char_end": chars[1] if chars else None,
                       "figures": [f.label for f in figures if f.page == p.number]})
     return Extraction(paper_id=paper_id, n_pages=laid.n_pages, body=body, abstract=abstract_text(list(laid.blocks())),
-                      pages=pages, sections=sections, chunks=chunks, figures=figures, dropped=laid.n_dropped)
+                      pages=pages, sections=sections, chunks=chunks, figures=figures, dropped=laid.n_dropped,
+                      references=reference_rows(paper_id, entries))
+
+
+def reference_rows(paper_id: str, entries: list[RefString]) -> list[dict]:
+    """``paper_references`` rows: each bibliography entry parsed into fields."""
+    rows = []
+    for ordinal, entry in enumerate(entries):
+        ref = parse_reference(entry.text)
+        rows.append({"reference_id": f"{paper_id}#ref{ordinal}", "paper_id": paper_id, "ordinal": ordinal,
+                     "page": entry.page, "raw": ref.raw, "authors": list(ref.authors), "title": ref.title,
+                     "year": ref.year, "venue": ref.venue, "arxiv_id": ref.arxiv_id, "doi": ref.doi, "url": ref.url,
+                     "content_hash": content_hash(ref.raw)})
+    return rows
 
 
 # ================================================================================================
@@ -292,10 +314,11 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
     failed = {f["paper_id"]: f for f in failures or []}
     chunks: list[dict] = []
     figures: list[dict] = []
+    references: list[dict] = []
     docs: list[dict] = []
     rejects: list[dict] = []
     stats: dict[str, Any] = {"part": part, "papers": len(paper_ids), "extracted": 0, "rejected": 0, "retry_later": 0, "pages": 0,
-             "chunks": 0, "figures": 0}
+             "chunks": 0, "figures": 0, "references": 0}
     for pid in paper_ids:
         rel = raw_relpath(pid)
         raw_path = f"pdf/{rel}"
@@ -329,6 +352,8 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
             stats["retry_later"] += 1
             continue
         chunks.extend(ex.chunks)
+        references.extend(ex.references)
+        stats["references"] += len(ex.references)
         fig_rows = ex.figure_rows()
         figures.extend(fig_rows)
         docs.append(_doc_row(pid, "ok", None, raw_path=raw_path, raw_sha256=sha, n_pages=ex.n_pages,
@@ -340,6 +365,7 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
         stats["figures"] += len(fig_rows)
     write_staging(settings, "fulltext/chunks", pa.Table.from_pylist(chunks, schema=CHUNK_SCHEMA), part)
     write_staging(settings, "fulltext/figures", pa.Table.from_pylist(figures, schema=FIGURE_SCHEMA), part)
+    write_staging(settings, "fulltext/references", pa.Table.from_pylist(references, schema=REFERENCE_SCHEMA), part)
     write_staging(settings, "fulltext/rejects", pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA), part)
     write_staging(settings, "fulltext/docs", pa.Table.from_pylist(docs, schema=DOC_SCHEMA), part)  # last: part complete
     stats["seconds"] = round(time.perf_counter() - t0, 3)
@@ -387,21 +413,27 @@ def merge_fulltext(settings: Settings, wh=None, run_id: str | None = None) -> di
     own = wh is None
     wh = wh or Warehouse(settings)
     stats = {"parts": 0, "papers": 0, "papers_changed": 0, "chunks_written": 0, "chunks_deleted": 0,
-             "figures_written": 0, "figures_deleted": 0, "docs_inserted": 0, "docs_updated": 0, "rejects": 0}
+             "figures_written": 0, "figures_deleted": 0, "paper_references_written": 0, "paper_references_deleted": 0, "docs_inserted": 0, "docs_updated": 0, "rejects": 0}
     try:
         wh.init()
         parts = _complete_parts(settings)
         if not parts:
             return stats
         base = settings.staging_dir / "fulltext"
-        tables = {k: pa.concat_tables([pq.read_table(base / k / f"{p}.parquet") for p in parts]) for k in KINDS}
+        schemas = {"chunks": CHUNK_SCHEMA, "figures": FIGURE_SCHEMA, "references": REFERENCE_SCHEMA,
+                   "rejects": REJECT_SCHEMA, "docs": DOC_SCHEMA}
+        # a part staged by a version without references has no references file: read as none
+        tables = {k: pa.concat_tables([pq.read_table(base / k / f"{p}.parquet") if (base / k / f"{p}.parquet").exists()
+                                       else schemas[k].empty_table() for p in parts]) for k in KINDS}
         docs = _last_per_paper(tables["docs"].to_pylist())
         ok_ids = [d["paper_id"] for d in docs if d["status"] == "ok"]
         chunk_rows = [r for r in tables["chunks"].to_pylist() if r["paper_id"] in set(ok_ids)]
         fig_rows = [r for r in tables["figures"].to_pylist() if r["paper_id"] in set(ok_ids)]
+        ref_rows = [r for r in tables["references"].to_pylist() if r["paper_id"] in set(ok_ids)]
         with wh.transaction():
             changed: set[str] = set()
-            for table, rows, schema in (("chunks", chunk_rows, CHUNK_SCHEMA), ("figures", fig_rows, FIGURE_SCHEMA)):
+            for table, rows, schema in (("chunks", chunk_rows, CHUNK_SCHEMA), ("figures", fig_rows, FIGURE_SCHEMA),
+                                        ("paper_references", ref_rows, REFERENCE_SCHEMA)):
                 cols = schema.names
                 new_fp = _fingerprints(rows, cols)
                 old_rows = _rows(wh.con, f"SELECT {', '.join(cols)} FROM {table} WHERE paper_id IN (SELECT unnest(?))",

@@ -585,6 +585,10 @@ def run_graph(settings, meter=None) -> dict:
     with Warehouse(settings) as wh:
         wh.init()
         with wh.run("graph") as run:
+            with meter.stage("pdf_citations"), wh.transaction():
+                from pipeline.steps.pdf_citations import link_references
+
+                pdf_links = link_references(wh.con, run.run_id)
             with meter.stage("load"):
                 data = load_graph(wh.con)
                 g = igraph_from_adjacency(data.a)
@@ -653,7 +657,7 @@ def run_graph(settings, meter=None) -> dict:
             run.count("rejected", 0)
     summary = {
         "run_id": run.run_id, "works": n, "citations": m, "corpus_papers": int(len(corpus)),
-        "metrics": n, "related": int(len(rel)), "powerlaw": fit.to_dict(),
+        "metrics": n, "related": int(len(rel)), "powerlaw": fit.to_dict(), "pdf_citations": pdf_links,
         "seconds": dict(getattr(meter, "seconds", {})),
     }
     pl = summary["powerlaw"]

@@ -240,11 +240,18 @@ def lance_indexes(lance_dir: Path) -> dict[str, list[dict]]:
 
 
 def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: dict) -> dict:
-    """Every interest's feed of new papers (against CURRENT, the snapshot this one follows) into ``tmp/feeds``."""
+    """Every interest's feed of new papers (against CURRENT, the snapshot this one follows) into ``tmp/feeds``.
+    Never raises: when the feeds cannot be written at all, the snapshot goes out without them and the
+    returned ``feeds_failed`` says why (``run_publish`` puts it in the manifest)."""
     from pipeline.feeds.write import write_feeds
 
     prev = snap.current_id(root)
-    return write_feeds(tmp, manifest, root / prev if prev and (root / prev).is_dir() else None, settings)
+    try:
+        return write_feeds(tmp, manifest, root / prev if prev and (root / prev).is_dir() else None, settings)
+    except Exception as exc:  # noqa: BLE001 - a feed never blocks a publish: the snapshot goes out without feeds
+        log.warning("feeds of snapshot %s could not be written: %s: %s", manifest.get("snapshot_id"), type(exc).__name__, exc)
+        shutil.rmtree(tmp / "feeds", ignore_errors=True)
+        return {"feeds_failed": {"(every feed)": {"feeds": f"{type(exc).__name__}: {exc}"}}}
 
 
 # ---- publish -------------------------------------------------------------------------------------------
@@ -376,9 +383,13 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             manifest["counts"].update(lance_counts)
             manifest["indexes"] = lance_indexes(tmp / "lancedb")
             feeds = write_snapshot_feeds(settings, root, tmp, manifest)
-            if feeds:
+            if feeds.get("feeds") is not None:
                 manifest["layout"]["feeds"] = "feeds"
                 manifest["feeds"] = {n: f["matched"] for n, f in feeds["feeds"].items()}
+            failed = {n: f["failed"] for n, f in feeds.get("feeds", {}).items() if f.get("failed")}
+            failed.update(feeds.get("feeds_failed", {}))
+            if failed:  # a feed never blocks a publish: the manifest names it (the warning is logged)
+                manifest["feeds_failed"] = failed
             prev_id = snap.current_id(root)
             prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
             reused = write_manifest(tmp, manifest, prev_dir)
@@ -401,6 +412,8 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
     size = sum((manifest.get("sizes") or {}).values())
     summary = {"snapshot_id": sid, "path": str(final), "previous": previous, "counts": manifest["counts"],
                "bytes": size, "removed": removed, "kept_pinned": kept, "seconds": round(time.perf_counter() - t0, 2)}
+    if manifest.get("feeds_failed"):
+        summary["feeds_failed"] = sorted(manifest["feeds_failed"])
     log.info("publish: snapshot %s is CURRENT (%d chunks, %d papers, %.1f MB) in %.1fs; removed %d old, kept %d pinned",
              sid, manifest["counts"].get("lancedb.chunks", 0), manifest["counts"].get("lancedb.papers", 0),
              size / 1e6, summary["seconds"], len(removed), len(kept))

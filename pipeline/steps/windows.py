@@ -16,6 +16,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from pipeline.dates import parse_day
+from pipeline.errors import UserError
 from pipeline.settings import Settings
 from pipeline.writer_lock import writes
 
@@ -198,6 +199,25 @@ def clear_deferred_windows(settings: Settings, windows: Iterable[Window]) -> int
 
 
 # ---- the harvest step of a DAG run ----------------------------------------------------------------------------
+class NothingToReplay(UserError):
+    """A replay run (``--conf '{"replay": true}'``) over a raw zone that holds no arXiv responses: it would
+    re-parse nothing and publish nothing new, so the DAG fails its ``harvest`` task at once (no retries)."""
+
+
+def check_replay_source(settings: Settings) -> int:
+    """How many arXiv responses (OAI pages, API feeds) a replay would re-parse; none: :class:`NothingToReplay`."""
+    from pipeline.raw import RawZone
+
+    n = sum(1 for e in RawZone(settings.raw_dir).entries("arxiv") if e.path.startswith(("arxiv/oai/", "arxiv/api/")))
+    if n == 0:
+        raise NothingToReplay(
+            f"nothing to replay: the raw zone {settings.raw_dir} holds no arXiv responses. A replay run re-parses what "
+            f"earlier runs fetched into this warehouse (PAPERKB_WAREHOUSE={settings.warehouse}); it does not fetch. "
+            "Check PAPERKB_WAREHOUSE on every worker, or run without replay: for the recorded data, start "
+            "`paperkb replay-server DATA_DIR` and export the PAPERKB_*_URL lines it prints (README, Celery deployment)")
+    return n
+
+
 @writes("harvest")
 def harvest_windows(settings: Settings, interval_start, interval_end, replay: bool = False,
                     from_param: str | None = None, until_param: str | None = None) -> dict:
@@ -208,7 +228,8 @@ def harvest_windows(settings: Settings, interval_start, interval_end, replay: bo
 
     own = run_window(interval_start, interval_end, from_param, until_param)
     if replay:
-        log.info("harvest: re-parsing the raw zone (window %s .. %s not fetched)", *own)
+        n = check_replay_source(settings)
+        log.info("harvest: re-parsing the %d arXiv responses of the raw zone (window %s .. %s not fetched)", n, *own)
         return _with_window(harvest.run_harvest(settings, replay=True), *own)
     deferred = deferred_windows(settings)
     ranges = merge_windows([own, *deferred])

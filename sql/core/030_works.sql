@@ -14,7 +14,10 @@
 --   reference_count             papers this one cites, according to S2
 --   open_access_pdf_url         S2 openAccessPdf.url
 --   detail                      'paper' = full record from /paper/batch (corpus papers);
---                               'edge'  = the short record that came along a references/citations edge
+--                               'edge'  = the short record that came along a references/citations edge;
+--                               'pdf'   = written by `paperkb graph` from the PDFs' reference lists: a corpus
+--                               paper S2 does not know (work_id = paper_id), or a work only a reference names
+--                               (work_id 'arxiv:<id>', 'doi:<doi>' or 'ref:<hash>'; title and year as printed)
 --   fetched_at                  when the S2 answer this row comes from was fetched (raw zone manifest)
 --   raw_path                    the raw-zone file this row was parsed from
 CREATE TABLE IF NOT EXISTS works (

@@ -8,6 +8,10 @@
 --   ordinal       0, 1, 2 ... in reading order
 --   section       heading of the section the chunk belongs to ('3.2 Attention'); NULL for the front
 --                 matter (title, authors) before the first heading
+--   role          the part of the paper the chunk is from, as GROBID labels them: 'front' (title,
+--                 authors, affiliations, e-mails), 'body', 'acknowledgements', 'references' (the
+--                 bibliography: one record per entry in `references`), 'appendix'. Only body,
+--                 acknowledgements and appendix chunks are search passages (the `passages` mart).
 --   page_start, page_end   1-based PDF pages the chunk starts and ends on
 --   char_start, char_end   offsets into the paper's body text: text = body[char_start:char_end]
 --   text          the passage
@@ -18,6 +22,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     paper_id      VARCHAR NOT NULL,
     ordinal       INTEGER NOT NULL,
     section       VARCHAR,
+    role          VARCHAR,
     page_start    INTEGER,
     page_end      INTEGER,
     char_start    BIGINT NOT NULL,
@@ -26,3 +31,6 @@ CREATE TABLE IF NOT EXISTS chunks (
     n_tokens      INTEGER,
     content_hash  VARCHAR NOT NULL
 );
+
+-- warehouses made before chunk roles: the column is added (NULL until the next fulltext run; read as 'body')
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS role VARCHAR;

@@ -4,6 +4,8 @@
 --   kind        'body' (a chunk of the PDF's full text) or 'abstract' (title + abstract)
 --   ordinal     chunk order within the paper; -1 for the abstract passage
 --   section     section heading of a body chunk; 'abstract' for the abstract passage
+--   role        the part of the paper: 'body', 'acknowledgements' or 'appendix' for a chunk (chunks of the
+--               front matter and the references are never passages), 'abstract' for the abstract passage
 --   page_start, page_end   PDF pages of a body chunk (NULL for the abstract passage)
 --   title       the paper's title (documents encoded as [title, text] pairs use it)
 --   body        the passage's own text (chunk text, or the abstract alone)
@@ -16,6 +18,7 @@ SELECT c.chunk_id,
        'body' AS kind,
        c.ordinal,
        c.section,
+       coalesce(c.role, 'body') AS role,
        c.page_start,
        c.page_end,
        p.title,
@@ -24,12 +27,14 @@ SELECT c.chunk_id,
 FROM chunks c
 LEFT JOIN papers p ON p.paper_id = c.paper_id
 WHERE coalesce(trim(c.text), '') <> ''
+  AND coalesce(c.role, 'body') IN ('body', 'acknowledgements', 'appendix')  -- text.SEARCHABLE_ROLES
 UNION ALL
 SELECT p.paper_id || '#abs' AS chunk_id,
        p.paper_id,
        'abstract' AS kind,
        -1 AS ordinal,
        'abstract' AS section,
+       'abstract' AS role,
        NULL AS page_start,
        NULL AS page_end,
        p.title,

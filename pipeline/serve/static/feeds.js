@@ -26,6 +26,13 @@ function feedSection(name, info, feed) {
   </section>`;
 }
 
+function failedSection(name, err) {
+  return `<section class="feed failed" id="${esc(name)}" data-feed="${esc(name)}">
+    <h2>${esc(name)}</h2>
+    <p class="meta error">This feed could not be loaded: ${esc((err && err.message) || String(err))}</p>
+  </section>`;
+}
+
 async function main() {
   showSnapshot();
   const out = document.getElementById("feeds");
@@ -39,8 +46,10 @@ async function main() {
     }
     const since = index.previous_snapshot_id ? `since snapshot ${index.previous_snapshot_id}` : "(first snapshot: nothing is new yet)";
     summary.textContent = `${index.new_papers} new paper(s) in snapshot ${index.snapshot_id} ${since}.`;
-    const feeds = await Promise.all(names.map((n) => getJSON(`/api/feeds/${encodeURIComponent(n)}?format=json`)));
-    out.innerHTML = names.map((n, i) => feedSection(n, index.feeds[n], feeds[i])).join("");
+    // each feed on its own: one that does not load says so in its section, the others are shown
+    const feeds = await Promise.allSettled(names.map((n) => getJSON(`/api/feeds/${encodeURIComponent(n)}?format=json`)));
+    out.innerHTML = names.map((n, i) => feeds[i].status === "fulfilled"
+      ? feedSection(n, index.feeds[n], feeds[i].value) : failedSection(n, feeds[i].reason)).join("");
   } catch (e) {
     summary.textContent = e.message;
     summary.classList.add("error");

@@ -9,6 +9,13 @@ function renderPaper(p) {
   document.title = `${p.title || id} · paperkb`;
   const metrics = p.metrics || {};
   const figs = p.figures || [];
+  // a legend is stored as printed, label included ("Figure 1: The Transformer ..."): the label is bold, not repeated
+  const legend = (f) => {
+    const text = f.text || "", label = f.label || "";
+    return label && text.startsWith(label)
+      ? `<strong>${esc(label)}</strong>${esc(text.slice(label.length))}`
+      : `<strong>${esc(label)}</strong> ${esc(text)}`;
+  };
   $("paper").innerHTML = `
     <h1>${esc(p.title || id)}</h1>
     <div class="meta">${esc((p.authors || []).join(", "))}${p.year ? " · " + esc(p.year) : ""} · ${esc(p.external_id ?? id)}</div>
@@ -16,7 +23,7 @@ function renderPaper(p) {
     <h2>Abstract</h2><p>${esc(p.abstract || "(no abstract)")}</p>
     <h2>Metrics</h2><table class="metrics">${Object.entries(metrics).map(([k, v]) => `<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`).join("")}</table>
     <h2>Figure legends (${figs.length})</h2>
-    <ul class="figures">${figs.map((f) => `<li><strong>${esc(f.label || "")}</strong> ${esc(f.text || "")}${f.page ? ` <span class="meta">(p. ${esc(f.page)})</span>` : ""}</li>`).join("") || "<li class=meta>none</li>"}</ul>`;
+    <ul class="figures">${figs.map((f) => `<li>${legend(f)}${f.page ? ` <span class="meta">(p. ${esc(f.page)})</span>` : ""}</li>`).join("") || "<li class=meta>none</li>"}</ul>`;
 }
 
 async function main() {

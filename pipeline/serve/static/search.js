@@ -23,7 +23,7 @@ function render(data) {
     const authors = (r.authors || []).slice(0, 6).join(", ") + ((r.authors || []).length > 6 ? ", …" : "");
     return `<li class="result">
       <a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${esc(r.title || r.paper_id)}</a> ${seedButtons(r.paper_id, r.title)}
-      <div class="meta">${esc(authors)}${r.year ? " · " + esc(r.year) : ""} · ${esc(r.external_id ?? r.paper_id)}${r.page ? " · p. " + esc(r.page) : ""}</div>
+      <div class="meta">${esc(authors)}${r.year ? " · " + esc(r.year) : ""} · ${esc(r.external_id ?? r.paper_id)}${r.page ? " · p. " + esc(r.page) : ""}${r.section && r.role !== "abstract" ? " · " + esc(r.section) : ""}${r.role && r.role !== "body" ? ` · <span class="role" title="the part of the paper this passage is from">${esc(r.role)}</span>` : ""}</div>
       <p class="passage">${esc((r.passage || "").slice(0, 400))}${(r.passage || "").length > 400 ? "…" : ""}</p>
       <div class="signals"><span class="score">score ${fmt(r.score)}</span>${keys.filter((k) => k in sig).map((k) => `<span class="sig-${esc(k)}">${esc(k)} ${fmt(sig[k])}</span>`).join("")}</div>
     </li>`;

@@ -41,6 +41,17 @@ _KNOWN_HEADINGS = re.compile(
     r"experiments?|results|methods?|limitations|future work)\s*$",
     re.I,
 )
+# The parts of a paper, as GROBID labels them: what each block (and chunk) is. Only the SEARCHABLE ones are
+# search passages; references and front matter are stored (a paper's references are read from them) but
+# never indexed, shown as a best passage or used as query feedback.
+ROLES = ("front", "abstract", "body", "caption", "acknowledgements", "references", "appendix")
+SEARCHABLE_ROLES = ("body", "acknowledgements", "appendix")
+_REFERENCES_HEAD = re.compile(r"^(?:\d+\.?\s+|[A-Z]\.?\s+)?(references|bibliography|literature cited|works cited)\s*:?\s*$", re.I)
+_ACK_HEAD = re.compile(r"acknowle?dge?ments?|acknowlegements?", re.I)
+_APPENDIX_HEAD = re.compile(r"\b(appendix|appendices|supplementary material)\b", re.I)
+_LETTERED_HEAD = re.compile(r"^[A-H](?:\.\d+)*\.?\s+\S")
+# a run-in bibliography heading glued to the first entry: "References [1] Jimmy Lei Ba, ..." / "REFERENCES 1. A. B..."
+_RUN_IN_REFERENCES = re.compile(r"^\s*(references|bibliography)\s*(\[\d+\]|1\.\s|[A-Z][^\s]*,)", re.I)
 _ABSTRACT_HEAD = re.compile(r"^\s*abstract\s*[.:\u2014\u2013-]?\s*", re.I)
 _WORD = re.compile(r"\w+")
 _CAPTION_START = re.compile(r"^\s*(Figure|FIGURE|Fig\.|FIG\.|Table|TABLE)\s*\d")
@@ -75,6 +86,7 @@ class Block:
     font: str  # dominant font
     kind: str = "body"  # body | heading | abstract | caption | front
     section: str | None = None
+    role: str = "body"  # the part of the paper (ROLES): set by assign_kinds
     _text: str | None = field(default=None, repr=False)
     stats: tuple = field(default=(), repr=False)  # (chars per font size, chars per font name)
     footnote: bool = False
@@ -135,9 +147,8 @@ def open_pdf(data: bytes) -> pymupdf.Document:
     if not data:
         raise PdfRejected("empty", "0 bytes")
     head = bytes(data[:1024])
-    if b"%PDF-" not in head:
-        snippet = head[:40].decode("latin-1", "replace").strip()
-        raise PdfRejected("not_pdf", f"no %PDF- header; starts with {snippet!r}")
+    if b"%PDF-" not in head:  # say what was expected, never what the file holds (it may be any file)
+        raise PdfRejected("not_pdf", f"no %PDF- header in the first {len(head)} bytes ({len(data)} bytes in all)")
     # A complete PDF ends with %%EOF (possibly followed by whitespace or a few junk bytes).
     # MuPDF would silently "repair" a cut-off file and give us part of a paper: we reject it.
     if b"%%EOF" not in bytes(data[-2048:]):
@@ -433,6 +444,8 @@ def heading_title(block: Block, body_size: float, *, after_front: bool) -> str |
     if not text or len(text) > 100 or len(_WORD.findall(text)) > 14:
         return None
     styled = block.bold or block.size >= body_size + 0.9 or (text.isupper() and len(text) > 3)
+    if not styled and len(block.lines) == 1 and _REFERENCES_HEAD.match(text):
+        return text  # a bibliography heading set like body text is still one (a line of its own)
     if not styled:
         return None
     if _KNOWN_HEADINGS.match(text):
@@ -516,6 +529,40 @@ def assign_kinds(laid: LaidOutPdf) -> None:
                 b.kind, b.section = "front", None
             else:
                 b.section = section
+    assign_roles(laid)
+
+
+def section_role(title: str, *, after_references: bool, in_appendix: bool) -> str:
+    """The role of the section a heading opens (pure: the heading text and where we are)."""
+    t = title.strip()
+    if _REFERENCES_HEAD.match(t):
+        return "references"
+    if _ACK_HEAD.search(t):
+        return "acknowledgements"
+    if _APPENDIX_HEAD.search(t) or ((after_references or in_appendix) and _LETTERED_HEAD.match(t)):
+        return "appendix"
+    if after_references:  # any section after the bibliography is back matter ("Attention Visualizations")
+        return "appendix"
+    return "body"
+
+
+def assign_roles(laid: LaidOutPdf) -> None:
+    """Give every block its role (``ROLES``), from its kind and the heading of its section: front matter
+    before the abstract / first heading, the abstract, captions, then per section body, acknowledgements,
+    references (bibliography) or appendix (lettered sections, 'Appendix', anything after the references)."""
+    role = "body"
+    after_references = in_appendix = False
+    for b in laid.blocks():
+        if b.kind in ("front", "abstract", "caption"):
+            b.role = b.kind
+            continue
+        if b.kind == "heading":
+            role = section_role(b.section or "", after_references=after_references, in_appendix=in_appendix)
+        elif role != "references" and _RUN_IN_REFERENCES.match(b.lines[0].text) and not after_references:
+            role = "references"  # an unstyled "References" glued to its first entry
+        after_references = after_references or role == "references"
+        in_appendix = in_appendix or role == "appendix"
+        b.role = role
 
 
 def abstract_text(blocks: list[Block]) -> str | None:

@@ -796,19 +796,27 @@ def serve(
 
     from pipeline.query import open_snapshot
     from pipeline.serve import create_app
+    from pipeline.serve.bind import check_listen
 
     settings = get_settings(ctx)
+    check_listen(host, port)  # a port in use: one line, exit 2 (uvicorn would log it and exit 3)
     open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
     typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs) once the "
                "snapshot and the query model are loaded")
-    if workers == 1:
-        uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
-        return
-    # Worker processes rebuild the app from the environment, so hand them the resolved settings.
-    os.environ["PAPERKB_WAREHOUSE"] = str(settings.warehouse.resolve())
-    os.environ["PAPERKB_SERVE_SNAPSHOT"] = snapshot or ""
-    uvicorn.run("pipeline.serve.app:create_app_from_env", factory=True, host=host, port=port, workers=workers,
-                log_level="warning")
+    try:
+        if workers == 1:
+            uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
+            return
+        # Worker processes rebuild the app from the environment, so hand them the resolved settings.
+        os.environ["PAPERKB_WAREHOUSE"] = str(settings.warehouse.resolve())
+        os.environ["PAPERKB_SERVE_SNAPSHOT"] = snapshot or ""
+        uvicorn.run("pipeline.serve.app:create_app_from_env", factory=True, host=host, port=port, workers=workers,
+                    log_level="warning")
+    except SystemExit as exc:  # uvicorn could not start: taken while the snapshot was loading?
+        if exc.code in (0, None):
+            raise
+        check_listen(host, port)
+        raise
 
 
 # Top-level modules that only the optional install profiles bring (pyproject.toml): a base install
@@ -874,6 +882,12 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
         return 2, str(exc)
     if isinstance(exc, StepFailed):
         return 1, f"a step stopped: {msg}"
+    if type(exc).__name__ in ("ValidationError", "SettingsError"):  # Settings built without Settings.load
+        from pipeline.settings import invalid_setting
+
+        invalid = invalid_setting(exc)
+        if invalid is not None:
+            return 2, str(invalid)
     if "duckdb.Error" in names:
         lock = re.search(r'Could not set lock on file "([^"]+)"', msg)
         if lock:

@@ -9,6 +9,18 @@ class UnknownPaper(UserError):
     """A paper id that the warehouse or snapshot does not know."""
 
 
+class InvalidSetting(UserError):
+    """A setting (environment variable ``PAPERKB_*``, or the command-line flag that overrides it) whose
+    value is not what it must be: one line naming the variable and what is expected (exit code 2)."""
+
+    def __init__(self, message: str, settings: list[str] | None = None):
+        self.settings = list(settings or [])
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.settings))
+
+
 class StepFailed(Exception):
     """A pipeline step stopped cleanly (e.g. too many consecutive HTTP failures).
 

@@ -6,10 +6,15 @@ Environment variables use the prefix ``PAPERKB_`` (``PAPERKB_WAREHOUSE``, ``PAPE
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import types
+import typing
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -244,6 +249,17 @@ class Settings(BaseSettings):
         default=3600.0, description="how long an Airflow task waits for the warehouse writer lock held by another "
         "step before it fails (and is retried); 0 = no limit. The CLI never waits: it refuses at once")
 
+    @field_validator("feed_mail_from", "feed_mail_to")
+    @classmethod
+    def _one_address_per_line(cls, value: Any) -> Any:
+        """A line break in an address would add mail headers (and the mail library refuses it at send time)."""
+        for address in [value] if isinstance(value, str) else value:
+            if not address.strip():
+                raise ValueError("an address is empty")
+            if any(ord(c) < 32 or ord(c) == 127 for c in address):
+                raise ValueError(f"the address {address!r} contains a line break or another control character")
+        return value
+
     # --- derived paths ------------------------------------------------------------------------
     @property
     def raw_dir(self) -> Path:
@@ -267,5 +283,110 @@ class Settings(BaseSettings):
 
     @classmethod
     def load(cls, **overrides) -> "Settings":
-        """Environment first, then explicit overrides (CLI flags); ``None`` overrides are ignored."""
-        return cls(**{k: v for k, v in overrides.items() if v is not None})
+        """Environment first, then explicit overrides (CLI flags); ``None`` overrides are ignored.
+
+        An invalid value raises :class:`pipeline.errors.InvalidSetting`: one line naming the environment
+        variable and what it expects."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        try:
+            return cls(**given)
+        except ValueError as exc:  # pydantic's ValidationError, pydantic-settings' SettingsError (not JSON)
+            invalid = invalid_setting(exc, set(given))
+            if invalid is None:
+                raise
+            raise invalid from None
+
+
+# ---- invalid settings as one line ----------------------------------------------------------------------
+_SECRET = re.compile(r"password|api_key|secret|token", re.I)
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a setting: ``snapshot_keep`` -> ``PAPERKB_SNAPSHOT_KEEP``
+    (``s2_api_key`` -> ``S2_API_KEY or PAPERKB_S2_API_KEY``)."""
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, AliasChoices):
+        return " or ".join(a for a in alias.choices if isinstance(a, str))
+    if isinstance(alias, str):
+        return alias
+    return f"PAPERKB_{field.upper()}"
+
+
+def _field_of(name: str) -> str | None:
+    """A field name from an error location, which may be an alias (``S2_API_KEY``)."""
+    if name in Settings.model_fields:
+        return name
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        if any(isinstance(a, str) and a.lower() == name.lower() for a in choices):
+            return field
+    return None
+
+
+def _kind(annotation: Any) -> str:
+    """What a type expects, in words: ``int`` -> ``an integer``, ``list[str]`` -> ``a JSON list of text``."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _kind(args[0])
+    if origin is list:
+        return 'a JSON list of ' + {"str": 'text, e.g. ["a", "b"]'}.get(getattr(args[0], "__name__", ""), "values")
+    if origin is dict:
+        return 'a JSON object of numbers, e.g. {"bm25": 0.4}'
+    return {int: "an integer", float: "a number", bool: "true or false", str: "text", Path: "a path"}.get(
+        annotation, "a valid value")
+
+
+def _expected(field: str) -> str:
+    info = Settings.model_fields[field]
+    words = _kind(info.annotation)
+    default = info.get_default(call_default_factory=True)
+    if isinstance(default, list) and default and all(isinstance(x, str) for x in default):
+        words = words.split(", e.g.")[0] + f", e.g. {json.dumps(default)}"
+    bounds = []
+    for m in info.metadata:
+        for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(m, attr, None) is not None:
+                bounds.append(f"{op} {getattr(m, attr):g}")
+    return words + (" " + " and ".join(bounds) if bounds else "")
+
+
+def _env_value(field: str) -> str | None:
+    names = {n.lower() for n in env_name(field).split(" or ")}
+    return next((v for k, v in os.environ.items() if k.lower() in names), None)
+
+
+def invalid_setting(exc: BaseException, overridden: frozenset[str] | set[str] = frozenset()) -> Exception | None:
+    """One :class:`~pipeline.errors.InvalidSetting` for pydantic's errors about :class:`Settings` (a value
+    out of range, of the wrong type, or an environment value that is not JSON), or None for other errors."""
+    from pipeline.errors import InvalidSetting
+
+    problems: list[tuple[str, Any, str | None]] = []  # (field, given value, the validator's own words)
+    if hasattr(exc, "errors") and getattr(exc, "title", None) == Settings.__name__:
+        for err in exc.errors(include_url=False):
+            field = _field_of(str(err["loc"][0])) if err.get("loc") else None
+            if field is None:
+                continue
+            own = str(err.get("msg", "")).removeprefix("Value error, ") if err.get("type") == "value_error" else None
+            problems.append((field, err.get("input"), own))
+    else:
+        m = re.match(r'error parsing value for field "(\w+)" from source', str(exc))
+        if m is None or m.group(1) not in Settings.model_fields:
+            return None
+        problems.append((m.group(1), _env_value(m.group(1)), None))
+    if not problems:
+        return None
+    parts = []
+    for field, value, own in problems:
+        where = f"setting {env_name(field)}" + (" (given on the command line)" if field in overridden else "")
+        if own is None and value is not None and not _SECRET.search(field) and not isinstance(value, (list, dict)):
+            text = str(value)
+            parts.append(f"{where} is {text[:60] + '...' if len(text) > 60 else text!r}: expected {_expected(field)}")
+        else:
+            parts.append(f"{where} is invalid: {own or 'expected ' + _expected(field)}")
+    names = list(dict.fromkeys(env_name(f) for f, _, _ in problems))
+    return InvalidSetting("; ".join(parts), names)

@@ -236,7 +236,7 @@ def test_cli_and_http(cacm_snapshot, capsys):
         r = c.get("/api/recommend", params={"pos": "cacm:999999"})
         assert r.status_code == 404 and "unknown paper id" in r.json()["detail"] and "\n" not in r.json()["detail"]
         assert c.get("/api/recommend", params={"pos": "cacm:1", "neg": "cacm:1"}).status_code == 400
-        assert c.get("/api/recommend", params={"pos": " , "}).status_code == 400
+        assert c.get("/api/recommend", params={"pos": " , "}).status_code == 422  # the schema forbids it (issue 28)
         assert c.get("/api/recommend", params={"pos": "cacm:1", "k": 0}).status_code == 422
         assert c.get("/api/recommend").status_code == 422
         op = c.get("/openapi.json").json()["paths"]["/api/recommend"]["get"]

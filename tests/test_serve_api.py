@@ -58,7 +58,7 @@ def test_paper_and_related(client):
     "params, status",
     [
         ({"q": ""}, 422),
-        ({"q": "   "}, 400),
+        ({"q": "   "}, 422),
         ({"q": "x" * 1001}, 422),
         ({"q": "library", "k": 0}, 422),
         ({"q": "library", "k": 100000}, 422),
@@ -195,7 +195,7 @@ def test_pinned_snapshot_deleted_by_hand_is_503(own_warehouse):
 
 def test_damaged_served_snapshot_is_503_never_500(own_warehouse):
     """A data file of the served snapshot deleted under a server following CURRENT: health reports the
-    damage; data endpoints answer from memory or 503 with one line, never 500."""
+    damage, and every data endpoint answers 503 with health's line (issue 28: they answered from memory)."""
     from pipeline import snapshots
 
     s = own_warehouse
@@ -206,12 +206,58 @@ def test_damaged_served_snapshot_is_503_never_500(own_warehouse):
             f.unlink()
         h = c.get("/api/health")
         assert h.status_code == 503 and "(a data file of LanceDB table" in _one_line(h)
-        for path, params in (("/api/papers/cisi:2", None), ("/api/papers/cisi:2/related", None),
-                             ("/api/search", {"q": "citation indexing", "expand": "off"})):
+        for path, params in DATA_ENDPOINTS:
             r = c.get(path, params=params)
-            assert r.status_code in (200, 503), (path, r.status_code, r.text)
-            if r.status_code == 503:
-                assert _one_line(r).startswith(f"snapshot {a} is damaged: missing file")
+            assert r.status_code == 503, (path, r.status_code, r.text)
+            assert _one_line(r) == h.json()["detail"]
+
+
+# every endpoint that reads the served snapshot, with inputs that answer 200 on an intact one
+DATA_ENDPOINTS = [
+    ("/api/search", {"q": "citation indexing", "expand": "off"}),
+    ("/api/search", {"q": "citation indexing", "format": "bibtex"}),
+    ("/api/papers/cisi:2", None),
+    ("/api/papers/cisi:2/related", None),
+    ("/api/recommend", {"pos": "cisi:2"}),
+    ("/api/export", {"id": "cisi:2"}),
+    ("/api/path", {"from": "cisi:2", "to": "cisi:3"}),
+    ("/api/feeds", None),
+]
+
+
+@pytest.mark.parametrize("health_first", [True, False])
+def test_one_index_file_deleted_every_data_endpoint_agrees_with_health(own_warehouse, monkeypatch, health_first):
+    """Issue 28: one index file of the served snapshot deleted: /api/health said 503 while search, papers,
+    related and recommend still answered 200. Now each data endpoint answers 503 with health's line, whether
+    health was asked first or not (data endpoints re-check at most every SNAPSHOT_CHECK_S seconds, and
+    reuse health's fresher answer)."""
+    import json
+
+    import pipeline.serve.app as app_mod
+    from pipeline import snapshots
+
+    s = own_warehouse
+    a = snapshots.current_id(s)
+    with TestClient(create_app(s), raise_server_exceptions=False) as c:
+        for path, params in DATA_ENDPOINTS:
+            r = c.get(path, params=params)
+            assert r.status_code in (200, 404), (path, r.status_code, r.text)  # 404: a path the graph lacks
+        manifest = json.loads((s.snapshots_dir / a / "manifest.json").read_text())
+        index_file = sorted(f for f in manifest["files"] if "/_indices/" in f)[0]
+        (s.snapshots_dir / a / index_file).unlink()
+        if not health_first:
+            monkeypatch.setattr(app_mod, "SNAPSHOT_CHECK_S", 0.0)
+            first = c.get(DATA_ENDPOINTS[0][0], params=DATA_ENDPOINTS[0][1])
+            assert first.status_code == 503, first.text
+        h = c.get("/api/health")
+        assert h.status_code == 503 and h.json()["status"] == "unavailable"
+        detail = h.json()["detail"]
+        assert detail.startswith(f"snapshot {a} is damaged: missing file {index_file}"), detail
+        for path, params in DATA_ENDPOINTS:
+            r = c.get(path, params=params)
+            assert r.status_code == 503, (path, r.status_code, r.text)
+            assert _one_line(r) == detail, path
+        assert c.get("/api/snapshots").status_code == 200  # the list still answers: it says which are damaged
 
 
 # ---- one-line errors, documented --------------------------------------------------------------------------

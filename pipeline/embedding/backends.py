@@ -103,8 +103,44 @@ def _device_kind(device: str | None) -> str:
     return (device or "cpu").split(":")[0].lower()
 
 
+DEVICE_SETTING = "PAPERKB_EMBED_DEVICE (or --device)"
+
+
+def check_device(device: str | None) -> None:
+    """InvalidSetting (one line, exit code 2) unless torch can use ``device`` on this machine: a device
+    string torch does not know, ``cuda`` without a CUDA build or GPU, ``cuda:N`` past the last GPU,
+    ``mps`` off Apple silicon. ``cpu`` is always fine (and imports nothing)."""
+    from pipeline.errors import InvalidSetting
+
+    if _device_kind(device) == "cpu":
+        return
+    import torch
+
+    def bad(why: str) -> InvalidSetting:
+        return InvalidSetting(f"setting {DEVICE_SETTING} is {device!r}: {why}", ["PAPERKB_EMBED_DEVICE"])
+
+    try:
+        dev = torch.device(str(device).strip())
+    except (RuntimeError, ValueError):
+        raise bad("expected a torch device such as cpu, cuda, cuda:1 or mps") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise bad(f"CUDA is not available on this machine ({build}, torch {torch.__version__}): use cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise bad(f"this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise bad("MPS (Apple silicon) is not available on this machine: use cpu")
+    elif dev.type != "cpu":
+        available = getattr(getattr(torch, dev.type, None), "is_available", None)
+        if available is None or not available():
+            raise bad(f"torch cannot use {dev.type} devices on this machine: use cpu")
+
+
 def resolve(backend: str | None, precision: str | None, device: str | None = "cpu") -> Runtime:
-    """Check backend / precision / device and turn ``auto`` (or None) into concrete values."""
+    """Check backend / precision / device and turn ``auto`` (or None) into concrete values (whether this
+    machine has the device is :func:`check_device`'s question)."""
     dev = _device_kind(device)
     b = (backend or "auto").strip().lower()
     p = (precision or "auto").strip().lower()

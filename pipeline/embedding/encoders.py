@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.embedding.backends import Runtime, attach, require_backend, resolve
+from pipeline.embedding.backends import Runtime, attach, check_device, require_backend, resolve
 from pipeline.errors import UserError
 from pipeline.settings import Settings
 
@@ -97,6 +97,8 @@ def model_spec(settings: Settings) -> ModelSpec:
     if fmt not in DOC_FORMATS:
         raise UserError(f"embed_doc_format must be one of {', '.join(DOC_FORMATS)}, not {fmt!r}")
     rt = resolve(settings.embed_backend, settings.embed_precision, settings.embed_device)
+    if rt.backend == "torch":
+        check_device(settings.embed_device)  # before any work: one line naming the setting
     doc = settings.embed_model or default_model_path()
     return ModelSpec(doc_model=doc, query_model=settings.embed_query_model or doc, doc_format=fmt,
                      truncate_dim=settings.embed_truncate_dim, max_seq_length=settings.embed_max_seq_length,
@@ -144,6 +146,7 @@ def load_model(name_or_path: str, *, device: str = "cpu", truncate_dim: int | No
         if model is None:
             from sentence_transformers import SentenceTransformer
 
+            check_device(device)  # one line naming the setting, not torch's AssertionError
             try:
                 model = SentenceTransformer(name_or_path, device=device, truncate_dim=truncate_dim)
             except (OSError, ValueError) as exc:

@@ -30,14 +30,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi import Path as Path_
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, StringConstraints
 
 from pipeline.errors import DamagedSnapshot, UnknownPaper, UserError
 from pipeline.serve.holder import SnapshotHolder
@@ -47,6 +47,28 @@ log = logging.getLogger(__name__)
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_QUERY_CHARS = 1000
 MAX_K = 100
+# A data endpoint re-checks the served snapshot's files (stat only, as /api/health does on every call) at
+# most this often; /api/health's answer is reused in between, so the two never disagree
+SNAPSHOT_CHECK_S = 1.0
+YEARS = (1000, 3000)  # the years a filter accepts (pipeline.query.filters)
+MAX_FILTER_VALUE = 200
+
+# Input rules the OpenAPI schema states and FastAPI enforces (422), so that the schema and the server
+# agree. The server strips text with str.strip(), whose whitespace is spelled out here (regex engines
+# disagree on \s: Python's includes \x1c-\x1f, ECMAScript's U+FEFF); patterns are searched, not
+# anchored, unless they say so.
+_UNICODE_SPACE = r"\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x20" + _UNICODE_SPACE
+NOT_BLANK = f"[^{_SPACE}]"  # a character other than whitespace
+# one or more values, comma-separated: at least one that is not blank
+ID_LIST = f"[^,{_SPACE}]"
+# a filter value (categories, authors; comma-separated): not blank, no control characters
+FILTER_LIST = rf"^[^\x00-\x1f]*[^,\x00-\x20{_UNICODE_SPACE}][^\x00-\x1f]*$"
+PATTERN_WORDS = {
+    NOT_BLANK: "must not be blank",
+    ID_LIST: "must name a paper id (not only spaces and commas)",
+    FILTER_LIST: "must hold a value (not only spaces and commas) and no control characters",
+}
 EXPORT_FORMATS = Literal["bibtex", "ris", "csl-json"]
 # OpenAPI: what an export answers (the media types of pipeline.exports.FORMATS)
 EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
@@ -88,10 +110,13 @@ class ErrorDetail(BaseModel):
 
 
 _ERROR_TEXT = {
-    400: "bad input (e.g. an empty query, year_from after year_to) or a Host header the server does not answer",
+    400: "a rule across parameters that a schema cannot state (year_from after year_to, a seed both positive and "
+         "negative, over 100 ids in all), or a Host header the server does not answer",
     404: "no such paper (or feed) in the snapshot",
-    422: "a parameter is invalid (one line: which one and why, e.g. 'query parameter k: must be <= 100')",
-    503: "nothing to serve: no snapshot published yet, or the served snapshot is unavailable",
+    422: "a parameter breaks a rule this schema states (one line: which one and why, e.g. 'query parameter k: must "
+         "be <= 100')",
+    503: "nothing to serve: no snapshot published yet, or the served snapshot is unavailable (gone, or a file it "
+         "lists missing or resized: the line /api/health gives)",
 }
 
 
@@ -151,7 +176,7 @@ def _validation_line(errors: list[dict[str, Any]]) -> str:
     """FastAPI's list of validation errors as one line: ``query parameter k: must be <= 100``."""
     parts = []
     for e in errors:
-        loc = [str(x) for x in e.get("loc", ())]
+        loc = [str(x) for x in e.get("loc", ()) if not isinstance(x, int)]  # not the index of a repeated one
         where = f"{loc[0]} parameter {'.'.join(loc[1:])}" if len(loc) > 1 else (loc[0] if loc else "request")
         ctx, kind = e.get("ctx") or {}, e.get("type", "")
         if kind == "missing":
@@ -166,6 +191,8 @@ def _validation_line(errors: list[dict[str, Any]]) -> str:
             why = f"must be at most {ctx.get('max_length')} characters"
         elif kind == "too_long":
             why = f"at most {ctx.get('max_length')} values"
+        elif kind == "string_pattern_mismatch":
+            why = PATTERN_WORDS.get(str(ctx.get("pattern")), f"must match the pattern {ctx.get('pattern')!r}")
         elif kind == "int_parsing":
             why = "must be an integer"
         elif kind == "bool_parsing":
@@ -195,8 +222,16 @@ def _split(values: list[str] | None) -> list[str]:
     return out
 
 
+# Parameter types that carry the rules above into the schema (list items included)
+PaperId = Annotated[str, Path_(pattern=NOT_BLANK, description="a paper id: the corpus id, or its unambiguous "
+                                                             "external id (arXiv id, collection docno)")]
+IdList = Annotated[str, StringConstraints(pattern=ID_LIST)]
+FilterValue = Annotated[str, StringConstraints(max_length=MAX_FILTER_VALUE, pattern=FILTER_LIST)]
+
+
 def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     holder = SnapshotHolder(settings, pinned=snapshot_id)
+    max_query_chars = min(MAX_QUERY_CHARS, settings.query_max_chars)
     # Searching is CPU-bound (query encoding, LanceDB, numpy). Letting every HTTP thread search at
     # once only makes them fight for the cores; a few at a time gives more requests/s. The rest wait
     # in the executor's first-in-first-out queue (a semaphore lets late arrivals barge ahead, which
@@ -252,17 +287,27 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     async def _damaged(_: Request, exc: DamagedSnapshot) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": str(exc)})
 
-    def _snapshot_problem() -> str | None:
+    # (the Opened checked, when, its problem): data endpoints re-check at most every SNAPSHOT_CHECK_S
+    # seconds (a check stats every file of the snapshot), /api/health and I/O errors on every call
+    last_check: list[tuple[Any, float, str | None]] = [(None, 0.0, None)]
+
+    def _snapshot_problem(max_age_s: float = 0.0) -> str | None:
         """One line when the served snapshot is gone or damaged (stat only), else None."""
         from pipeline.serve.holder import gone_error
 
         cur = holder.served
         if cur is None:
             return None
+        seen, when, problem = last_check[0]
+        if seen is cur and time.monotonic() - when < max_age_s:
+            return problem
         if cur.gone():
-            return str(gone_error(cur.snapshot_id))
-        problems = cur.searcher.snap.check()
-        return str(DamagedSnapshot(cur.snapshot_id, problems)) if problems else None
+            problem = str(gone_error(cur.snapshot_id))
+        else:
+            problems = cur.searcher.snap.check()
+            problem = str(DamagedSnapshot(cur.snapshot_id, problems)) if problems else None
+        last_check[0] = (cur, time.monotonic(), problem)
+        return problem
 
     # LanceDB and the filesystem fail with these when files vanish from under a reader: 503 with one
     # line when the snapshot is to blame, else the error stands (500)
@@ -276,12 +321,18 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         return JSONResponse(status_code=503, content={"detail": problem})
 
     def opened():
+        """The served snapshot for a data endpoint: 503 with /api/health's line when health would call it
+        unusable (nothing published, deleted, or a listed file missing or resized), so they always agree."""
         try:
-            return holder.get()
+            cur = holder.get()
         except DamagedSnapshot:
             raise  # 503 with its own line
         except UserError as exc:
             raise HTTPException(status_code=503, detail=f"no snapshot to serve: {exc}") from exc
+        problem = _snapshot_problem(max_age_s=SNAPSHOT_CHECK_S)
+        if problem is not None:
+            raise HTTPException(status_code=503, detail=problem)
+        return cur
 
     @app.get("/api/health", summary="Service status and the snapshot being served", responses=_errors(400, 503))
     def health() -> Any:
@@ -300,21 +351,20 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     @app.get("/api/search", response_model=dict[str, Any], summary="Hybrid search: ranked papers with their five signals",
              responses={**EXPORT_RESPONSES, **_errors(400, 422, 503)})
     async def search(
-        q: str = Query(..., description="the query", min_length=1, max_length=MAX_QUERY_CHARS),
+        q: str = Query(..., description="the query (not blank)", min_length=1, max_length=max_query_chars,
+                       pattern=NOT_BLANK),
         k: int = Query(10, ge=1, le=MAX_K, description="number of papers"),
         fusion: Literal["blend", "interleave", "rrf"] = Query("blend"),
         expand: Literal["off", "rm3", "prf", "llm", "auto"] | None = Query(
             None, description="query expansion (default: the server's setting: the LLM when configured, else rm3)"),
         rerank: bool = Query(False, description="cross-encoder rerank of the top candidates"),
         title_boost: bool = Query(False, description="title-match boosts"),
-        year_from: int | None = Query(None, ge=0, le=3000),
-        year_to: int | None = Query(None, ge=0, le=3000),
-        category: list[str] | None = Query(None, max_length=50, description="categories (repeat or comma-separate)"),
-        author: list[str] | None = Query(None, max_length=50, description="author names (repeat or comma-separate)"),
+        year_from: int | None = Query(None, ge=YEARS[0], le=YEARS[1], description="first year (not after year_to)"),
+        year_to: int | None = Query(None, ge=YEARS[0], le=YEARS[1], description="last year (not before year_from)"),
+        category: list[FilterValue] | None = Query(None, max_length=50, description="categories (repeat or comma-separate)"),
+        author: list[FilterValue] | None = Query(None, max_length=50, description="author names (repeat or comma-separate)"),
         format: EXPORT_FORMATS | None = Query(None, description="answer with the results as bibtex, ris or csl-json instead of JSON"),
     ) -> Any:  # a dict, or an export's Response (response_model: the dict)
-        if not q.strip():
-            raise HTTPException(status_code=400, detail="the query is empty")
         if year_from is not None and year_to is not None and year_from > year_to:
             raise HTTPException(status_code=400, detail=f"year_from {year_from} is after year_to {year_to}")
         from pipeline.query import Filters
@@ -343,7 +393,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
                          "`cosine_threshold`, or `ccbc+cosine`), each with a `weight` in [0, 1]; `layout`: "
                          "`{id: [x, y]}` in [-1, 1] with the paper at the origin (similar papers close together).",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
-    def related(paper_id: str, k: int = Query(20, ge=1, le=MAX_K),
+    def related(paper_id: PaperId, k: int = Query(20, ge=1, le=MAX_K),
                 format: EXPORT_FORMATS | None = Query(None, description="answer with the related papers as bibtex, ris or csl-json instead of JSON"),
                 ) -> Any:  # a dict, or an export's Response (response_model: the dict)
         cur = opened()
@@ -362,7 +412,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
 
     @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, abstract, figure legends and metrics",
              responses=_errors(400, 404, 422, 503))
-    def paper(paper_id: str) -> dict[str, Any]:
+    def paper(paper_id: PaperId) -> dict[str, Any]:
         cur = opened()
         return {"snapshot_id": cur.snapshot_id, **_paper_view(cur.searcher.paper(paper_id))}
 
@@ -385,21 +435,20 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     @app.get("/api/export", summary="Papers as BibTeX, RIS or CSL-JSON for a reference manager",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def export(
-        id: list[str] = Query(..., min_length=1, max_length=MAX_K, description="paper ids (repeat or comma-separate)"),
+        id: list[IdList] = Query(..., min_length=1, max_length=MAX_K,
+                                 description=f"paper ids (repeat or comma-separate; at most {MAX_K} in all)"),
         format: EXPORT_FORMATS = Query("bibtex", description="bibtex | ris | csl-json"),
     ) -> Response:
         ids = _split(id)
-        if not ids:
-            raise HTTPException(status_code=400, detail="no paper ids given")
-        if len(ids) > MAX_K:
+        if len(ids) > MAX_K:  # across repeated values: beyond what a schema can say
             raise HTTPException(status_code=400, detail=f"{len(ids)} paper ids; the limit is {MAX_K}")
         return _export_response(opened().searcher.snap, ids, format, ids[0] if len(ids) == 1 else "papers")
 
     @app.get("/api/path", summary="The shortest citation paths between two papers (citations followed either way)",
              responses=_errors(400, 404, 422, 503))
     def path(
-        source: str = Query(..., alias="from", min_length=1, max_length=200, description="first paper id"),
-        target: str = Query(..., alias="to", min_length=1, max_length=200, description="second paper id"),
+        source: str = Query(..., alias="from", min_length=1, max_length=200, pattern=NOT_BLANK, description="first paper id"),
+        target: str = Query(..., alias="to", min_length=1, max_length=200, pattern=NOT_BLANK, description="second paper id"),
         max_length: int = Query(4, ge=1, le=8, description="longest path to look for, in hops"),
         limit: int = Query(20, ge=1, le=200, description="at most this many shortest paths"),
     ) -> dict[str, Any]:
@@ -417,14 +466,15 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     @app.get("/api/recommend", response_model=dict[str, Any], summary="Papers like the positive seeds and unlike the negative ones, each with why",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def recommend(
-        pos: list[str] = Query(..., min_length=1, max_length=MAX_K, description="positive seed paper ids (repeat or comma-separate)"),
-        neg: list[str] | None = Query(None, max_length=MAX_K, description="negative seed paper ids (repeat or comma-separate)"),
+        pos: list[IdList] = Query(..., min_length=1, max_length=MAX_K,
+                                  description=f"positive seed paper ids (repeat or comma-separate; at most {MAX_K} "
+                                              "seeds in all, positive and negative)"),
+        neg: list[IdList] | None = Query(None, max_length=MAX_K, description="negative seed paper ids (repeat or "
+                                         "comma-separate; none of them also positive)"),
         k: int = Query(20, ge=1, le=MAX_K, description="number of papers"),
         format: EXPORT_FORMATS | None = Query(None, description="answer with the recommended papers as bibtex, ris or csl-json instead of JSON"),
     ) -> Any:  # a dict, or an export's Response (response_model: the dict)
         positives, negatives = _split(pos), _split(neg)
-        if not positives:
-            raise HTTPException(status_code=400, detail="no positive seed paper ids given")
         cur = opened()
         resp = cur.searcher.recommend(positives, negatives, k=k)
         if format:

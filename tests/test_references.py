@@ -338,3 +338,83 @@ def test_heldout_bench_skips_without_its_pdfs(tmp_path, capsys):
     assert main(["--heldout", str(tmp_path / "absent")]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "skipped" in out
+
+
+# general fixes after the held-out read (synthetic strings in the common styles, not the held-out labels)
+
+
+def test_identifiers_broken_over_lines_are_rejoined():
+    assert join_reference_lines(["Journal of Graphs, 12(3):1–9, 1979. doi: 10.1016/0012-365X(79)",
+                                 "90011-4. URL x"]) == "Journal of Graphs, 12(3):1–9, 1979. doi: 10.1016/0012-365X(79)90011-4. URL x"
+    assert join_reference_lines(["URL https://doi.org/10.", "1145/1234567.7654321."]) == "URL https://doi.org/10.1145/1234567.7654321."
+    ref = parse_reference("A. Writer. A theorem on trees. J. Trees, 4(2):5–9, 1977. doi: 10.1016/0012-365X(77) 90011-4. "
+                          "URL https://doi.org/10. 1145/1234567.")
+    assert ref.doi == "10.1016/0012-365x(77)90011-4" and ref.url == "https://doi.org/10.1145/1234567"
+    assert parse_reference("A. Writer. Notes. Press, 2001. doi: 10.1017/ ABC123456.").doi == "10.1017/abc123456"
+    web = parse_reference("Doe, J. A blog post on models. URL https://cdn-eu-central-1. examplecloud. com/blog-assets/"
+                          "big_ model_notes. pdf, 2020.")
+    assert web.url == "https://cdn-eu-central-1.examplecloud.com/blog-assets/big_model_notes.pdf"
+    assert web.year == 2020 and web.venue is None
+    # ordinary words and years after an identifier's closing period stay apart
+    plain = parse_reference("A. Writer. Tools. URL https://example.org/tools/. accessed 2021. In Proc. of X, 2020.")
+    assert plain.url == "https://example.org/tools/"
+    assert join_reference_lines(["URL https://example.org/a.", "2019."]) == "URL https://example.org/a. 2019."
+    assert join_reference_lines(["doi: 10.1000/abc.", "In Proceedings"]) == "doi: 10.1000/abc. In Proceedings"
+
+
+def test_title_with_exclamation_or_question_mark_goes_on():
+    ref = parse_reference("Ann Lee and Bo Chen. 2020. Look out! a dataset of warnings in street scenes. "
+                          "In Proceedings of ECCV, pages 1–10.")
+    assert ref.title == "Look out! a dataset of warnings in street scenes" and ref.venue == "Proceedings of ECCV"
+    q = parse_reference("Lee, A. and Chen, B. Where to? routing agents over city maps. In ICML, 2021.")
+    assert q.title == "Where to? routing agents over city maps"
+    # a question ends the title before a capitalised or venue word
+    assert parse_reference("Ann Lee. 2020. Is depth needed? In Proceedings of CVPR.").title == "Is depth needed?"
+    assert parse_reference("Ann Lee. 2020. Is depth needed? arXiv preprint arXiv:2001.00001.").title == "Is depth needed?"
+
+
+def test_author_lists_with_marks_and_odd_case():
+    starred = parse_reference("Ann Lee*, Bo Chen*, Cai Wu, and Dan Ford. 2021. Robots that fold towels. In IROS.")
+    assert starred.authors == ["Ann Lee", "Bo Chen", "Cai Wu", "Dan Ford"]
+    assert starred.title == "Robots that fold towels"
+    accent = parse_reference("Petr Dvoˇrák, Jan Nov`y, and Eva Svoboda. 2018. Sparse codes for speech. In Interspeech.")
+    assert len(accent.authors) == 3 and accent.title == "Sparse codes for speech"
+    lower = parse_reference("[7] Ann Lee, Bo Chen, carl wu, Dan Ford, and Eve Hart. Planning with sketches. In NeurIPS, 2022.")
+    assert lower.authors == ["Ann Lee", "Bo Chen", "carl wu", "Dan Ford", "Eve Hart"]
+    assert lower.title == "Planning with sketches"
+    inverted = parse_reference("Lee, A., Chen, B., wen Wu, C., and Ford, D. Image sets at scale. In CVPR, 2010.")
+    assert inverted.authors == ["A. Lee", "B. Chen", "C. wen Wu", "D. Ford"]
+    assert inverted.title == "Image sets at scale"
+    # a title of lower-case phrases is not an author list
+    t = parse_reference("Deep nets, sparse codes, and more. In Workshop on things, 2019.")
+    assert t.authors == [] and t.title == "Deep nets, sparse codes, and more"
+
+
+def test_year_in_its_usual_place_over_a_year_in_the_venue():
+    ref = parse_reference("[3] P. Erdos. Graphs and groups. volume 2, pages 1–20. 1979. "
+                          "Colloquium on combinatorics (Keszthely, Hungary, 1976). 4")
+    assert ref.year == 1979
+    assert parse_reference("A. Writer. Sets. In Symposium on sets (Paris, 1990), pages 3–9, 1991.").year == 1991
+    assert parse_reference("A. Writer. Sets. In ICLR 2015, 2016.").year == 2016
+
+
+def test_a_line_past_its_column_edge_keeps_the_columns_apart():
+    """A long URL running ~40 pt past the right column's edge moved the page's middle right of that
+    column's margin, so both columns were read as one and its first reference glued to the left one's last."""
+    def line(x0: float, x1: float, y: float, t: str) -> Line:
+        return Line(t, (x0, y, x1, y + 9), 9.0, False, "F")
+    left = [line(50, 290, 100, "Alpha, A. and Beta, B. A first title about"), line(62, 290, 110, "trees. In ICML, 2001."),
+            line(50, 290, 120, "Gamma, C. A second title. Journal of Sets,"), line(62, 150, 130, "4(2):1–9, 2002.")]
+    right = [line(306, 546, 100, "Delta, D. A third title. URL"), line(318, 590, 110, "http://example.org/a/very/long/path/without/breaks/x.pdf"),
+             line(306, 546, 120, "Epsilon, E. and Zeta, Z. A fourth title. In"), line(318, 546, 130, "NeurIPS, 2004.")]
+    blocks = [Block(page=1, bbox=(50, 100, 290, 139), lines=left, size=9.0, bold=False, font="F"),
+              Block(page=1, bbox=(306, 100, 590, 139), lines=right, size=9.0, bold=False, font="F")]
+    refs = split_references(blocks)
+    assert [r.text.split(",")[0] for r in refs] == ["Alpha", "Gamma", "Delta", "Epsilon"]
+    assert refs[1].text == "Gamma, C. A second title. Journal of Sets, 4(2):1–9, 2002."
+
+
+def test_book_in_a_series():
+    ref = parse_reference("[9] Ann Lee. Graphs on surfaces, volume 12 of Lecture Notes in Topology. Some Press, Boston, 1999. "
+                          "ISBN 0-1234-5678-9.")
+    assert ref.title == "Graphs on surfaces" and ref.venue == "Lecture Notes in Topology" and ref.year == 1999

@@ -46,7 +46,11 @@ label scores are in-sample. Out of sample, a read-through of the 245 unlabelled 
 the 5 added to the labels; a test over all 393 references then caught one the "K.-i." fix broke
 ("Zhu." read as an initial), also fixed and labelled. Styles
 the 10 papers lack (Vancouver/IEEE with quoted titles, physics references without titles) are not
-measured.
+measured. On 78 labelled references of 6 other PDFs (``--heldout``, BENCHMARKS.md) the rules as
+written here scored title 0.852, doi 0.833, url 0.750, authors 0.956 out of sample; the general
+fixes that followed (identifiers re-joined, "!"/"?" inside titles, marks and odd case in author lists,
+the year in its usual place, books in a series, a column edge without its overrunning lines) were
+informed by those misses.
 """
 
 from __future__ import annotations
@@ -223,6 +227,15 @@ def _visual_lines(blocks: list[Block]) -> list[_VLine]:
         left, right = min(v.x0 for v in vs), max(v.x1 for v in vs)
         mid = (left + right) / 2
         two = any(v.x1 < mid for v in vs) and any(v.x0 > mid for v in vs)
+        if not two:
+            # a few lines running past their column's right edge (a long URL) pushed the middle
+            # right of the second column's margin: measure the edge without them
+            ends = sorted(v.x1 for v in vs)
+            edge = ends[int(0.9 * (len(ends) - 1))] + 10.0
+            over = sum(1 for x in ends if x > edge)
+            if 0 < over <= max(1, len(ends) // 20):
+                mid = (left + max(x for x in ends if x <= edge)) / 2
+                two = any(v.x1 < mid for v in vs) and any(v.x0 > mid for v in vs)
         for v in vs:
             v.col = 1 if two and v.x0 > mid else 0
     return [v for v in out if v.text]
@@ -245,9 +258,60 @@ def _thresholds(lines: list[_VLine]) -> dict[tuple[int, int], float | None]:
     return out
 
 
+_URL_START = re.compile(r"(?:https?://|www\.)", re.I)
+_DOI_START = re.compile(r"(?:^|[:/(\[])10\.(?:\d{4,9}(?:/|$)|$)")
+_URL_CHARS = r"[\w\-~%./?=&#+:@!$*'()]"
+_NOT_URL_WORDS = {"and", "in", "at", "see", "or", "the", "of", "to", "on", "last", "accessed", "retrieved", "visited"}
+
+
+def _continues_identifier(cur: str, nxt: str) -> bool:
+    """Whether ``nxt`` is the rest of a URL or DOI that a line break (and so a space) cut ``cur``
+    short: "https://doi.org/10." + "1007/BF01789463", "https://s3-us-west-2." + "amazonaws.",
+    "10.1017/" + "CBO9780511615825", "10.1016/0095-8956(85)" + "90092-9", "language_" + "understanding".
+    Ordinary words after an identifier and its closing period are left apart."""
+    is_url = bool(_URL_START.search(cur))
+    is_doi = not is_url and bool(_DOI_START.search(cur))
+    if not (is_url or is_doi) or not nxt or not re.fullmatch(_URL_CHARS + r"+[.,;]?", nxt):
+        return False
+    core = nxt.rstrip(".,;")
+    if not core or core.lower() in _NOT_URL_WORDS:
+        return False
+    if cur.endswith(("/", "_", "-", "~", "=", "?", "&", "#", "%")) and cur[-2:] != "//":
+        return core[0].isalnum()
+    if cur.endswith(")") and is_doi:  # SICI-style DOIs: 10.1016/0095-8956(85)90092-9
+        return "(" in cur and bool(re.fullmatch(r"\d[\d\-]*[\dX]", core))
+    if not cur.endswith(".") or len(cur) < 2 or not cur[-2].isalnum():
+        return False
+    if core[0].isdigit():
+        return "/" in core  # "https://doi.org/10." + "1007/...": not a year after the URL's closing period
+    if not core[0].islower():
+        return False
+    if is_doi:
+        return "/" in core or "." in core
+    host = re.sub(r"^(?:https?://)?", "", cur.rstrip("."), flags=re.I)
+    if "/" not in host:  # still in the host name: "s3-us-west-2." + "amazonaws." + "com/..."
+        return "/" in core or "." in core or nxt.endswith(".")
+    return "/" in core or bool(re.fullmatch(r"[a-z]{2,5}", core))  # a path piece or a file extension ("pdf")
+
+
+def rejoin_identifiers(text: str) -> str:
+    """Spaces that line joins left inside URLs and DOIs removed (see ``_continues_identifier``)."""
+    toks = text.split(" ")
+    if len(toks) < 2 or not (_URL_START.search(text) or "10." in text):
+        return text
+    out = [toks[0]]
+    for t in toks[1:]:
+        if _continues_identifier(out[-1], t):
+            out[-1] += t
+        else:
+            out.append(t)
+    return " ".join(out)
+
+
 def join_reference_lines(lines: list[str]) -> str:
     """Join the lines of one reference: hyphenated words re-joined ("Lan-" + "guage"), hyphenated
-    names kept ("Warde-" + "Farley"), URLs broken over lines re-joined, spacing accents fixed."""
+    names kept ("Warde-" + "Farley"), URLs and DOIs broken over lines (or spaced inside a line) re-joined,
+    spacing accents fixed."""
     out = ""
     for raw in lines:
         t = " ".join(raw.split())
@@ -256,8 +320,11 @@ def join_reference_lines(lines: list[str]) -> str:
         if not out:
             out = t
             continue
+        out = rejoin_identifiers(out)  # "https://s3-us-west-2. amazonaws. com/x/language-": the URL is the last token
         last = out.rsplit(" ", 1)[-1]
         if re.match(r"https?://", last) and not last.endswith((".", ",")) or last.endswith(("://",)):
+            out += t
+        elif _continues_identifier(last, t.split(" ", 1)[0]):
             out += t
         elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and t[0].islower():
             out = out[:-1] + t
@@ -265,7 +332,7 @@ def join_reference_lines(lines: list[str]) -> str:
             out += t
         else:
             out += " " + t
-    return fix_accents(out)
+    return fix_accents(rejoin_identifiers(out))
 
 
 def split_references(blocks: list[Block]) -> list[RefString]:
@@ -320,13 +387,18 @@ _YEAR = r"(?:19[5-9]\d|20[0-4]\d)"
 _OLD_YEAR = r"(?:1[89]\d\d|20[0-4]\d)"  # in "(1945)" or ". 1945." a number is a year; bare, only from 1950 on
 _PAREN_YEAR = re.compile(r"\((" + _OLD_YEAR + r")[a-z]?\)")
 _ACL_YEAR = re.compile(r"\.\s+(" + _OLD_YEAR + r")[a-z]?\.\s")
+_PLACED_YEAR = re.compile(r"(?:^|[.,]\s)\s*(" + _YEAR + r")[a-z]?(?=\.(?:\s|$)|\s*$)")  # its own sentence, or a list's end
 _ANY_YEAR = re.compile(r"(?<![\w/.:\-])(" + _YEAR + r")[a-z]?(?![\w/\-]|\.\d)")
 _INITIAL = re.compile(r"^(?:[A-ZÀ-ÖØ-ÞŁ][a-z]?\.?-?)+(?:(?<=-)[a-z]\.)?$")  # "D.", "G.E", "J.-R", "Ch.", "K.-i."
 _NAME_SEP = re.compile(r",\s*(?:and\s+|&\s*)?|\s+and\s+|\s*&\s*")
 _PARTICLES = {"van", "von", "de", "der", "den", "da", "dos", "di", "du", "le", "la", "del", "della", "des", "y", "jing", "al", "bin", "ten", "st"}
 
 
+_NAME_MARKS = re.compile(r"[*†‡§¶`´¨˜ˆˇ¸]")  # affiliation marks ("Savva*"), TeX accents set apart ("Konečn`y")
+
+
 def _is_name_token(tok: str) -> bool:
+    tok = _NAME_MARKS.sub("", tok)
     t = tok.strip(",.;")
     if not t:
         return False
@@ -344,6 +416,21 @@ def _name_like(piece: str, max_tokens: int = 5) -> bool:
     return 0 < len(toks) <= max_tokens and all(_is_name_token(t) for t in toks)
 
 
+def _loose_name(piece: str) -> bool:
+    """A name piece in odd case ("brian ichter", "jia Li"): 1-3 words of letters."""
+    toks = _NAME_MARKS.sub("", piece).split()
+    return 0 < len(toks) <= 3 and all(re.fullmatch(r"[^\W\d_][\w'’\-]*\.?", t) for t in toks)
+
+
+def _names_list(pieces: list[str]) -> bool:
+    """Whether comma/and-separated pieces are a list of names: all name-like, or (a list of three or
+    more) at most a quarter of them names in odd case ("brian ichter") among proper ones."""
+    strict = sum(1 for p in pieces if _name_like(p))
+    if strict == len(pieces):
+        return bool(pieces)
+    return len(pieces) >= 3 and strict >= 2 and 4 * strict >= 3 * len(pieces) and all(_name_like(p) or _loose_name(p) for p in pieces)
+
+
 def _author_end(text: str) -> int | None:
     """Index where the author list ends (at the '.' or ':' closing it) in 'Authors. Title. ...'."""
     for m in re.finditer(r"[.:](?=\s+\S)", text):
@@ -355,7 +442,7 @@ def _author_end(text: str) -> int | None:
         if tail.lower() == "al" or tail.lower().endswith("et al"):
             return i
         pieces = [p for p in _NAME_SEP.split(left) if p.strip() and p.strip() not in ("(...)", "and")]
-        if not pieces or not all(_name_like(p) for p in pieces):
+        if not _names_list(pieces):
             return None if m.group(0) == "." and not _INITIAL.match(tail + ".") else None
         if m.group(0) == ":":
             return i
@@ -363,10 +450,14 @@ def _author_end(text: str) -> int | None:
             # "Y. Bengio, ...": an initial's period; the list goes on when a name piece follows
             rest = re.sub(r"^(?:and|&)\s+", "", text[i + 1:].lstrip())
             nxt = re.match(r"([^,.:;]+?)(,|\s+and\s|\.|$)", rest)
-            if nxt and _name_like(nxt.group(1), 3) and (nxt.group(2) != "." or len(nxt.group(1).split()) <= 2):
+            if nxt and (_name_like(nxt.group(1), 3) and (nxt.group(2) != "." or len(nxt.group(1).split()) <= 2)
+                        or nxt.group(2) == "," and _loose_name(nxt.group(1))):
                 continue
         return i
     return None
+
+
+_VENUE_WORDS = {"arxiv", "in", "pages", "pp", "volume", "vol", "preprint", "doi", "url", "http", "https", "technical", "proceedings"}
 
 
 def _sentence_end(text: str) -> int:
@@ -380,13 +471,19 @@ def _sentence_end(text: str) -> int:
         tail = text[:i].rsplit(None, 1)[-1] if text[:i].split() else ""
         if re.fullmatch(r"(?:[A-Z]|vs|e\.g|i\.e|al|Proc|Vol|No|pp|Jr|St)", tail):
             continue
-        return i + (1 if m.group(1) in "?!" else 0)
+        if m.group(1) in "?!":
+            nxt = re.match(r"\s*([^\s,.:;]+)", text[i + 1:])
+            if nxt and nxt.group(1).isalpha() and nxt.group(1).islower() and nxt.group(1) not in _VENUE_WORDS:
+                continue  # "Meetup! a corpus of ...": a lower-case word goes on with the sentence
+            return i + 1
+        return i
     return len(text)
 
 
 def split_authors(text: str) -> list[str]:
     """'Bahdanau, D., Cho, K., and Bengio, Y.' / 'D. Bahdanau, K. Cho, and Y. Bengio' -> names,
     given names first ('D. Bahdanau'); 'et al.' and elisions dropped."""
+    text = re.sub(r"(?<=\w)[*†‡]+", "", text)  # affiliation marks: "Savva*"
     s = " ".join(text.replace(" & ", " and ").split()).strip(" .,;:")
     s = re.sub(r",?\s*\bet al\.?$", "", s).strip(" ,")
     s = re.sub(r",?\s+and\s+", ", ", s)
@@ -412,6 +509,9 @@ def split_authors(text: str) -> list[str]:
     if len(pieces) % 2:
         names.append(pieces[-1])
     return names
+
+
+_IN_SERIES = re.compile(r"(.+?),\s*(?:volume|vol\.)\s*\d+\s+of\s+(\S.*)$")
 
 
 def _clean_title(t: str) -> str | None:
@@ -446,8 +546,9 @@ def parse_reference(text: str) -> Reference:
     """Fields of one reference string (see the module docstring for the layouts handled)."""
     raw = " ".join(text.split())
     ref = Reference(raw=raw)
+    text = rejoin_identifiers(raw)
     label_year = _LABEL_YEAR.match(raw)
-    body = _LEAD.sub("", _LEAD.sub("", raw, count=1), count=1)
+    body = _LEAD.sub("", _LEAD.sub("", text, count=1), count=1)
 
     m = _DOI.search(body)
     if m:
@@ -500,14 +601,20 @@ def parse_reference(text: str) -> Reference:
             e = _sentence_end(body)
             title_part, rest = body[:e], body[e:].lstrip(" .")
         years = [int(y) for y in _ANY_YEAR.findall(scrub)]
+        placed = [int(y) for y in _PLACED_YEAR.findall(scrub)]
         if paren:
             ref.year = int(paren.group(1))
+        elif placed:  # ". 1986." / ", 1986." over a year inside a venue "(Singer Island, Fla., 1984)"
+            ref.year = placed[-1]
         elif years:
             ref.year = years[-1]
     if ref.year is None and label_year:
         ref.year = int(label_year.group(1))
     if authors_part:
         ref.authors = split_authors(authors_part)
+    series = _IN_SERIES.match(title_part or "")
+    if series:  # BibTeX's book in a series: "Title, volume 92 of Series Name. Publisher, 1997."
+        title_part, rest = series.group(1), series.group(2)
     if title_part:
         ref.title = _clean_title(title_part)
     if rest:
@@ -518,7 +625,7 @@ def parse_reference(text: str) -> Reference:
 def _name_like_list(text: str) -> bool:
     pieces = [p for p in _NAME_SEP.split(text.strip(" .,")) if p.strip()]
     pieces = [p for p in pieces if p.strip() not in ("(...)", "et al.", "et al")]
-    return bool(pieces) and all(_name_like(p.replace("et al.", "").strip() or "X") for p in pieces)
+    return _names_list([p.replace("et al.", "").strip() or "X" for p in pieces])
 
 
 def reference_entries(laid: LaidOutPdf, doc: Any = None) -> list[RefString]:

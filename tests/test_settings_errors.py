@@ -25,7 +25,7 @@ COMMANDS = {
     "snapshots rollback": ["snapshots", "rollback", "x"], "interests add": ["interests", "add", "n", "--query", "q"],
     "interests list": ["interests", "list"], "interests remove": ["interests", "remove", "n"],
 }
-NO_SETTINGS = {"dags-folder"}  # prints a folder of the package
+NO_SETTINGS = {"dags-folder", "replay-server"}  # print a folder of the package; serve recorded answers
 
 
 def _commands(group, prefix: tuple[str, ...] = ()) -> set[str]:

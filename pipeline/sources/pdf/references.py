@@ -59,6 +59,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pipeline.sources.arxiv.ids import parse_arxiv_id
@@ -155,6 +156,16 @@ def reference_blocks(laid: LaidOutPdf, doc: Any = None) -> list[Block]:
     return sorted(body, key=key)
 
 
+def _no_word_blocks(laid: LaidOutPdf, doc: Any, pno: int) -> list[tuple[float, float, float, float, list[str]]]:
+    """(box, line texts) of the page's text blocks without two letters: the ones the layout kept aside
+    (``LaidOutPdf.no_word_blocks``: no second text extraction), else read again from ``doc``."""
+    if laid.no_word_blocks or not laid.n_dropped.get("no_words"):
+        return [(*b.bbox, [ln.text for ln in b.lines]) for b in laid.no_word_blocks.get(pno, [])]
+    return [(x0, y0, x1, y1, text.splitlines())  # a LaidOutPdf made without them
+            for x0, y0, x1, y1, text, _, kind in doc[pno - 1].get_text("blocks", flags=TEXT_FLAGS)
+            if kind == 0 and text.strip() and not _TWO_LETTERS.search(text)]
+
+
 def _dropped_lines(laid: LaidOutPdf, doc: Any, body: list[Block], ref_size: float) -> list[Block]:
     """Text blocks without two letters inside the reference columns (see ``reference_blocks``)."""
     out: list[Block] = []
@@ -162,9 +173,7 @@ def _dropped_lines(laid: LaidOutPdf, doc: Any, body: list[Block], ref_size: floa
         page_blocks = [b for b in body if b.page == pno]
         kept = laid.pages[pno - 1].blocks if pno - 1 < len(laid.pages) else []
         height = laid.pages[pno - 1].height if pno - 1 < len(laid.pages) else 792.0
-        for x0, y0, x1, y1, text, _, kind in doc[pno - 1].get_text("blocks", flags=TEXT_FLAGS):
-            if kind != 0 or not text.strip() or _TWO_LETTERS.search(text):
-                continue
+        for x0, y0, x1, y1, texts in _no_word_blocks(laid, doc, pno):
             if y0 < 0.08 * height or y1 > 0.92 * height:
                 continue  # page numbers and other margin text
             col = [b for b in page_blocks if b.x0 - 2 <= x0 and x1 <= b.x1 + 2]
@@ -172,7 +181,7 @@ def _dropped_lines(laid: LaidOutPdf, doc: Any, body: list[Block], ref_size: floa
                 continue
             if any(min(x1, b.x1) > max(x0, b.x0) + 1 and min(y1, b.y1) > max(y0, b.y0) + 1 for b in kept):
                 continue  # already there
-            rows = [t for t in text.splitlines() if t.strip()]
+            rows = [t for t in texts if t.strip()]
             h = (y1 - y0) / max(len(rows), 1)
             lines = [Line(t, (x0, y0 + i * h, x1, y0 + (i + 1) * h), ref_size, False, "") for i, t in enumerate(rows)]
             out.append(Block(page=pno, bbox=(x0, y0, x1, y1), lines=lines, size=ref_size, bold=False, font=""))
@@ -397,6 +406,7 @@ _PARTICLES = {"van", "von", "de", "der", "den", "da", "dos", "di", "du", "le", "
 _NAME_MARKS = re.compile(r"[*†‡§¶`´¨˜ˆˇ¸]")  # affiliation marks ("Savva*"), TeX accents set apart ("Konečn`y")
 
 
+@lru_cache(maxsize=1 << 16)  # the same tokens recur in every author list (a third of the parse time)
 def _is_name_token(tok: str) -> bool:
     tok = _NAME_MARKS.sub("", tok)
     t = tok.strip(",.;")
@@ -411,6 +421,7 @@ def _is_name_token(tok: str) -> bool:
     return not t.isupper() or len(t) <= 3
 
 
+@lru_cache(maxsize=1 << 16)
 def _name_like(piece: str, max_tokens: int = 5) -> bool:
     toks = piece.split()
     return 0 < len(toks) <= max_tokens and all(_is_name_token(t) for t in toks)

@@ -128,6 +128,9 @@ class LaidOutPdf:
     body_size: float
     body_font: str
     n_dropped: dict[str, int] = field(default_factory=dict)  # what was removed as noise, by kind
+    # blocks without two letters dropped as figure noise, by page: a reference list's continuation lines
+    # ("1735-1780.", "(5786):504-507, 2006.") are such blocks, and the reference step puts them back
+    no_word_blocks: dict[int, list[Block]] = field(default_factory=dict)
 
     @property
     def n_pages(self) -> int:
@@ -400,7 +403,8 @@ def _margin_key(text: str) -> str:
     return re.sub(r"\d+", "#", " ".join(text.lower().split()))
 
 
-def _drop_margins(pages: list[tuple[int, float, list[Block]]], n_dropped: Counter) -> None:
+def _drop_margins(pages: list[tuple[int, float, list[Block]]], n_dropped: Counter,
+                  no_words: dict[int, list[Block]] | None = None) -> None:
     """Remove page numbers and text repeated in the top/bottom margin of several pages (in place).
 
     Margin = top/bottom 10% of the page (13% for a bare page number: LNCS prints it inside the
@@ -427,6 +431,8 @@ def _drop_margins(pages: list[tuple[int, float, list[Block]]], n_dropped: Counte
                 n_dropped["arxiv_stamp"] += 1
             elif not _TWO_LETTERS.search(text):
                 n_dropped["no_words"] += 1  # axis ticks and other figure-internal numbers
+                if no_words is not None:
+                    no_words.setdefault(pno, []).append(b)
             else:
                 keep.append(b)
         pages[i] = (pno, height, keep)
@@ -487,14 +493,16 @@ def layout(doc: pymupdf.Document) -> LaidOutPdf:
             for key, n in b.stats[1].items():
                 fonts[key] = fonts.get(key, 0) + n
         raw_pages.append((pno, rect.height, blocks))
-    _drop_margins(raw_pages, n_dropped)
+    no_words: dict[int, list[Block]] = {}
+    _drop_margins(raw_pages, n_dropped, no_words)
     body_size = max(sizes, key=sizes.__getitem__) if sizes else 10.0  # first of equals, as Counter.most_common
     body_font = max(fonts, key=fonts.__getitem__) if fonts else ""
     pages = [PageLayout(number=pno, width=widths[pno], height=h,
                         blocks=_footnotes_last(order_blocks(blocks), h, body_size))
              for pno, h, blocks in raw_pages]
     _carry_footnotes(pages)
-    return LaidOutPdf(pages=pages, body_size=body_size, body_font=body_font, n_dropped=dict(n_dropped))
+    return LaidOutPdf(pages=pages, body_size=body_size, body_font=body_font, n_dropped=dict(n_dropped),
+                      no_word_blocks=no_words)
 
 
 def assign_kinds(laid: LaidOutPdf) -> None:

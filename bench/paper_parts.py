@@ -82,13 +82,15 @@ def run_version(warehouse: Path, folder: Path, queries: list[str], cache: Path) 
 
 
 # ---- labelling with this checkout's extraction ------------------------------------------------------
-def role_index(folder: Path) -> dict[str, list[tuple[str, str]]]:
-    """paper_id -> [(flattened text, role)] of every block of this checkout's extraction."""
+def role_index(folder: Path) -> dict[str, tuple[str, list[tuple[int, str]]]]:
+    """paper_id -> (the blocks' flattened texts joined by spaces, [(start offset, role)] of each block), from
+    this checkout's extraction."""
     from pipeline.library.pdf_folder import read_pdf
     from pipeline.sources.pdf.figures import find_figures
+    from pipeline.sources.pdf.references import reference_entries
     from pipeline.sources.pdf.text import assign_kinds, layout, open_pdf
 
-    out: dict[str, list[tuple[str, str]]] = {}
+    out: dict[str, tuple[str, list[tuple[int, str]]]] = {}
     for f in sorted(folder.glob("*.pdf")):
         data = f.read_bytes()
         pid = read_pdf(data, f.name).paper_id
@@ -96,19 +98,30 @@ def role_index(folder: Path) -> dict[str, list[tuple[str, str]]]:
         laid = layout(doc)
         find_figures(doc, laid)
         assign_kinds(laid)
+        reference_entries(laid, doc)  # the roles as fulltext leaves them
         doc.close()
-        out[pid] = [(_flat(b.text), b.role) for b in laid.blocks()]
+        parts, spans, pos = [], [], 0
+        for b in laid.blocks():
+            t = _flat(b.text)
+            if not t:
+                continue
+            spans.append((pos, b.role))
+            parts.append(t)
+            pos += len(t) + 1
+        out[pid] = (" ".join(parts), spans)
     return out
 
 
-def label(passage: dict, index: dict[str, list[tuple[str, str]]]) -> str:
+def label(passage: dict, index: dict[str, tuple[str, list[tuple[int, str]]]]) -> str:
+    """The role of the block the passage starts in (found by its first 50 characters in the paper's text)."""
     if (passage["chunk_id"] or "").endswith("#abs"):
         return "abstract"
-    head = _flat(passage["passage"])[:60]
-    for text, role in index.get(passage["paper_id"], []):
-        if head and (head in text or (len(text) > 20 and head.startswith(text[:60]))):
-            return role
-    return "unknown"
+    full, spans = index.get(passage["paper_id"], ("", []))
+    head = _flat(passage["passage"])[:50]
+    at = full.find(head) if head else -1
+    if at < 0:
+        return "unknown"
+    return [role for start, role in spans if start <= at][-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     spec.loader.exec_module(truth_mod)
     truth = {tuple(e) for e in truth_mod.TRUE_EDGES}
     tmp = Path(tempfile.mkdtemp(prefix="bench-paper-parts-"))
+    results: dict[str, dict] = {}
     cache = tmp / "vectors"
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
     print("| PDFs | code | best passages shown | references | front matter | abstract | body-like | unknown | edges among them (recall, false) | build s |")
@@ -145,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                                   str(folder), json.dumps(queries), str(cache)],
                                  cwd=code, env=env, capture_output=True, text=True, check=True)
             res = json.loads(out.stdout.strip().splitlines()[-1])
+            results[f"{set_name}-{version}"] = res
             roles = [label(p, index) for p in res["shown"]]
             n = len(roles)
             count = {r: roles.count(r) for r in set(roles)}
@@ -156,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             bad = [p for p, r in zip(res["shown"], roles) if r in ("references", "front")]
             for p in bad[:3]:
                 print(f"    e.g. {version}: {p['query']!r} -> {p['paper_id']}: {p['passage'][:90]!r}")
-    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    out_dir = REPO / "bench" / "out"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "paper_parts.json").write_text(json.dumps(results, indent=1))
+    print(f"load average {os.getloadavg()[0]:.2f} at the end; every shown passage: {out_dir / 'paper_parts.json'}")
     return 0
 
 

@@ -181,7 +181,10 @@ def graph(
     pl = s["powerlaw"]
     fit = (f"power law xmin={pl['xmin']:g} alpha={pl['alpha']:.3f} KS D={pl['ks_d']:.3f} "
            f"vs lognormal R={pl['loglikelihood_ratio']:.2f} p={pl['p_value']:.3g}") if pl["status"] == "ok" else f"power law: {pl['status']} (weights 1)"
-    typer.echo(f"graph: {s['works']} works, {s['citations']} citations, {s['corpus_papers']} corpus papers -> "
+    pdf = s.get("pdf_citations") or {}
+    from_pdfs = (f" ({pdf.get('edges', 0)} from {pdf.get('references', 0)} PDF references, "
+                 f"{pdf.get('corpus_edges', 0)} between corpus papers)") if pdf.get("references") else ""
+    typer.echo(f"graph: {s['works']} works, {s['citations']} citations{from_pdfs}, {s['corpus_papers']} corpus papers -> "
                f"{s['metrics']} metrics, {s['related']} related; {fit}; run {s['run_id']}")
 
 

@@ -523,7 +523,8 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
                 task = progress.add_task("full text", total=len(ids))
                 for k, batch in enumerate(batches):
                     s = fetch_extract_batch(settings, batch, f"{stamp}-{os.getpid()}-{k:05d}", replay=replay, targets=targets)
-                    for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks", "figures"):
+                    for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks", "figures",
+                                "references"):
                         totals[key] = totals.get(key, 0) + s[key]
                     progress.advance(task, len(batch))
             merged = merge_fulltext(settings, wh=wh, run_id=run.run_id)
@@ -566,7 +567,8 @@ def summary_line(s: dict) -> str:
     """One line for the CLI: counts in, out, rejected."""
     m = s.get("merge", {})
     return (f"fulltext: {s.get('papers', 0)} papers in, {s.get('extracted', 0)} extracted "
-            f"({s.get('pages', 0)} pages, {s.get('chunks', 0)} chunks, {s.get('figures', 0)} figures), "
+            f"({s.get('pages', 0)} pages, {s.get('chunks', 0)} chunks, {s.get('figures', 0)} figures, "
+            f"{s.get('references', 0)} references), "
             f"{s.get('rejected', 0)} rejected, {s.get('retry_later', 0)} to retry next run; "
             f"{m.get('papers_changed', 0)} papers changed in the warehouse [{s.get('seconds', 0)}s]")
 

@@ -220,9 +220,10 @@ def link_references(con, run_id: str | None = None) -> dict:
     (detail 'pdf') and ``citations`` (source 'pdf'). Runs inside the caller's transaction."""
     import pyarrow as pa
 
-    index, work_of = _targets(con)
     refs = con.execute("SELECT reference_id, paper_id, arxiv_id, doi, title, year, raw FROM paper_references "
                        "ORDER BY paper_id, ordinal").fetchall()
+    # no PDF references (a graph from S2 or a collection alone, at any scale): nothing to index over the works
+    index, work_of = _targets(con) if refs else (TargetIndex(), {})
     links: dict[str, list] = {k: [] for k in ("reference_id", "paper_id", "citing_work_id", "cited_work_id",
                                                   "cited_paper_id", "method", "score", "run_id")}
     own: dict[str, tuple] = {}  # work_id -> (arxiv_id, doi, title, year) of unmatched references' works

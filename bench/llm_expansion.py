@@ -43,6 +43,8 @@ def topics(name: str, every: int, max_chars: int) -> tuple[dict[str, str], dict,
     from pipeline.evaluation.evaluate import clip_queries, load_topics
 
     folder, qry, rel, _ = COLLECTIONS[name]
+    if qry is None or rel is None:
+        raise SystemExit(f"{name} has no queries and judgements: choose cisi or cranfield")
     queries, qrels, _ = load_topics(DATA / "collections" / folder / qry, DATA / "collections" / folder / rel)
     queries, _ = clip_queries(queries, max_chars)
     picked = dict(list(queries.items())[::every])

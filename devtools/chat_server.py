@@ -15,7 +15,8 @@ same messages, the same answer), one generation at a time, ``max_tokens`` capped
 ``finish_reason`` "length" when the answer was cut there. Every answer is recorded in
 :attr:`ChatServer.served` (messages, content, seconds). ``GET /v1/models`` lists the model. ``delay_s``
 sleeps before every answer: a model slower than the client's timeout, for the fallback tests.
-``answers``: answers generated ahead in batches (:meth:`ChatModel.complete_many`, several times the
+``remember``: a generated answer is kept and given again for the same request (greedy decoding would
+write it again), so tests that ask twice pay once. ``answers``: answers generated ahead in batches (:meth:`ChatModel.complete_many`, several times the
 throughput of single requests on a CPU), served for the requests they were generated for; the benchmark
 (``bench/llm_expansion.py``) uses them. Not a production server: loopback, no authentication, no streaming.
 """
@@ -139,11 +140,13 @@ class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, model: ChatModel, host: str = "127.0.0.1", port: int = 0, max_tokens: int = 64,
-                 delay_s: float = 0.0, answers: dict[str, tuple[Completion, float]] | None = None):
+                 delay_s: float = 0.0, answers: dict[str, tuple[Completion, float]] | None = None,
+                 remember: bool = False):
         super().__init__((host, port), _Handler)
-        self.chat_model, self.max_tokens, self.delay_s = model, max_tokens, delay_s
+        self.chat_model, self.max_tokens, self.delay_s, self.remember = model, max_tokens, delay_s, remember
         self.answers = answers or {}  # request_key -> (completion, seconds): generated ahead, in batches
         self.served: list[Served] = []
+        self.closing = threading.Event()  # set when the server stops: a delayed answer is not generated then
 
     @property
     def base_url(self) -> str:
@@ -151,17 +154,20 @@ class ChatServer(ThreadingHTTPServer):
         return f"http://{host!s}:{port}/v1"
 
     def answer(self, body: dict) -> dict:
-        if self.delay_s:
-            time.sleep(self.delay_s)
+        if self.delay_s and self.closing.wait(self.delay_s):
+            raise RuntimeError("the server is stopping")
         asked = body.get("max_tokens") or body.get("max_completion_tokens") or self.max_tokens
         max_tokens = max(1, min(int(asked), self.max_tokens))
-        ahead = self.answers.get(request_key(body["messages"], max_tokens))
+        key = request_key(body["messages"], max_tokens)
+        ahead = self.answers.get(key)
         if ahead is not None:
             c, seconds = ahead
         else:
             t0 = time.perf_counter()
             c = self.chat_model.complete(body["messages"], max_tokens)
             seconds = time.perf_counter() - t0
+            if self.remember:
+                self.answers[key] = (c, seconds)
         self.served.append(Served(body["messages"], c.text, seconds, c.completion_tokens, ahead is not None))
         log.info("answered in %.2f s (%d tokens)%s", seconds, c.completion_tokens, " ahead" if ahead else "")
         return {
@@ -182,11 +188,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (its timeout)
+            log.info("the client left before the answer")
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if self.path.rstrip("/") == "/v1/models":
@@ -208,26 +217,25 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             payload = self.server.answer(body)
-        except Exception as exc:  # the model failed: an error answer, the server goes on
-            log.exception("generation failed")
+        except Exception as exc:  # the model failed, or the server is stopping: an error answer
+            log.info("no answer: %s: %s", type(exc).__name__, exc)
             self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
             return
-        try:
-            self._send(200, payload)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (its timeout)
-            log.info("the client left before the answer")
+        self._send(200, payload)
 
 
 @contextmanager
 def serving(model: ChatModel, host: str = "127.0.0.1", port: int = 0, max_tokens: int = 64,
-            delay_s: float = 0.0, answers: dict[str, tuple[Completion, float]] | None = None) -> Iterator[ChatServer]:
+            delay_s: float = 0.0, answers: dict[str, tuple[Completion, float]] | None = None,
+            remember: bool = False) -> Iterator[ChatServer]:
     """``model`` served on ``host:port`` (0: a free port) in a thread until the block ends."""
-    server = ChatServer(model, host, port, max_tokens, delay_s, answers)
+    server = ChatServer(model, host, port, max_tokens, delay_s, answers, remember)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        server.closing.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)

@@ -108,6 +108,7 @@ def bench_collection(name: str, args, model) -> dict:
         settings = base.model_copy(update={"llm_base_url": server.base_url, "llm_model": "smollm2", "llm_timeout_s": 600.0})
         snap = open_snapshot(settings)
         searcher = Searcher(snap, settings)
+        searcher.search(next(iter(queries.values())), k=10, expand="off")  # warm: the encoder loads, the snapshot opens
         for mode in MODES:
             ranked[mode], pq, secs = run_mode(searcher, queries, mode)
             rows[mode] = {**score_run(qrels, ranked_run(ranked[mode])), "s_per_query": round(secs / len(queries), 3)}
@@ -145,7 +146,8 @@ def bench_collection(name: str, args, model) -> dict:
         "fallback_notes": sorted({p["notes"][0] for p in fell_back if p["notes"]}),
         "subqueries_mean": round(statistics.mean(n_subs), 2) if n_subs else 0.0, "rows_on_llm_queries": subset,
         "load": {"before_generation": load_before, "after": load_after},
-        "answers": [{"qid": p["qid"], "query": queries[p["qid"]], "answer": s.content, "expand": p["expand"],
+        "answers": [{"qid": p["qid"], "query": queries[p["qid"]], "answer": s.content, "finish_reason": s.finish_reason,
+                     "tokens": s.completion_tokens, "expand": p["expand"],
                      "queries": p["queries"], "notes": p["notes"]} for p, s in zip(llm, served)],
     }
 

@@ -58,6 +58,7 @@ class Served:
     content: str
     seconds: float
     completion_tokens: int
+    finish_reason: str
     ahead: bool = False  # answered from the answers generated ahead (seconds: that generation's share)
 
 
@@ -168,7 +169,7 @@ class ChatServer(ThreadingHTTPServer):
             seconds = time.perf_counter() - t0
             if self.remember:
                 self.answers[key] = (c, seconds)
-        self.served.append(Served(body["messages"], c.text, seconds, c.completion_tokens, ahead is not None))
+        self.served.append(Served(body["messages"], c.text, seconds, c.completion_tokens, c.finish_reason, ahead is not None))
         log.info("answered in %.2f s (%d tokens)%s", seconds, c.completion_tokens, " ahead" if ahead else "")
         return {
             "id": f"chatcmpl-{len(self.served)}", "object": "chat.completion", "created": int(time.time()),

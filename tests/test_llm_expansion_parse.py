@@ -101,6 +101,10 @@ def test_at_most_n():
     ("### Search queries:", None),
     ("Sure! Here are three search queries for your topic", None),
     ("I hope these help.", None),
+    ("The above queries are designed to provide a comprehensive and detailed description of the systems.", None),
+    ("Search: library services delivered to the home", "library services delivered to the home"),
+    ("Search engines for scientific literature", "Search engines for scientific literature"),
+    ("Please note that the above queries are technical and not available in the default search engine.", None),
     ("1.1.1.1.1", None),
     ("", None),
     ("Q-learning for robot control", "Q-learning for robot control"),  # not a label

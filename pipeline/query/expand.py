@@ -164,13 +164,14 @@ class PRFExpander:
 # and the usual habits of larger models): reasoning blocks, list markers, Markdown, labels, quotes and chatter.
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)  # reasoning models' thoughts (Ollama's qwen3, deepseek-r1)
 _MARKER = re.compile(r"^\s*(?:(?:[-*+>\u2022\u2013\u2014]|#+)\s+|\(?\d+(?:\.\d+)*[.):]\s*|\(?[a-z]\)\s*)")
-_LABEL = re.compile(r"^(?:(?:sub-?|search |alternative |rewritten )?query\s*\d*|q\d+)(?:\s*[:.)]|\s+[-\u2013\u2014]\s)\s*", re.I)
+_LABEL = re.compile(r"^(?:(?:sub-?|search |alternative |rewritten )?query\s*\d*|q\d+|search)(?:\s*[:.)]|\s+[-\u2013\u2014]\s)\s*", re.I)
 _QUOTED = re.compile(r'^["\u201c\u201e\'`]+(.+?)["\u201d\'`]+(?=\W|$)')
 _EMPHASIS = re.compile(r"\*\*|__|`")
 _BOLD_TERM = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)\s*[:\-\u2013\u2014]\s+\S")  # "**term**: what it means"
 _CHATTER = re.compile(
     r"^(?:sure|certainly|of course|okay|ok|great|absolutely|here (?:are|is)|below (?:are|is)|these (?:queries|are)|"
-    r"this (?:query|search)|i hope|i've|i have|i can|note|let me know|feel free|hope this)\b", re.I)
+    r"this (?:query|search)|(?:the )?(?:above|following)|i hope|i've|i have|i can|note|please|let me know|feel free|"
+    r"hope this)\b", re.I)
 #: the longest line taken as a sub-query: longer lines are prose, not queries (an answer to the question, say)
 SUBQUERY_MAX_WORDS = 32
 

@@ -14,6 +14,9 @@ OpenAI-compatible endpoint on loopback. For each collection, in ``--workdir``: t
 3. ``--single N``: the first N queries again through the live path with nothing generated ahead: the
    generation time per query a user of this model on this CPU would wait (single requests, one thread).
 
+One more row is composed from those runs, no search of its own: the llm ranking where the model's answer
+gave sub-queries and the rm3 ranking where it did not (what rm3 as the fallback would give).
+
 Writes bench/out/llm_expansion.json (per query: the model's answer, the sub-queries, fallback notes) and a
 Markdown table. ``--every K`` evaluates every K-th judged query (the same subset for every row).
 
@@ -132,10 +135,14 @@ def bench_collection(name: str, args, model) -> dict:
     fell_back = [p for p in llm if p["expand"] != "llm"]
     n_subs = [len(p["queries"]) - 1 for p in llm if p["expand"] == "llm"]
     # every row again on the queries whose answers gave sub-queries (the others fell back to PRF)
-    used = [p["qid"] for p in llm if p["expand"] == "llm"]
+    used = {p["qid"] for p in llm if p["expand"] == "llm"}
     subset = {mode: score_run({q: qrels[q] for q in used}, ranked_run({q: ranked[mode][q] for q in used}))
               for mode in MODES} if used else {}
     assert len(served) == len(queries), "one LLM request per llm search"
+    # what-if, composed from the runs above (no search of its own): the llm ranking where the model's answer gave
+    # sub-queries, the rm3 ranking where it fell back (the searcher falls back to prf, not rm3)
+    composed = {q: ranked["llm"][q] if q in used else ranked["rm3"][q] for q in queries}
+    rows["llm, rm3 where it fell back (composed)"] = score_run(qrels, ranked_run(composed))
     return {
         "collection": name, "queries": len(queries), "every": args.every, "build_s": build_times,
         "rows": rows, "generation": {"batch": args.batch, "total_s": round(gen_s, 1),

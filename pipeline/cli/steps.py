@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -11,6 +10,7 @@ import typer
 
 from pipeline.errors import UserError
 
+from pipeline.cli.console import echo, short, width
 from pipeline.cli.root import app, get_settings, split_categories
 
 PANEL = "Pipeline steps"
@@ -32,9 +32,9 @@ def harvest(
     try:
         summary = run_harvest(settings, from_date=from_date, until_date=until_date, replay=replay)
     except StepFailed as exc:
-        typer.echo(f"paperkb: harvest stopped: {exc}", err=True)
+        echo(f"paperkb: harvest stopped: {exc}", err=True)
         raise typer.Exit(1)
-    typer.echo(summary_line(summary))
+    echo(summary_line(summary))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -50,9 +50,9 @@ def lookup(
     try:
         summary = run_lookup(settings, ids)
     except StepFailed as exc:
-        typer.echo(f"paperkb: lookup stopped: {exc}", err=True)
+        echo(f"paperkb: lookup stopped: {exc}", err=True)
         raise typer.Exit(1)
-    typer.echo(summary_line(summary))
+    echo(summary_line(summary))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -75,9 +75,9 @@ def enrich(
     try:
         summary = run_enrich(settings, replay=replay, limit=limit)
     except StepFailed as exc:  # everything fetched is loaded and kept; the watermark did not move
-        print(f"paperkb: enrich stopped: {exc}", file=sys.stderr)
+        echo(f"paperkb: enrich stopped: {exc}", err=True)
         raise typer.Exit(1)
-    typer.echo(one_line(summary))
+    echo(one_line(summary))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -90,7 +90,7 @@ def fulltext(
     from pipeline.steps.fulltext import run_fulltext, summary_line
 
     settings = get_settings(ctx)
-    typer.echo(summary_line(run_fulltext(settings, replay=replay, batch_size=batch_size)))
+    echo(summary_line(run_fulltext(settings, replay=replay, batch_size=batch_size)))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -109,12 +109,12 @@ def extract(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=1))
         return
-    typer.echo(f"{pdf.name}: {result.n_pages} pages, {len(result.body)} chars, {len(result.sections)} sections, "
-               f"{len(result.chunks)} chunks, {len(result.figures)} figures, abstract {'found' if result.abstract else 'not found'}")
+    echo(f"{pdf.name}: {result.n_pages} pages, {len(result.body)} chars, {len(result.sections)} sections, "
+         f"{len(result.chunks)} chunks, {len(result.figures)} figures, abstract {'found' if result.abstract else 'not found'}")
     for s in result.sections:
-        typer.echo(f"  p{s['page']:<3} {s['title']}")
+        echo(f"  p{s['page']:<3} {s['title']}", indent=" " * 7)
     for f in result.figures:
-        typer.echo(f"  p{f.page:<3} {f.text[:110]}")
+        echo(f"  p{f.page:<3} {short(f.text, 2 * (width() - 8))}", indent=" " * 7)
 
 
 @app.command(rich_help_panel=PANEL)
@@ -134,7 +134,7 @@ def graph(
     pdf = s.get("pdf_citations") or {}
     from_pdfs = (f" ({pdf.get('edges', 0)} from {pdf.get('references', 0)} PDF references, "
                  f"{pdf.get('corpus_edges', 0)} between corpus papers)") if pdf.get("references") else ""
-    typer.echo(f"graph: {s['works']} works, {s['citations']} citations{from_pdfs}, {s['corpus_papers']} corpus papers -> "
+    echo(f"graph: {s['works']} works, {s['citations']} citations{from_pdfs}, {s['corpus_papers']} corpus papers -> "
                f"{s['metrics']} metrics, {s['related']} related; {fit}; run {s['run_id']}")
 
 
@@ -155,7 +155,7 @@ def embed(
                             embed_device=device, embed_backend=backend, embed_precision=precision)
     s = run_embed(settings)
     ch = s["changes"]
-    typer.echo(f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; "
+    echo(f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; "
                f"{s['encoded']} texts encoded with {s['model']} ({s['dim']}-d, {s.get('runtime', 'torch-fp32')}); "
                f"rows written {sum(c['inserted'] + c['updated'] for c in ch.values())}, "
                f"deleted {sum(c['deleted'] for c in ch.values())}; 0 rejected; {s['seconds']}s")
@@ -169,7 +169,7 @@ def publish(ctx: typer.Context) -> None:
     settings = get_settings(ctx)
     s = run_publish(settings)
     c = s["counts"]
-    typer.echo(f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
+    echo(f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
                f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
                f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
                + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items())
@@ -194,12 +194,12 @@ def refresh(
 
     def show(step: str, summary: dict, seconds: float) -> None:
         n = STEP_ORDER.index(step) + 1
-        print(f"[{n}/{len(STEP_ORDER)}] {step} ({seconds:.1f}s): {one_line(summary)}", flush=True)
+        echo(f"[{n}/{len(STEP_ORDER)}] {step} ({seconds:.1f}s): {one_line(summary)}", indent="      ")
 
     result = run_refresh(settings, from_date=start, until_date=end, replay=replay, on_step=show)
     total = sum(result["seconds"].values())
     if result.get("not_published"):  # an empty source: a warning, exit 0, CURRENT untouched
-        print(f"paperkb: warning: {result['not_published']}", file=sys.stderr)
-        print(f"refresh: done in {total:.1f}s; nothing published")
+        echo(f"paperkb: warning: {result['not_published']}", err=True)
+        echo(f"refresh: done in {total:.1f}s; nothing published")
         return
-    print(f"refresh: done in {total:.1f}s; published snapshot {result.get('snapshot_id')}")
+    echo(f"refresh: done in {total:.1f}s; published snapshot {result.get('snapshot_id')}")

@@ -36,6 +36,7 @@ from pipeline.embedding.chunking import Segment, chunk_records, content_hash
 from pipeline.sources.pdf.figures import FigureLegend, find_figures
 from pipeline.sources.pdf.references import RefString, parse_reference, reference_entries
 from pipeline.sources.pdf.text import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
+from pipeline import progress
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
@@ -518,15 +519,13 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
             targets = {} if replay else _targets(wh.con, ids, settings)
             totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches)}
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-            progress = _progress(len(ids))
-            with progress:
-                task = progress.add_task("full text", total=len(ids))
+            with progress.task("fulltext: PDFs", total=len(ids), unit="papers") as bar:
                 for k, batch in enumerate(batches):
                     s = fetch_extract_batch(settings, batch, f"{stamp}-{os.getpid()}-{k:05d}", replay=replay, targets=targets)
                     for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks", "figures",
                                 "references"):
                         totals[key] = totals.get(key, 0) + s[key]
-                    progress.advance(task, len(batch))
+                    bar.advance(len(batch))
             merged = merge_fulltext(settings, wh=wh, run_id=run.run_id)
             totals["merge"] = merged
             run.count("in", len(ids))
@@ -539,15 +538,6 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
              len(ids), totals.get("extracted", 0), totals.get("chunks", 0), totals.get("figures", 0),
              totals.get("rejected", 0), totals.get("retry_later", 0), merged["papers_changed"])
     return totals
-
-
-def _progress(total: int):
-    import sys
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    disable=not sys.stderr.isatty() or total == 0)
 
 
 def extract_file(settings: Settings, path: Path | str, paper_id: str | None = None) -> Extraction:

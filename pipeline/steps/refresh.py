@@ -18,6 +18,7 @@ import time
 from datetime import date
 from typing import Any, Callable
 
+from pipeline import progress
 from pipeline.settings import Settings
 from pipeline.writer_lock import writes
 
@@ -60,7 +61,11 @@ def run_refresh(
     def _fulltext() -> dict:
         plan = fulltext.plan_fulltext_batches(settings, replay=replay)
         batches = plan["download"] + plan["in_raw"]
-        parts = [fulltext.fetch_extract_batch(settings, b["paper_ids"], b["part"], replay=replay) for b in batches]
+        parts = []
+        with progress.task("fulltext: PDFs", total=sum(len(b["paper_ids"]) for b in batches), unit="papers") as bar:
+            for b in batches:
+                parts.append(fulltext.fetch_extract_batch(settings, b["paper_ids"], b["part"], replay=replay))
+                bar.advance(len(b["paper_ids"]))
         merged = fulltext.merge_fulltext(settings)
         return {"batches": len(batches), "batch_summaries": parts, "merge": merged}
 

@@ -19,7 +19,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Callable, Iterator, TextIO
 
 FORMATS = ("table", "csv", "json")
 MAX_ROWS = 40  # rows of a table before DuckDB's renderer elides the middle ones (the DuckDB CLI's default)
@@ -101,8 +101,10 @@ def _csv_cell(value) -> str:
 
 # ---- the interactive shell ----------------------------------------------------------------------------
 def shell(con, *, fmt: str = "table", width: Callable[[], int] = lambda: 80, read: Callable[[str], str] = input,
-          out: TextIO = sys.stdout, err: TextIO = sys.stderr, max_rows: int = MAX_ROWS) -> None:
-    """Read statements until ``.quit`` or end of input; run each when its ``;`` comes."""
+          out: TextIO = sys.stdout, err: TextIO = sys.stderr, max_rows: int = MAX_ROWS,
+          remember: Callable[[str], None] = lambda entry: None) -> None:
+    """Read statements until ``.quit`` or end of input; run each when its ``;`` comes. ``remember`` gets
+    each statement (its lines joined) and each dot command: the history."""
     buffer: list[str] = []
     while True:
         try:
@@ -115,6 +117,7 @@ def shell(con, *, fmt: str = "table", width: Callable[[], int] = lambda: 80, rea
             buffer = []
             continue
         if not buffer and line.strip().startswith("."):
+            remember(line.strip())
             if not _dot_command(con, line.strip(), out, err, width(), max_rows):
                 return
             continue
@@ -125,6 +128,7 @@ def shell(con, *, fmt: str = "table", width: Callable[[], int] = lambda: 80, rea
         if not text.rstrip().endswith(";"):
             continue
         buffer = []
+        remember(" ".join(x.strip() for x in text.splitlines() if x.strip()))
         try:
             run_script(con, text, out, fmt, width(), max_rows)
         except SqlError as exc:
@@ -176,19 +180,21 @@ def _columns(names: list[str], width: int) -> str:
 
 
 @contextlib.contextmanager
-def history(path: Path = HISTORY):
-    """Line editing and a history file for the shell, where the platform has readline."""
+def history(path: Path = HISTORY) -> Iterator[Callable[[str], None]]:
+    """Line editing and a history file for the shell, where the platform has readline; yields the
+    ``remember`` of :func:`shell` (a statement typed over several lines is one entry)."""
     try:
         import readline
-    except ImportError:  # Windows without pyreadline: plain input()
-        yield
+    except ImportError:  # Windows without pyreadline: plain input(), no history
+        yield lambda entry: None
         return
     file = path.expanduser()
     with contextlib.suppress(OSError):
         readline.read_history_file(file)
     readline.set_history_length(1000)
+    readline.set_auto_history(False)
     try:
-        yield
+        yield readline.add_history
     finally:
         with contextlib.suppress(OSError):
             readline.write_history_file(file)

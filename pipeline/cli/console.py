@@ -103,14 +103,15 @@ class RichReporter:
     """One rich progress bar on stderr while a task runs (transient: the step's summary line takes its
     place). rich is imported when the first task starts, so commands without one never load it."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
+        self._console = console  # a rich Console (default: stderr's)
         self._progress: Any = None
         self._ids: dict[int, int] = {}
         self._open = 0
 
     def start(self, task: progress.Task) -> None:
         if self._progress is None:
-            self._progress = _rich_progress()
+            self._progress = _rich_progress(self._console)
         if self._open == 0:
             self._progress.start()
         self._open += 1
@@ -139,11 +140,11 @@ def _count(task: progress.Task) -> str:
     return f"{task.completed:,} {task.unit}".rstrip() if task.completed else ""
 
 
-def _rich_progress():
+def _rich_progress(console: Any = None):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Column
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis")),
                     BarColumn(bar_width=20), TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TimeRemainingColumn(compact=True),
-                    console=Console(stderr=True), transient=True)
+                    console=console or Console(stderr=True), transient=True)

@@ -223,13 +223,13 @@ def sql_cmd(
     else:
         from pipeline.query import open_snapshot
 
-        snap = open_snapshot(settings, snapshot, need_fts=False)  # pinned while the SQL runs
+        snap = open_snapshot(settings, snapshot, need_fts=False, who="paperkb sql")  # pinned while the SQL runs
         con, what = snap.catalog(), f"snapshot {snap.snapshot_id}"
     try:
         if query is None:
             print(f"paperkb sql: {what}, read-only; statements end with ';'; .help, .quit")
-            with sql_shell.history():
-                sql_shell.shell(con, fmt=fmt, width=width, max_rows=max_rows)
+            with sql_shell.history() as remember:
+                sql_shell.shell(con, fmt=fmt, width=width, max_rows=max_rows, remember=remember)
             return
         if not query.strip():
             raise UserError("no SQL given")

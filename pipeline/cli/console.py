@@ -6,7 +6,8 @@
   and the steps' progress (:mod:`pipeline.progress`) shown as one rich bar when stderr is a terminal,
   as a plain line every 30 seconds otherwise (a pipe, a log file, an Airflow BashOperator).
 - :func:`echo` prints human lines wrapped to the terminal's width (80 when piped, or ``COLUMNS``),
-  continuation lines indented; documents (JSON, CSV, BibTeX, ...) are printed as they are, elsewhere.
+  continuation lines indented; documents (JSON, CSV, BibTeX, ...) are printed as they are, elsewhere, and
+  so are the one-line warnings and errors on stderr.
 """
 
 from __future__ import annotations
@@ -31,16 +32,32 @@ def configure(verbose: bool) -> None:
         # follows its logger, which stays at WARNING
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    root = logging.getLogger()
-    for h in list(root.handlers):
-        root.removeHandler(h)
+    restore()
+    root, warns = logging.getLogger(), logging.getLogger("py.warnings")
+    _saved.update(level=root.level, warnings_level=warns.level)
     handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _OneLine())
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     logging.captureWarnings(True)  # libraries' warnings.warn: a log record like the others ...
-    logging.getLogger("py.warnings").setLevel(logging.WARNING if verbose else logging.ERROR)  # ... shown with -v
+    warns.setLevel(logging.WARNING if verbose else logging.ERROR)  # ... shown with -v
     progress.install(RichReporter() if sys.stderr.isatty() else progress.LineReporter(_stderr_line, PIPE_INTERVAL_S))
+
+
+_saved: dict = {}
+
+
+def restore() -> None:
+    """Undo :func:`configure` (``pipeline.cli.main`` calls it when a command ends, so a program or a test
+    that runs commands in its own process keeps its logging)."""
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(h)
+    if _saved:
+        root.setLevel(_saved.pop("level"))
+        logging.getLogger("py.warnings").setLevel(_saved.pop("warnings_level"))
+        logging.captureWarnings(False)
+    progress.install(None)
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -95,8 +112,12 @@ def short(text: str | None, n: int) -> str:
 
 
 def echo(text: str = "", *, err: bool = False, indent: str | None = None) -> None:
-    """Print ``text`` wrapped to the terminal (:func:`wrap`) on stdout, or stderr with ``err``."""
-    print(wrap(text, width(), indent), file=sys.stderr if err else sys.stdout, flush=err)
+    """Print ``text`` wrapped to the terminal (:func:`wrap`) on stdout; with ``err``, as it is on stderr (a
+    warning or an error is one line, whatever its length: logs and tests read it whole)."""
+    if err:
+        print(text, file=sys.stderr, flush=True)
+        return
+    print(wrap(text, width(), indent))
 
 
 class RichReporter:

@@ -99,8 +99,8 @@ def match_library_cmd(
     if as_json:
         print(_json.dumps({"against": against, **report.to_dict()}, indent=1, ensure_ascii=False))
         return
-    echo(f"match-library {library.name} ({report.format}, {report.entries} entries) against {against}: "
-         f"{len(report.matched)} matched, {len(report.unmatched)} unmatched")
+    echo(f"match-library {library.name} ({report.format}, {report.entries} entries): {len(report.matched)} matched, "
+         f"{len(report.unmatched)} unmatched; against {against}")
     for m in report.matched:
         echo(f"  matched   #{m.entry.index:<4} {m.entry.key or '-'} -> {m.paper_id} (by {m.by}) {m.title or ''}", indent=" " * 17)
     for u in report.unmatched:

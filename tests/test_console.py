@@ -164,8 +164,9 @@ def test_read_commands_fit_80_columns_and_keep_stderr_empty(cacm_cli, shared_dat
     assert res.stderr == "", res.stderr  # no INFO lines, no "Loading weights" or "Batches" bars
 
 
-def test_summaries_print_once_and_fit(shared_data, tmp_path):
-    """A step prints its summary once (no INFO line repeating it), wrapped to 80 columns; -v turns the logs on."""
+def test_summaries_print_once_and_fit(shared_data, tmp_path, request):
+    """A step prints its summary once (no INFO line repeating it), wrapped to 80 columns, and refresh one
+    summary per step; -v turns the logs on."""
     wh = tmp_path / "wh"
     res = _cli(wh, "import-collection", str(shared_data / "collections" / "cacm"))
     assert res.returncode == 0 and res.stderr == "", res.stderr
@@ -173,5 +174,13 @@ def test_summaries_print_once_and_fit(shared_data, tmp_path):
     graph = _cli(wh, "graph")
     assert graph.returncode == 0 and graph.stderr == "", graph.stderr
     assert graph.stdout.count("graph: ") == 1 and len(graph.stdout.splitlines()) >= 2 and _too_wide(graph.stdout) == []
+    cache = request.config.cache.mkdir("paperkb-vector-cache")  # CACM's vectors, as the fixtures encode them
+    refresh = _cli(wh, "refresh", "--replay", PAPERKB_EMBED_CACHE_DIR=str(cache))
+    assert refresh.returncode == 0 and refresh.stderr == "", refresh.stderr
+    steps = [line.split()[1] for line in refresh.stdout.splitlines() if line.startswith("[")]
+    assert steps == ["harvest", "enrich", "fulltext", "graph", "embed", "publish"] and _too_wide(refresh.stdout) == []
+    flat = " ".join(refresh.stdout.split())
+    assert "[4/6] graph" in flat and "3204 works, 2720 citations" in flat and "3204 passages, 3204 papers" in flat
+    assert refresh.stdout.splitlines()[-1].startswith("refresh: done in")
     verbose = _cli(wh, "-v", "import-collection", str(shared_data / "collections" / "cacm"))
     assert verbose.returncode == 0 and "INFO pipeline.sources.local_corpus: imported cacm" in verbose.stderr

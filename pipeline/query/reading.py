@@ -598,17 +598,21 @@ def author_profile(con, name: str, *, limit: int = 50) -> AuthorProfile:
 
 
 # ---- Connected Papers' prior and derivative works -------------------------------------------------
-def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int = 2) -> PriorDerivative:
+def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int = 2,
+                         exclude: list[str] | None = None) -> PriorDerivative:
     """For a set of papers (corpus paper ids or work ids: a paper and its connected papers), the works cited by
     the most of them (prior works) and the works citing the most of them (derivative works), each cited by /
-    citing at least ``min_count`` of the set; ties broken by citation count. Ids that match nothing are ignored."""
+    citing at least ``min_count`` of the set; ties broken by citation count. Ids that match nothing are ignored;
+    the papers of ``exclude`` (e.g. the paper whose neighbourhood it is) are left out of both lists."""
     limit, _ = _limit(limit, 0)
     clean = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i.strip()]
     # each given id -> its works (a corpus paper may have its S2 work and its own)
-    nodes = con.execute("""
+    works_of = """
         WITH given AS (SELECT unnest(?::VARCHAR[]) AS node)
         SELECT node, work_id FROM given JOIN works ON works.paper_id = given.node
-        UNION SELECT node, node FROM given WHERE node IN (SELECT work_id FROM works)""", [clean]).fetchall()
+        UNION SELECT node, node FROM given WHERE node IN (SELECT work_id FROM works)"""
+    nodes = con.execute(works_of, [clean]).fetchall()
+    left_out = [w for _, w in con.execute(works_of, [list(exclude or [])]).fetchall()]
     node_ids = [n for n, _ in nodes]
     work_ids = [w for _, w in nodes]
     found = len(set(node_ids))
@@ -620,8 +624,9 @@ def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int
                    max(coalesce(m.citation_count, 0)) AS cites
             FROM citations c JOIN g ON c.{near} = g.work_id
             LEFT JOIN paper_metrics m ON m.work_id = c.{far}
+            WHERE c.{far} NOT IN (SELECT unnest(?::VARCHAR[]))
             GROUP BY c.{far} HAVING count(DISTINCT g.node) >= ?
-            ORDER BY n DESC, cites DESC, work_id LIMIT ?""", [node_ids, work_ids, min_count, limit]).fetchall()]
+            ORDER BY n DESC, cites DESC, work_id LIMIT ?""", [node_ids, work_ids, left_out, min_count, limit]).fetchall()]
 
     in_set = set(work_ids)
 

@@ -522,7 +522,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
                          "`{id: [x, y]}` in [-1, 1] with the paper at the origin (similar papers close together); "
                          "`prior_works` and `derivative_works` (as Connected Papers lists them): the works cited by "
                          "the most of the drawn papers, and the works citing the most of them (`count`: how many, "
-                         "at least 2).",
+                         "at least 2; the paper itself is in neither list).",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def related(paper_id: PaperId, k: int = Query(20, ge=1, le=MAX_K),
                 prior_k: int = Query(10, ge=1, le=MAX_K, description="at most this many prior and derivative works"),
@@ -542,7 +542,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         ids = [r["paper_id"] or r["work_id"] for r in items]
         with catalog(cur) as con:  # authors and links for the hover cards; Connected Papers' two lists
             known = reading.cards(con, [cid, *[i for i in ids if i]])
-            around = reading.prior_and_derivative(con, [cid, *[i for i in ids if i]], limit=prior_k)
+            around = reading.prior_and_derivative(con, [cid, *[i for i in ids if i]], limit=prior_k, exclude=[cid])
         for r, i in zip(items, ids):
             card = known.get(i) if i else None
             r["authors"] = card.authors if card else []
@@ -680,6 +680,14 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     @app.get("/paper", include_in_schema=False)
     def paper_page() -> FileResponse:
         return FileResponse(STATIC / "paper.html")
+
+    @app.get("/author", include_in_schema=False)
+    def author_page() -> FileResponse:
+        return FileResponse(STATIC / "author.html")
+
+    @app.get("/papers", include_in_schema=False)
+    def papers_page() -> FileResponse:
+        return FileResponse(STATIC / "papers.html")
 
     @app.get("/recommend", include_in_schema=False)
     def recommend_page() -> FileResponse:

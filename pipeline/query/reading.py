@@ -321,10 +321,14 @@ _WORK_CARDS = """
     WITH ids AS (SELECT DISTINCT unnest(?::VARCHAR[]) AS work_id),
     a AS (SELECT work_id, list(name ORDER BY position) AS names FROM work_authors
           WHERE work_id IN (SELECT work_id FROM ids) AND name IS NOT NULL GROUP BY work_id),
-    m AS (SELECT work_id, citation_count FROM paper_metrics WHERE work_id IN (SELECT work_id FROM ids))
+    m AS (SELECT work_id, citation_count FROM paper_metrics WHERE work_id IN (SELECT work_id FROM ids)),
+    -- a work only PDF references name: the authors as one of them prints them
+    printed AS (SELECT l.cited_work_id AS work_id, min(r.authors) AS names
+                FROM reference_links l JOIN paper_references r USING (reference_id)
+                WHERE l.cited_work_id IN (SELECT work_id FROM ids) AND len(r.authors) > 0 GROUP BY 1)
     SELECT w.work_id, w.title, w.year, w.venue, CAST(coalesce(w.citation_count, m.citation_count) AS INTEGER),
-           w.doi, w.arxiv_id, w.open_access_pdf_url, a.names
-    FROM works w LEFT JOIN a USING (work_id) LEFT JOIN m USING (work_id)
+           w.doi, w.arxiv_id, w.open_access_pdf_url, coalesce(a.names, printed.names)
+    FROM works w LEFT JOIN a USING (work_id) LEFT JOIN m USING (work_id) LEFT JOIN printed USING (work_id)
     WHERE w.work_id IN (SELECT work_id FROM ids)"""
 
 

@@ -480,7 +480,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             return reading.list_papers(con, sort=sort, author=author, category=category, year_from=year_from,
                                        year_to=year_to, limit=limit, offset=offset)
 
-    @app.get("/api/authors/{name}", response_model=reading.AuthorProfile, summary="An author's papers, co-authors and years",
+    @app.get("/api/authors/{name:path}", response_model=reading.AuthorProfile, summary="An author's papers, co-authors and years",
              description="Names that differ only in case, accents, spacing and punctuation are one author "
                          "(`Perlis, A. J.` = `Perlis, A.J.`).", responses=_errors(400, 404, 422, 503))
     def author(name: Annotated[str, Path_(min_length=1, max_length=MAX_FILTER_VALUE, pattern=FILTER_LIST,

@@ -46,10 +46,11 @@ export function exportLinks(ids, label = "Export") {
 
 // ---- papers --------------------------------------------------------------------------------------
 export function authorHref(name) { return "/author?name=" + encodeURIComponent(name); }
-// Author names, each a link to the author's page; after `max` names, "+N more" (all names in its tooltip)
-export function authorLinks(names, max = 8) {
+// Author names, each a link to the author's page (`linked`: the paper is in the corpus, so its authors have
+// a page); after `max` names, "+N more" (all names in its tooltip)
+export function authorLinks(names, max = 8, linked = true) {
   const all = names || [];
-  const shown = all.slice(0, max).map((n) => `<a class="author" href="${authorHref(n)}">${esc(n)}</a>`).join(", ");
+  const shown = all.slice(0, max).map((n) => linked ? `<a class="author" href="${authorHref(n)}">${esc(n)}</a>` : esc(n)).join(", ");
   return all.length > max ? `${shown}, <span class="more" title="${esc(all.join(", "))}">+${all.length - max} more</span>` : shown;
 }
 const LINK_NAMES = [["arxiv", "arXiv", "the arXiv abstract page"], ["pdf", "PDF", "the PDF"], ["doi", "DOI", "the publisher's page (DOI)"],
@@ -67,7 +68,7 @@ export function paperHref(id) { return "/paper?id=" + encodeURIComponent(id); }
 export function paperItem(p, extra = "", afterTitle = "") {
   const title = p.title || p.raw || p.work_id || "(untitled)";
   const head = p.paper_id ? `<a class="title" href="${paperHref(p.paper_id)}">${esc(title)}</a>` : `<span class="title">${esc(title)}</span>`;
-  const meta = [p.authors && p.authors.length ? authorLinks(p.authors, 4) : "", p.year ? `<span class="year">${esc(p.year)}</span>` : "", p.venue ? `<i>${esc(p.venue)}</i>` : "",
+  const meta = [p.authors && p.authors.length ? authorLinks(p.authors, 4, !!p.paper_id) : "", p.year ? `<span class="year">${esc(p.year)}</span>` : "", p.venue ? `<i>${esc(p.venue)}</i>` : "",
     p.citation_count != null ? plural(p.citation_count, "citation") : ""].filter(Boolean).join(" · ");
   const printed = p.raw && !p.paper_id && p.method === "unmatched" ? `<div class="raw" title="as printed in the paper's references">${esc(p.raw)}</div>` : "";
   return `${head}${p.paper_id ? "" : ' <span class="outside" title="not in this corpus">not in corpus</span>'}${afterTitle ? " " + afterTitle : ""}

@@ -57,7 +57,7 @@ def show_lines(paper: dict[str, Any], facts: dict[str, Any], refs: list[dict], c
                figures: list[dict], metrics: dict[str, Any], cols: int) -> list[str]:
     """The ``paperkb show`` page of one paper."""
     out = _wrap(paper.get("title") or "(untitled)", cols)
-    head = [facts["paper_id"], str(paper.get("year") or ""), facts.get("venue") or "", facts.get("published") or ""]
+    head = [facts["paper_id"], facts.get("published") or str(paper.get("year") or ""), facts.get("venue") or ""]
     out.append(_clip(" · ".join(h for h in head if h), cols))
     out += _wrap(_authors([b["name"] for b in facts["bylines"]], 10 ** 6), cols)
     if facts.get("categories"):
@@ -121,12 +121,14 @@ def author_lines(profile: dict[str, Any], cols: int) -> list[str]:
     out.append(_clip(f"{profile['paper_count']} paper(s) · {_num(profile['citation_count'])} citations · "
                      f"h-index {profile['h_index']} · {span}", cols))
     if profile["years"]:
-        out += ["", "Papers by year"] + _wrap("  ".join(f"{y['year']}: {y['count']}" for y in profile["years"]), cols, "  ")
+        out += ["", "Papers by year"] + _wrap(", ".join(f"{y['year']}: {y['count']}" for y in profile["years"]), cols, "  ")
     co = profile["coauthors"]
     if co:
         out += ["", f"Co-authors: {len(co)}" + (f" (top {TOP} by shared papers)" if len(co) > TOP else "")]
-        out += [_clip(f"  {c['name']} ({c['count']})", cols) for c in co[:TOP]]
-    out += ["", f"Papers: {profile['paper_count']}" + (" (most cited first)" if profile["paper_count"] > 1 else "")]
+        out += ["  " + _clip(f"{c['name']} ({c['count']})", cols - 2) for c in co[:TOP]]
+    shown = len(profile["papers"])
+    out += ["", f"Papers: {profile['paper_count']}" + (f" (top {shown}, most cited first)" if shown < profile["paper_count"]
+                                                        else " (most cited first)" if shown > 1 else "")]
     for card in profile["papers"]:
         out += card_line(card, cols)
     return out

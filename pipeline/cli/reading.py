@@ -260,7 +260,7 @@ def show_cmd(
 ) -> None:
     """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections."""
     from pipeline.cli.paper_views import show_lines, width
-    from pipeline.query.reading import paper_detail
+    from pipeline.query.paper_detail import paper_detail
 
     snap, con = _catalog(ctx, snapshot)
     try:

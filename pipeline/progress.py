@@ -109,7 +109,7 @@ class LineReporter:
     def __init__(self, write: Callable[[str], None], interval_s: float = LOG_INTERVAL_S) -> None:
         self.write, self.interval_s = write, interval_s
         self._last: dict[int, float] = {}
-        self._shown: set[int] = set()
+        self._shown: dict[int, tuple] = {}  # task -> its state when its last line was written
         self._lock = threading.Lock()
 
     def start(self, task: Task) -> None:
@@ -122,16 +122,19 @@ class LineReporter:
             if now - self._last.get(id(task), now) < self.interval_s:
                 return
             self._last[id(task)] = now
-            self._shown.add(id(task))
+            self._shown[id(task)] = _state(task)
         self.write(task.line())
 
     def stop(self, task: Task) -> None:
         with self._lock:
-            shown = id(task) in self._shown
-            self._shown.discard(id(task))
+            shown = self._shown.pop(id(task), None)
             self._last.pop(id(task), None)
-        if shown or task.elapsed >= self.interval_s:
+        if shown != _state(task) and (shown is not None or task.elapsed >= self.interval_s):
             self.write(f"{task.line()}, done")
+
+
+def _state(task: Task) -> tuple:
+    return task.description, task.completed, task.total
 
 
 class NullReporter:

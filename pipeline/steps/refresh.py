@@ -65,11 +65,10 @@ def run_refresh(
         totals: dict[str, Any] = {"papers": sum(len(b["paper_ids"]) for b in batches), "batches": len(batches)}
         with progress.task("fulltext: PDFs", total=totals["papers"], unit="papers") as bar:
             for b in batches:
-                part = fulltext.fetch_extract_batch(settings, b["paper_ids"], b["part"], replay=replay)
+                part = fulltext.fetch_extract_batch(settings, b["paper_ids"], b["part"], replay=replay, bar=bar)
                 for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks",
                             "figures", "references"):
                     totals[key] = totals.get(key, 0) + int(part.get(key, 0))
-                bar.advance(len(b["paper_ids"]))
         merged = fulltext.merge_fulltext(settings)
         return {**totals, "merge": merged, "seconds": round(time.perf_counter() - t0, 2)}  # as run_fulltext's
 

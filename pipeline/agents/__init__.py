@@ -1,0 +1,6 @@
+"""Serving a published snapshot to LLM agents: the MCP server of ``paperkb mcp``.
+
+:mod:`.server` registers the tools and the resource on the ``mcp`` SDK and runs the transports;
+:mod:`.tools` is what each tool does with the query layer; :mod:`.answers` holds their output schemas.
+Needs the ``mcp`` install profile (``pip install 'paperkb[mcp]'``).
+"""

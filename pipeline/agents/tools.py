@@ -1,0 +1,112 @@
+"""What each MCP tool does, over the snapshot being served: the query layer's calls, their answers as
+:mod:`pipeline.agents.answers` models. No protocol here (:mod:`pipeline.agents.server` registers them);
+errors are the query layer's own (UserError, UnknownPaper), which the server turns into tool errors.
+
+``cur`` is the served snapshot (:class:`pipeline.serve.holder.Opened`: ``snapshot_id`` and ``searcher``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipeline.agents import answers
+
+
+def _catalog(cur):
+    return cur.searcher.snap.catalog()
+
+
+def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | None, categories: list[str],
+           authors: list[str], expand: str | None) -> answers.SearchAnswer:
+    from pipeline.query import Filters
+
+    filters = Filters(year_from=year_from, year_to=year_to, categories=list(categories), authors=list(authors))
+    resp = cur.searcher.search(query, k=k, filters=filters, expand=expand)
+    return answers.SearchAnswer(snapshot_id=cur.snapshot_id, query=query, queries=list(resp.queries),
+                                notes=list(resp.notes),
+                                results=[answers.SearchHit.model_validate(r.to_dict()) for r in resp.results])
+
+
+def get_paper(cur, paper_id: str) -> answers.PaperAnswer:
+    from pipeline.exports import record_url
+    from pipeline.query.records import bib_records
+
+    d = cur.searcher.paper(paper_id)  # UnknownPaper
+    rec: dict[str, Any] = d["paper"]
+    con = _catalog(cur)
+    try:
+        bib, = bib_records(con, [rec["paper_id"]])
+    finally:
+        con.close()
+    metrics = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d["metrics"].items()}
+    return answers.PaperAnswer(
+        snapshot_id=cur.snapshot_id, paper_id=rec["paper_id"], external_id=rec.get("external_id"),
+        source=rec.get("source"), title=rec.get("title"), authors=list(rec.get("authors") or bib.authors),
+        year=rec.get("year"), published=bib.published, doi=bib.doi, venue=bib.journal,
+        categories=list(rec.get("categories") or []), primary_category=rec.get("primary_category"),
+        url=record_url(bib), abstract=d.get("abstract"), passages=rec.get("n_passages"),
+        figures=[answers.Figure.model_validate(f) for f in d["figures"]], metrics=answers.Metrics.model_validate(metrics))
+
+
+def get_passages(cur, paper_id: str, *, section: str | None, page_from: int | None, page_to: int | None,
+                 limit: int, offset: int) -> answers.PassagesAnswer:
+    from pipeline.query.passages import paper_passages
+
+    con = _catalog(cur)
+    try:
+        page = paper_passages(con, paper_id, section=section, page_from=page_from, page_to=page_to,
+                              limit=limit, offset=offset)
+    finally:
+        con.close()
+    return answers.PassagesAnswer.model_validate({"snapshot_id": cur.snapshot_id, **page.to_dict()})
+
+
+def related(cur, paper_id: str, *, k: int) -> answers.RelatedAnswer:
+    paper = cur.searcher.paper(paper_id)["paper"]  # UnknownPaper
+    items = cur.searcher.related(paper["paper_id"], k=k)
+    return answers.RelatedAnswer(snapshot_id=cur.snapshot_id, paper_id=paper["paper_id"], title=paper.get("title"),
+                                 related=[answers.RelatedPaper.model_validate(r.to_dict()) for r in items])
+
+
+def recommend(cur, positive: list[str], negative: list[str], *, k: int) -> answers.RecommendAnswer:
+    resp = cur.searcher.recommend(list(positive), list(negative), k=k)
+    return answers.RecommendAnswer.model_validate({**resp.to_dict(), "snapshot_id": cur.snapshot_id})
+
+
+def citation_path(cur, source: str, target: str, *, max_length: int, limit: int) -> answers.PathAnswer:
+    from pipeline.query.paths import shortest_paths
+
+    con = _catalog(cur)
+    try:
+        res = shortest_paths(con, source, target, max_length=max_length, limit=limit)
+    finally:
+        con.close()
+    res.snapshot_id = cur.snapshot_id
+    return answers.PathAnswer.model_validate(res.to_dict())
+
+
+def export(cur, paper_ids: list[str], fmt: str) -> answers.ExportAnswer:
+    from pipeline.exports import render
+    from pipeline.query.records import bib_records
+
+    con = _catalog(cur)
+    try:
+        records = bib_records(con, list(paper_ids))  # UnknownPaper names every unknown id
+    finally:
+        con.close()
+    return answers.ExportAnswer(snapshot_id=cur.snapshot_id, format=fmt, count=len(records),
+                                text=render(fmt, records))
+
+
+def public_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot's manifest without filesystem paths (where the warehouse lives is no client's business)."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()
+                    if not (k == "path" or k.endswith(("_path", "_dir")) or (isinstance(v, str) and v.startswith("/")))}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return clean(manifest)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,8 @@ import pytest
 mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
 
-from conftest import KEEP_ENV, REPO_ROOT  # noqa: E402
+from conftest import KEEP_ENV, REPO_ROOT, isolated_settings  # noqa: E402
+from pipeline.agents.server import HTTP_PATH  # noqa: E402
 from live_server import free_port  # noqa: E402
 
 TOOLS = {"search", "get_paper", "get_passages", "related", "recommend", "citation_path", "export"}
@@ -40,9 +42,25 @@ def _command(warehouse: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli", "--warehouse", str(warehouse), "mcp", *args]
 
 
-def _stdio(warehouse: Path, *args: str) -> Client:
-    cmd = _command(warehouse, *args)
-    return Client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=_env()))
+def _readme_snippets() -> list[dict]:
+    """The JSON configuration blocks of the README's agent section."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## For agent builders: MCP"):]
+    section = section[:section.index("\n## ", 1)]
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, flags=re.S)]
+
+
+def _stdio_from_readme(warehouse: Path) -> Client:
+    """The server as an agent host starts it from the README's `mcpServers` snippet: its command (this
+    environment's `paperkb`), its args with this warehouse, its env."""
+    cfg = _readme_snippets()[0]["mcpServers"]["paperkb"]
+    assert cfg["command"].endswith("/bin/paperkb") and cfg["args"][-1] == "mcp"
+    args = [str(warehouse) if a == "/srv/paperkb/warehouse" else a for a in cfg["args"]]
+    assert str(warehouse) in args
+    command = Path(sys.executable).with_name("paperkb")
+    if not command.exists():  # no console script in this environment: the same entry point
+        command, args = Path(sys.executable), ["-m", "pipeline.cli", *args]
+    return Client(StdioServerParameters(command=str(command), args=args, env={**_env(), **cfg["env"]}))
 
 
 def _run(scenario: Callable[[], Awaitable[Any]]) -> Any:
@@ -93,7 +111,7 @@ def _http_server(warehouse: Path, *args: str) -> Iterator[str]:
 
 # ---- stdio, CISI ---------------------------------------------------------------------------------------
 def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_snapshot):
-    """The command as an agent host starts it: typed schemas, real answers naming the snapshot, bad calls
+    """The command as an agent host starts it from the README's snippet: typed schemas, real answers naming the snapshot, bad calls
     answered as tool errors while the server keeps answering."""
     sid = _current(cisi_snapshot)
     con = _catalog(cisi_snapshot, sid)
@@ -101,7 +119,7 @@ def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_s
     con.close()
 
     async def scenario():
-        async with _stdio(cisi_snapshot.warehouse) as c:
+        async with _stdio_from_readme(cisi_snapshot.warehouse) as c:
             listed = {t.name: t for t in (await c.list_tools()).tools}
             assert set(listed) == TOOLS
             for t in listed.values():
@@ -182,6 +200,23 @@ def test_nothing_published_is_one_line_and_exit_2(tmp_path):
     bad = subprocess.run(_command(tmp_path, "--transport", "carrier-pigeon"), env=_env(), capture_output=True,
                          text=True, timeout=120)
     assert bad.returncode == 2 and "--transport must be stdio or http" in bad.stderr
+
+
+def test_docs_name_every_tool_and_argument_and_the_readme_gives_the_http_url():
+    from pipeline.agents.server import build_server
+
+    doc = (REPO_ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    listed = anyio.run(build_server(isolated_settings(Path("/nonexistent"))).list_tools)
+    assert {t.name for t in listed} == TOOLS
+    parts = {p.split("`")[1]: p for p in re.split(r"\n##+ ", doc) if p.startswith("`")}  # "### `search`" ...
+    for t in listed:
+        part = parts[t.name]
+        for arg in t.input_schema["properties"]:
+            assert f"| `{arg}` |" in part, (t.name, arg)
+        for field in t.output_schema["properties"]:
+            assert f"`{field}`" in part, (t.name, field)
+    http = _readme_snippets()[1]["mcpServers"]["paperkb"]
+    assert http["type"] == "http" and http["url"].endswith(HTTP_PATH)
 
 
 def test_a_missing_mcp_sdk_names_the_install_profile():

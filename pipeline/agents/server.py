@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
@@ -63,8 +63,25 @@ IdItem = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
 IdList = Annotated[list[IdItem], Field(min_length=1, max_length=MAX_IDS)]
 Year = Annotated[int, Field(ge=1000, le=3000)] | None
 FilterValues = Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]], Field(max_length=50)]
+Section = Annotated[str, Field(max_length=200)] | None
 ExportFormat = Literal["bibtex", "ris", "csl-json"]
 
+# What each tool does, as the agent reads it (tools/list)
+DESCRIPTIONS = {
+    "search": "Hybrid search (BM25 + vectors over full-text passages, citation signals): the best papers for a "
+              "query, each with its best passage (page, section, role) and the signals of its score.",
+    "get_paper": "A paper's metadata (title, authors, year, DOI, venue, link), abstract, figure legends, graph "
+                 "metrics, and how many passages get_passages has for it.",
+    "get_passages": "A paper's text as the search indexes it, in reading order: its abstract and full-text passages "
+                    "with their section and pages; all of them, one section's, or those on a range of pages.",
+    "related": "Connected papers: co-citation and bibliographic coupling fused with semantic similarity, re-ranked "
+               "by quality.",
+    "recommend": "Papers like the positive seeds and unlike the negative ones (vectors and citation evidence), each "
+                 "with why.",
+    "citation_path": "The shortest citation paths between two papers (citations followed either way), each hop's "
+                     "paper shown.",
+    "export": "Papers as BibTeX, RIS or CSL-JSON, for a reference manager or a bibliography.",
+}
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 T = TypeVar("T")
 
@@ -124,24 +141,26 @@ def build_server(settings: Settings, snapshot_id: str | None = None,
         problems = cur.searcher.snap.check()
         return str(DamagedSnapshot(cur.snapshot_id, problems)) if problems else None
 
-    def answer(fn: Callable[[Any], T]) -> T:
+    def answer(fn: Callable[[Any], T], error: type[Exception]) -> T:
         try:
             return fn(holder.get())
         except UserError as exc:  # an unknown paper, a bad selection, no snapshot, a damaged one
             line = str(exc) if isinstance(exc, DamagedSnapshot) or holder.served else f"no snapshot to serve: {exc}"
-            raise ToolError(line) from None
+            raise error(line) from None
         except (OSError, RuntimeError) as exc:  # files vanished from under a reader: say so when that is why
             problem = problem_of_served()
             if problem is None:
                 raise
-            raise ToolError(problem) from exc
+            raise error(problem) from exc
 
-    async def run(fn: Callable[[Any], T]) -> T:
+    async def run(fn: Callable[[Any], T], error: type[Exception] = ToolError) -> T:
+        """``fn(served snapshot)`` in a worker thread (at most ``concurrency`` at a time); the query layer's
+        errors as ``error`` (a tool error, or a resource error for a resource)."""
         if not limiter:
             limiter.append(anyio.CapacityLimiter(concurrency))
-        return await anyio.to_thread.run_sync(answer, fn, limiter=limiter[0])
+        return await anyio.to_thread.run_sync(answer, fn, error, limiter=limiter[0])
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["search"])
     async def search(
         query: Annotated[str, Field(min_length=1, max_length=max_query, pattern=r"\S", description="what to look for")],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="number of papers")] = 10,
@@ -150,66 +169,57 @@ def build_server(settings: Settings, snapshot_id: str | None = None,
         categories: Annotated[FilterValues, Field(description="only papers in one of these categories (e.g. cs.CL)")] = [],
         authors: Annotated[FilterValues, Field(description="only papers with an author name containing one of these")] = [],
         expand: Annotated[Literal["off", "rm3", "prf", "llm", "auto"] | None,
-                          Field(description="query expansion (default: the server's setting, rm3 unless an LLM is configured)")] = None,
+                          Field(description="query expansion (default: the server's setting, rm3 unless an LLM is "
+                                            "configured)")] = None,
     ) -> answers.SearchAnswer:
-        """Hybrid search (BM25 + vectors over full-text passages, citation signals): the best papers for a query,
-        each with its best passage (page, section, role) and the signals of its score."""
         if year_from is not None and year_to is not None and year_from > year_to:
             raise ToolError(f"year_from {year_from} is after year_to {year_to}")
         return await run(lambda cur: tools.search(cur, query, k=k, year_from=year_from, year_to=year_to,
                                                   categories=categories, authors=authors, expand=expand))
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["get_paper"])
     async def get_paper(paper_id: PaperId) -> answers.PaperAnswer:
-        """A paper's metadata (title, authors, year, DOI, venue, link), abstract, figure legends, graph metrics,
-        and how many passages get_passages has for it."""
         return await run(lambda cur: tools.get_paper(cur, paper_id))
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["get_passages"])
     async def get_passages(
         paper_id: PaperId,
-        section: Annotated[Annotated[str, Field(max_length=200)] | None, Field(description="only passages whose section heading contains "
-                                                                          "this (case-insensitive; 'abstract' for the abstract)")] = None,
+        section: Annotated[Section, Field(description="only passages whose section heading contains this "
+                                                      "(case-insensitive; 'abstract' for the abstract)")] = None,
         page_from: Annotated[int | None, Field(ge=1, description="only passages on this PDF page or later")] = None,
         page_to: Annotated[int | None, Field(ge=1, description="only passages on this PDF page or earlier")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="at most this many passages")] = 50,
         offset: Annotated[int, Field(ge=0, description="skip this many (to page through `total`)")] = 0,
     ) -> answers.PassagesAnswer:
-        """A paper's text as the search indexes it, in reading order: its abstract and full-text passages with their
-        section and pages; all of them, one section's, or those on a range of pages."""
         return await run(lambda cur: tools.get_passages(cur, paper_id, section=section, page_from=page_from,
                                                         page_to=page_to, limit=limit, offset=offset))
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["related"])
     async def related(paper_id: PaperId,
                       k: Annotated[int, Field(ge=1, le=MAX_K, description="number of papers")] = 20) -> answers.RelatedAnswer:
-        """Connected papers: co-citation and bibliographic coupling fused with semantic similarity, re-ranked by quality."""
         return await run(lambda cur: tools.related(cur, paper_id, k=k))
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["recommend"])
     async def recommend(
         positive: Annotated[IdList, Field(description="paper ids to find more papers like")],
         negative: Annotated[list[IdItem], Field(max_length=MAX_IDS, description="paper ids to steer away from")] = [],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="number of papers")] = 20,
     ) -> answers.RecommendAnswer:
-        """Papers like the positive seeds and unlike the negative ones (vectors and citation evidence), each with why."""
         return await run(lambda cur: tools.recommend(cur, positive, negative, k=k))
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["citation_path"])
     async def citation_path(
         source: PaperId, target: PaperId,
         max_length: Annotated[int, Field(ge=1, le=8, description="longest path to look for, in citation hops")] = 4,
         limit: Annotated[int, Field(ge=1, le=200, description="at most this many shortest paths")] = 20,
     ) -> answers.PathAnswer:
-        """The shortest citation paths between two papers (citations followed either way), each hop's paper shown."""
         return await run(lambda cur: tools.citation_path(cur, source, target, max_length=max_length, limit=limit))
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["export"])
     async def export(
         paper_ids: Annotated[IdList, Field(description="the papers to export")],
         format: Annotated[ExportFormat, Field(description="bibtex, ris or csl-json")] = "bibtex",
     ) -> answers.ExportAnswer:
-        """Papers as BibTeX, RIS or CSL-JSON, for a reference manager or a bibliography."""
         return await run(lambda cur: tools.export(cur, paper_ids, format))
 
     @server.resource(MANIFEST_URI, name="snapshot-manifest", title="The served snapshot's manifest",
@@ -219,7 +229,7 @@ def build_server(settings: Settings, snapshot_id: str | None = None,
         def read(cur) -> str:
             return json.dumps(tools.public_manifest(cur.searcher.snap.manifest), indent=1, ensure_ascii=False)
 
-        return await run(read)
+        return await run(read, ResourceError)
 
     return server
 

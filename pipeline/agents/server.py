@@ -254,7 +254,7 @@ class OriginCheck:
         self.app, self.allowed = app, list(allowed_hosts)
 
     async def __call__(self, scope, receive, send):
-        from starlette.responses import JSONResponse
+        from fastapi.responses import JSONResponse
 
         from pipeline.serve.app import host_allowed
 

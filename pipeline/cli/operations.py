@@ -138,9 +138,9 @@ def mcp(
     """MCP server for LLM agents over the published snapshot (read-only): search, papers, passages, citations, exports."""
     from pipeline.query import open_snapshot
 
+    settings = get_settings(ctx)
     if transport not in ("stdio", "http"):
         raise UserError(f"--transport must be stdio or http, got {transport!r}")
-    settings = get_settings(ctx)
     from pipeline.agents import server  # needs the [mcp] install profile (a missing `mcp`: one line naming it)
 
     open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve

@@ -353,7 +353,8 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
 # ---- a snapshot switch -----------------------------------------------------------------------------------
 def test_answers_follow_current_and_a_pinned_server_stays(cisi_snapshot, tmp_path):
     """Publish B (a copy of A under a new id) and move CURRENT: a server following CURRENT answers from B on its
-    next call, without a restart; one started with --snapshot A keeps answering from A."""
+    next call, without a restart; one started with --snapshot A keeps answering from A, and says so in a tool
+    error when A is deleted under it."""
     from pipeline.agents.server import build_server
     from pipeline.settings import Settings
 
@@ -381,5 +382,11 @@ def test_answers_follow_current_and_a_pinned_server_stays(cisi_snapshot, tmp_pat
             (root / "snapshots" / "CURRENT.tmp").replace(root / "snapshots" / "CURRENT")
             assert await ids(following) == (b, b, b)
             assert await ids(pinned) == (a, a, a)
+            # A deleted by hand under the pinned server: a tool error saying so, and the server still answers
+            shutil.rmtree(root / "snapshots" / a)
+            line = _error_line(await pinned.call_tool("search", {"query": "library classification", "k": 1}))
+            assert f"snapshot {a} is damaged: it was deleted from disk while being served" in line
+            assert "deleted" in _error_line(await pinned.call_tool("get_paper", {"paper_id": "cisi:1"}))
+            assert await ids(following) == (b, b, b)
 
     _run(scenario)

@@ -6,7 +6,8 @@ the official SDK's client) and `paperkb serve` on loopback (a keep-alive request
 with every CISI query once, and times one agent's calls in sequence: the 112 CISI queries (cut to 300
 characters), k=10, the server's default search (rm3), each query ``--repeat`` times. Reports p50/p95/mean
 per side, the ratio, each server's CPU per call (user + system from psutil: comparable when the machine is
-busy) and the load average. Results: bench/out/mcp.json.
+busy), the client's (this process: the MCP client validates every answer against the tool's output
+schema) and the load average. Results: bench/out/mcp.json.
 
     .venv/bin/python -m bench.mcp [--rounds 3] [--repeat 2] [--cold]
 """
@@ -36,14 +37,15 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _summary(side: str, lat_s: list[float], cpu_s: float, load_before, load_after) -> dict:
+def _summary(side: str, lat_s: list[float], cpu_s: float, client_cpu_s: float, load_before, load_after) -> dict:
     ms = np.array(lat_s) * 1000
     res = {"side": side, "calls": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1),
            "p95_ms": round(float(np.percentile(ms, 95)), 1), "mean_ms": round(float(ms.mean()), 1),
            "cpu_ms_per_call": round(cpu_s / max(len(ms), 1) * 1000, 2),
+           "client_cpu_ms_per_call": round(client_cpu_s / max(len(ms), 1) * 1000, 2),
            "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after]}
     print(f"  {side:>13}: p50 {res['p50_ms']:.1f} ms  p95 {res['p95_ms']:.1f} ms  mean {res['mean_ms']:.1f} ms  "
-          f"server CPU {res['cpu_ms_per_call']:.1f} ms/call  ({len(ms)} calls, load average "
+          f"server CPU {res['cpu_ms_per_call']:.1f} ms/call  client CPU {res['client_cpu_ms_per_call']:.1f} ms/call  ({len(ms)} calls, load average "
           f"{load_before[0]:.1f} -> {load_after[0]:.1f})", flush=True)
     return res
 
@@ -65,7 +67,7 @@ def mcp_once(root: Path, queries: list[str], warm: list[str], repeat: int) -> di
                 for q in warm:
                     r = await c.call_tool("search", {"query": q, "k": 10})
                     assert not r.is_error, r.content
-                load_before, cpu0 = os.getloadavg(), server_cpu_s(server.pid)
+                load_before, cpu0, client0 = os.getloadavg(), server_cpu_s(server.pid), time.process_time()
                 lat = []
                 for _ in range(repeat):
                     for q in queries:
@@ -73,8 +75,9 @@ def mcp_once(root: Path, queries: list[str], warm: list[str], repeat: int) -> di
                         r = await c.call_tool("search", {"query": q, "k": 10})
                         lat.append(time.perf_counter() - t0)
                         assert not r.is_error and len(r.structured_content["results"]) == 10, r.content
+                client = time.process_time() - client0
                 cpu = server_cpu_s(server.pid) - cpu0
-                return _summary("mcp (stdio)", lat, cpu, load_before, os.getloadavg())
+                return _summary("mcp (stdio)", lat, cpu, client, load_before, os.getloadavg())
 
     return anyio.run(run)
 
@@ -105,7 +108,7 @@ def serve_once(root: Path, queries: list[str], warm: list[str], repeat: int) -> 
                 time.sleep(0.2)
         for q in warm:
             session.get(base + "/api/search", params={"q": q, "k": "10"}, timeout=60).raise_for_status()
-        load_before, cpu0 = os.getloadavg(), server_cpu_s(server.pid)
+        load_before, cpu0, client0 = os.getloadavg(), server_cpu_s(server.pid), time.process_time()
         lat = []
         for _ in range(repeat):
             for q in queries:
@@ -114,8 +117,9 @@ def serve_once(root: Path, queries: list[str], warm: list[str], repeat: int) -> 
                 body = r.json()
                 lat.append(time.perf_counter() - t0)
                 assert r.ok and len(body["results"]) == 10, r.text[:200]
+        client = time.process_time() - client0
         cpu = server_cpu_s(server.pid) - cpu0
-        return _summary("/api/search", lat, cpu, load_before, os.getloadavg())
+        return _summary("/api/search", lat, cpu, client, load_before, os.getloadavg())
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -149,7 +153,7 @@ def main() -> int:
         return float(np.median([r[key] for r in runs if r["side"] == side]))
 
     summary = {k: {"mcp": median("mcp (stdio)", k), "serve": median("/api/search", k)}
-               for k in ("p50_ms", "p95_ms", "mean_ms", "cpu_ms_per_call")}
+               for k in ("p50_ms", "p95_ms", "mean_ms", "cpu_ms_per_call", "client_cpu_ms_per_call")}
     for v in summary.values():
         v["ratio"] = round(v["mcp"] / v["serve"], 2) if v["serve"] else float("nan")
     print("medians over rounds (mcp / serve = ratio): " + ", ".join(

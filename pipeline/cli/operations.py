@@ -1,4 +1,4 @@
-"""Operations: snapshots, serve, the DAG folder, the replay server."""
+"""Operations: snapshots, serve, mcp, the DAG folder, the replay server."""
 
 from __future__ import annotations
 

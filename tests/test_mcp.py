@@ -110,6 +110,7 @@ def _http_server(warehouse: Path, *args: str) -> Iterator[str]:
 
 
 # ---- stdio, CISI ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_snapshot):
     """The command as an agent host starts it from the README's snippet: typed schemas, real answers naming the snapshot, bad calls
     answered as tool errors while the server keeps answering."""
@@ -244,6 +245,7 @@ def _linked_pairs(settings, snapshot_id: str) -> tuple[tuple[str, str], tuple[st
     return direct, two
 
 
+@pytest.mark.slow
 def test_http_citation_paths_and_the_host_rule(cacm_snapshot):
     """`paperkb mcp --transport http`: the SDK's client over streamable HTTP; citation paths between CACM papers
     that the catalog links; a Host (or a browser Origin) outside serve_allowed_hosts is refused."""

@@ -27,7 +27,7 @@ from conftest import KEEP_ENV, REPO_ROOT, isolated_settings  # noqa: E402
 from pipeline.agents.server import HTTP_PATH  # noqa: E402
 from live_server import free_port  # noqa: E402
 
-TOOLS = {"search", "get_paper", "get_passages", "related", "recommend", "citation_path", "export"}
+TOOLS = {"search", "get_paper", "get_passages", "get_citations", "related", "recommend", "citation_path", "export"}
 PDF = "1409.0473"  # Bahdanau et al.: 15 pages, sections, an appendix
 CALL_LIMIT_S = 600  # a hung server fails the test instead of hanging it
 
@@ -146,7 +146,8 @@ def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_s
             pid = top["paper_id"]
             paper = (await c.call_tool("get_paper", {"paper_id": pid})).structured_content
             assert paper["snapshot_id"] == sid and paper["paper_id"] == pid and paper["title"] == top["title"]
-            assert paper["authors"] == top["authors"] and paper["abstract"] and paper["passages"] == 1
+            assert [a["name"] for a in paper["authors"]] == top["authors"] and paper["abstract"] and paper["passages"] == 1
+            assert paper["sections"] == [] and paper["links"] == {"arxiv": None, "pdf": None, "doi": None, "s2": None}
             assert paper["metrics"]["pagerank"] is not None
 
             passages = (await c.call_tool("get_passages", {"paper_id": pid})).structured_content
@@ -264,6 +265,18 @@ def test_http_citation_paths_and_the_host_rule(cacm_snapshot):
         async def scenario():
             async with Client(url) as c:
                 assert {t.name for t in (await c.list_tools()).tools} == TOOLS
+                paper = (await c.call_tool("get_paper", {"paper_id": a})).structured_content
+                assert paper["snapshot_id"] == sid and paper["reference_count"] >= 1 and paper["work_ids"]
+                refs = (await c.call_tool("get_citations", {"paper_id": a, "limit": 200})).structured_content
+                assert refs["direction"] == "references" and refs["total"] == paper["reference_count"]
+                assert b in {r["paper_id"] for r in refs["items"]} and all(r["title"] for r in refs["items"])
+                citers = (await c.call_tool("get_citations", {"paper_id": b, "direction": "cited_by",
+                                                              "limit": 200})).structured_content
+                assert a in {r["paper_id"] for r in citers["items"]} and citers["sort"] == "citations"
+                counts = [r["citation_count"] or 0 for r in citers["items"]]
+                assert counts == sorted(counts, reverse=True)  # most cited first
+                assert "sort" in _error_line(await c.call_tool("get_citations", {"paper_id": a, "sort": "random"}))
+
                 one = (await c.call_tool("citation_path", {"source": a, "target": b})).structured_content
                 assert one["snapshot_id"] == sid and one["length"] == 1 and one["count"] >= 1
                 assert [h["paper_id"] for h in one["paths"][0]] == [a, b] and one["paths"][0][1]["link"] == "cites"
@@ -317,7 +330,9 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
     async def scenario():
         async with Client(build_server(pdf_snapshot)) as c:
             paper = (await c.call_tool("get_paper", {"paper_id": PDF})).structured_content
-            assert paper["snapshot_id"] == sid and paper["url"] == f"https://arxiv.org/abs/{PDF}"
+            assert paper["snapshot_id"] == sid and paper["links"]["arxiv"] == f"https://arxiv.org/abs/{PDF}"
+            sections = {x["section"]: x for x in paper["sections"]}
+            assert sections["1 INTRODUCTION"]["page_start"] == 1 and sections["1 INTRODUCTION"]["role"] == "body"
             assert len(paper["figures"]) == 3 and all(f["page"] and f["text"] for f in paper["figures"])
             assert paper["passages"] == len(rows) + 1  # the body passages and the abstract
 
@@ -332,7 +347,8 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
 
             intro = (await c.call_tool("get_passages", {"paper_id": PDF, "section": "introduction"})).structured_content
             want = sum(1 for s, *_ in rows if s and "introduction" in s.lower())
-            assert intro["total"] == want > 0 and all("INTRODUCTION" in p["section"] for p in intro["passages"])
+            assert intro["total"] == want == sections["1 INTRODUCTION"]["passages"] > 0
+            assert all("INTRODUCTION" in p["section"] for p in intro["passages"])
 
             pages = (await c.call_tool("get_passages", {"paper_id": PDF, "page_from": 4, "page_to": 5})).structured_content
             want = sum(1 for _, a, b, _ in rows if a <= 5 and b >= 4)

@@ -53,22 +53,48 @@ class Metrics(BaseModel):
     weight: float | None = Field(None, description="the paper's citation weight in the co-citation graph")
 
 
+class Links(BaseModel):
+    arxiv: str | None = Field(None, description="the arXiv abstract page")
+    pdf: str | None = Field(None, description="the arXiv PDF, else the open-access PDF Semantic Scholar knows")
+    doi: str | None = Field(None, description="https://doi.org/...")
+    s2: str | None = Field(None, description="the Semantic Scholar page")
+
+
+class Author(BaseModel):
+    name: str
+    affiliation: str | None = None
+
+
+class Section(BaseModel):
+    section: str | None = Field(description="the heading ('3.2 Attention'); give it to get_passages")
+    role: str = Field(description="body, acknowledgements, appendix, or references (the bibliography: not a passage; "
+                                  "get_citations lists it)")
+    page_start: int | None
+    page_end: int | None
+    passages: int = Field(description="chunks under the heading")
+
+
 class PaperAnswer(BaseModel):
     snapshot_id: str = SNAPSHOT
     paper_id: str
     external_id: str | None = None
+    work_ids: list[str] = Field(default_factory=list, description="its citation-graph work ids")
     source: str | None = Field(None, description="'arxiv' or the collection it was imported from")
     title: str | None = None
-    authors: list[str] = Field(default_factory=list)
+    authors: list[Author] = Field(default_factory=list)
     year: int | None = None
-    published: str | None = Field(None, description="publication date, ISO (YYYY-MM-DD or YYYY-MM)")
+    published: str | None = Field(None, description="publication date, ISO")
     doi: str | None = None
     venue: str | None = Field(None, description="journal reference or venue")
     categories: list[str] = Field(default_factory=list)
     primary_category: str | None = None
-    url: str | None = Field(None, description="where to read it: the arXiv abstract page or the DOI")
+    links: Links = Field(description="where to read it elsewhere")
     abstract: str | None = None
     passages: int | None = Field(None, description="how many passages get_passages has for it")
+    sections: list[Section] = Field(default_factory=list, description="its full text's sections in reading order, "
+                                                                       "with their pages (none without a PDF)")
+    reference_count: int = Field(description="the papers it cites that get_citations lists")
+    cited_by_count: int = Field(description="the papers citing it that get_citations lists")
     figures: list[Figure] = Field(default_factory=list)
     metrics: Metrics
 
@@ -92,6 +118,36 @@ class PassagesAnswer(BaseModel):
     offset: int
     limit: int
     passages: list[Passage]
+
+
+class CitedPaper(BaseModel):
+    paper_id: str | None = Field(description="the paper's id when it is in the snapshot, else none")
+    work_id: str | None = Field(description="its citation-graph work id")
+    external_id: str | None = None
+    title: str | None
+    authors: list[str]
+    year: int | None
+    venue: str | None = None
+    citation_count: int | None = None
+    links: Links
+    source: str | None = Field(None, description="where the link comes from: 'pdf' (the printed bibliography), 's2', "
+                                                 "or the collection")
+    ordinal: int | None = Field(None, description="position in the printed bibliography (0-based)")
+    page: int | None = Field(None, description="PDF page the printed entry is on")
+    raw: str | None = Field(None, description="the entry as printed, when it matched no known work")
+    is_influential: bool | None = None
+    intents: list[str] = Field(default_factory=list, description="Semantic Scholar's citation intents")
+
+
+class CitationsAnswer(BaseModel):
+    snapshot_id: str = SNAPSHOT
+    paper_id: str
+    direction: Literal["references", "cited_by"]
+    total: int = Field(description="papers in the list; page through them with offset")
+    offset: int
+    limit: int
+    sort: str
+    items: list[CitedPaper]
 
 
 class RelatedPaper(BaseModel):

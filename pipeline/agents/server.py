@@ -1,7 +1,7 @@
 """``paperkb mcp``: the MCP server over a published snapshot, on the official ``mcp`` SDK (``MCPServer``).
 
 Tools (typed input and output schemas; read-only): ``search``, ``get_paper``, ``get_passages``,
-``related``, ``recommend``, ``citation_path``, ``export``; the served snapshot's manifest is the resource
+``get_citations``, ``related``, ``recommend``, ``citation_path``, ``export``; the served snapshot's manifest is the resource
 ``paperkb://snapshot/manifest``. Every answer names its ``snapshot_id``.
 
 The snapshot is held like ``paperkb serve`` holds it (:class:`pipeline.serve.holder.SnapshotHolder`):
@@ -49,8 +49,8 @@ MAX_IDS = 100
 INSTRUCTIONS = (
     "Offline search over a published paperkb snapshot of scientific papers (full-text passages with their pages "
     "and sections, the citation graph). Start with `search`; read a paper with `get_paper` and its text with "
-    "`get_passages` (by section or page range); follow the literature with `related`, `recommend` and "
-    "`citation_path`; cite with `export`. Paper ids come from the answers (e.g. an arXiv id or 'cisi:12'). "
+    "`get_passages` (by section or page range); follow the literature with `get_citations`, `related`, "
+    "`recommend` and `citation_path`; cite with `export`. Paper ids come from the answers (e.g. an arXiv id or 'cisi:12'). "
     "Every answer names the snapshot it was read from."
 )
 
@@ -70,10 +70,13 @@ ExportFormat = Literal["bibtex", "ris", "csl-json"]
 DESCRIPTIONS = {
     "search": "Hybrid search (BM25 + vectors over full-text passages, citation signals): the best papers for a "
               "query, each with its best passage (page, section, role) and the signals of its score.",
-    "get_paper": "A paper's metadata (title, authors, year, DOI, venue, link), abstract, figure legends, graph "
-                 "metrics, and how many passages get_passages has for it.",
+    "get_paper": "A paper's metadata (title, authors and affiliations, year, DOI, venue, links), abstract, the "
+                 "sections of its full text with their pages, figure legends, graph metrics, and how many papers it "
+                 "cites and are citing it.",
     "get_passages": "A paper's text as the search indexes it, in reading order: its abstract and full-text passages "
                     "with their section and pages; all of them, one section's, or those on a range of pages.",
+    "get_citations": "The papers a paper cites (its printed bibliography in order, then the citation edges no printed "
+                     "entry gave) or the papers citing it, each with its ids, authors, year and links.",
     "related": "Connected papers: co-citation and bibliographic coupling fused with semantic similarity, re-ranked "
                "by quality.",
     "recommend": "Papers like the positive seeds and unlike the negative ones (vectors and citation evidence), each "
@@ -193,6 +196,19 @@ def build_server(settings: Settings, snapshot_id: str | None = None,
     ) -> answers.PassagesAnswer:
         return await run(lambda cur: tools.get_passages(cur, paper_id, section=section, page_from=page_from,
                                                         page_to=page_to, limit=limit, offset=offset))
+
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["get_citations"])
+    async def get_citations(
+        paper_id: PaperId,
+        direction: Annotated[Literal["references", "cited_by"],
+                             Field(description="references: the papers it cites; cited_by: the papers citing it")] = "references",
+        sort: Annotated[Literal["order", "citations", "year"] | None,
+                        Field(description="order (as printed; the default for references), citations (most cited first; "
+                                          "the default for cited_by) or year (newest first)")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="at most this many papers")] = 20,
+        offset: Annotated[int, Field(ge=0, description="skip this many (to page through `total`)")] = 0,
+    ) -> answers.CitationsAnswer:
+        return await run(lambda cur: tools.get_citations(cur, paper_id, direction, limit=limit, offset=offset, sort=sort))
 
     @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["related"])
     async def related(paper_id: PaperId,

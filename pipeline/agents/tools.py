@@ -29,24 +29,37 @@ def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | Non
 
 
 def get_paper(cur, paper_id: str) -> answers.PaperAnswer:
-    from pipeline.exports import record_url
-    from pipeline.query.records import bib_records
+    from pipeline.query.reading import paper_facts
 
     d = cur.searcher.paper(paper_id)  # UnknownPaper
     rec: dict[str, Any] = d["paper"]
     con = _catalog(cur)
     try:
-        bib, = bib_records(con, [rec["paper_id"]])
+        facts = paper_facts(con, rec["paper_id"]).to_dict()
     finally:
         con.close()
     metrics = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d["metrics"].items()}
-    return answers.PaperAnswer(
-        snapshot_id=cur.snapshot_id, paper_id=rec["paper_id"], external_id=rec.get("external_id"),
-        source=rec.get("source"), title=rec.get("title"), authors=list(rec.get("authors") or bib.authors),
-        year=rec.get("year"), published=bib.published, doi=bib.doi, venue=bib.journal,
-        categories=list(rec.get("categories") or []), primary_category=rec.get("primary_category"),
-        url=record_url(bib), abstract=d.get("abstract"), passages=rec.get("n_passages"),
-        figures=[answers.Figure.model_validate(f) for f in d["figures"]], metrics=answers.Metrics.model_validate(metrics))
+    authors = facts.pop("bylines") or [{"name": n} for n in rec.get("authors") or []]
+    return answers.PaperAnswer.model_validate({
+        **facts, "snapshot_id": cur.snapshot_id, "external_id": rec.get("external_id"), "source": rec.get("source"),
+        "title": rec.get("title"), "authors": authors, "year": rec.get("year"), "abstract": d.get("abstract"),
+        "passages": rec.get("n_passages"), "figures": d["figures"], "metrics": metrics})
+
+
+def get_citations(cur, paper_id: str, direction: str, *, limit: int, offset: int, sort: str | None) -> answers.CitationsAnswer:
+    from pipeline.query import reading
+
+    con = _catalog(cur)
+    try:
+        pid, _ = reading.resolve(con, paper_id)  # UnknownPaper
+        if direction == "references":
+            page = reading.references(con, paper_id, limit=limit, offset=offset, sort=sort or "order")
+        else:
+            page = reading.cited_by(con, paper_id, limit=limit, offset=offset, sort=sort or "citations")
+    finally:
+        con.close()
+    return answers.CitationsAnswer.model_validate({**page.to_dict(), "snapshot_id": cur.snapshot_id,
+                                                   "paper_id": pid or paper_id, "direction": direction})
 
 
 def get_passages(cur, paper_id: str, *, section: str | None, page_from: int | None, page_to: int | None,

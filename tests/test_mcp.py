@@ -141,6 +141,7 @@ def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_s
             top = s["results"][0]
             assert top["passage"] and top["section"] == "abstract" and top["role"] == "abstract" and top["page"] is None
             assert {"ck", "bm25", "pr"} <= set(top["signals"]) and top["score"] > 0
+            assert top["citation_count"] is not None and set(top["links"]) == {"arxiv", "pdf", "doi", "s2"}
             assert json.loads(r.content[0].text)["snapshot_id"] == sid  # the text content says the same
 
             pid = top["paper_id"]
@@ -364,6 +365,7 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
                                                  "k": 2})).structured_content
             best = hits["results"][0]
             assert best["paper_id"] == PDF and best["page"] and best["section"] and best["role"] in ("body", "appendix")
+            assert best["links"]["pdf"] == f"https://arxiv.org/pdf/{PDF}"
 
     _run(scenario)
 

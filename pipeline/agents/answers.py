@@ -14,6 +14,13 @@ from pydantic import BaseModel, Field
 SNAPSHOT = Field(description="the published snapshot the answer was read from")
 
 
+class Links(BaseModel):
+    arxiv: str | None = Field(None, description="the arXiv abstract page")
+    pdf: str | None = Field(None, description="the arXiv PDF, else the open-access PDF Semantic Scholar knows")
+    doi: str | None = Field(None, description="https://doi.org/...")
+    s2: str | None = Field(None, description="the Semantic Scholar page")
+
+
 class SearchHit(BaseModel):
     rank: int
     paper_id: str = Field(description="the paper's id in the snapshot (give it to get_paper, get_passages, ...)")
@@ -30,6 +37,9 @@ class SearchHit(BaseModel):
     section: str | None = Field(None, description="section heading of the passage ('abstract' for the abstract)")
     role: str | None = Field(None, description="body, appendix, acknowledgements or abstract")
     query: str | None = Field(None, description="the (sub-)query that matched the passage best")
+    citation_count: int | None = None
+    venue: str | None = None
+    links: Links | None = Field(None, description="where to read it elsewhere")
 
 
 class SearchAnswer(BaseModel):
@@ -51,13 +61,6 @@ class Metrics(BaseModel):
     citation_count: int | None = None
     pagerank: float | None = None
     weight: float | None = Field(None, description="the paper's citation weight in the co-citation graph")
-
-
-class Links(BaseModel):
-    arxiv: str | None = Field(None, description="the arXiv abstract page")
-    pdf: str | None = Field(None, description="the arXiv PDF, else the open-access PDF Semantic Scholar knows")
-    doi: str | None = Field(None, description="https://doi.org/...")
-    s2: str | None = Field(None, description="the Semantic Scholar page")
 
 
 class Author(BaseModel):

@@ -8,6 +8,7 @@ errors are the query layer's own (UserError, UnknownPaper), which the server tur
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Any
 
 from pipeline.agents import answers
@@ -22,10 +23,21 @@ def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | Non
     from pipeline.query import Filters
 
     filters = Filters(year_from=year_from, year_to=year_to, categories=list(categories), authors=list(authors))
+    from pipeline.query.reading import paper_cards
+
     resp = cur.searcher.search(query, k=k, filters=filters, expand=expand)
+    hits = [r.to_dict() for r in resp.results]
+    con = _catalog(cur)
+    try:  # citation counts, venues and links of the papers found (as /api/search gives them)
+        cards = paper_cards(con, [h["paper_id"] for h in hits])
+    finally:
+        con.close()
+    for h in hits:
+        card = cards.get(h["paper_id"])
+        if card is not None:
+            h.update(citation_count=card.citation_count, venue=card.venue, links=asdict(card.links))
     return answers.SearchAnswer(snapshot_id=cur.snapshot_id, query=query, queries=list(resp.queries),
-                                notes=list(resp.notes),
-                                results=[answers.SearchHit.model_validate(r.to_dict()) for r in resp.results])
+                                notes=list(resp.notes), results=[answers.SearchHit.model_validate(h) for h in hits])
 
 
 def get_paper(cur, paper_id: str) -> answers.PaperAnswer:

@@ -35,6 +35,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from pipeline.agents import answers, tools
+from pipeline.agents.catalogs import Catalogs
 from pipeline.errors import DamagedSnapshot, UserError
 from pipeline.serve.holder import SnapshotHolder
 from pipeline.settings import Settings
@@ -115,6 +116,7 @@ def build_server(settings: Settings, snapshot_id: str | None = None,
                  holder: SnapshotHolder | None = None) -> MCPServer:
     """The MCP server over ``settings``' snapshots: ``snapshot_id`` pinned, else following CURRENT."""
     holder = holder or SnapshotHolder(settings, pinned=snapshot_id)
+    catalogs = Catalogs()
     concurrency = settings.serve_concurrency or os.cpu_count() or 1
     limiter: list[anyio.CapacityLimiter] = []  # made in the event loop, on first use
     max_query = min(1000, settings.query_max_chars)
@@ -127,6 +129,7 @@ def build_server(settings: Settings, snapshot_id: str | None = None,
         try:
             yield {}
         finally:
+            catalogs.close()
             holder.close()  # unpin
 
     server = _Server(NAME, title="paperkb", version=_version(), instructions=INSTRUCTIONS, lifespan=lifespan,
@@ -146,7 +149,8 @@ def build_server(settings: Settings, snapshot_id: str | None = None,
 
     def answer(fn: Callable[[Any], T], error: type[Exception]) -> T:
         try:
-            return fn(holder.get())
+            cur = holder.get()
+            return fn(tools.Served(cur.snapshot_id, cur.searcher, lambda: catalogs.cursor(cur.searcher.snap)))
         except UserError as exc:  # an unknown paper, a bad selection, no snapshot, a damaged one
             line = str(exc) if isinstance(exc, DamagedSnapshot) or holder.served else f"no snapshot to serve: {exc}"
             raise error(line) from None

@@ -2,36 +2,36 @@
 :mod:`pipeline.agents.answers` models. No protocol here (:mod:`pipeline.agents.server` registers them);
 errors are the query layer's own (UserError, UnknownPaper), which the server turns into tool errors.
 
-``cur`` is the served snapshot (:class:`pipeline.serve.holder.Opened`: ``snapshot_id`` and ``searcher``).
+``cur`` is the served snapshot (:class:`Served`): its id, its searcher, and cursors on its catalog.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
-from typing import Any
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
 
 from pipeline.agents import answers
 
 
-def _catalog(cur):
-    return cur.searcher.snap.catalog()
+@dataclass
+class Served:
+    snapshot_id: str
+    searcher: Any  # pipeline.query.Searcher
+    catalog: Callable[[], AbstractContextManager[Any]]  # a cursor on the snapshot's catalog, closed after the block
 
 
 def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | None, categories: list[str],
            authors: list[str], expand: str | None) -> answers.SearchAnswer:
     from pipeline.query import Filters
-
-    filters = Filters(year_from=year_from, year_to=year_to, categories=list(categories), authors=list(authors))
     from pipeline.query.reading import paper_cards
 
+    filters = Filters(year_from=year_from, year_to=year_to, categories=list(categories), authors=list(authors))
     resp = cur.searcher.search(query, k=k, filters=filters, expand=expand)
     hits = [r.to_dict() for r in resp.results]
-    con = _catalog(cur)
-    try:  # citation counts, venues and links of the papers found (as /api/search gives them)
+    with cur.catalog() as con:  # citation counts, venues and links of the papers found (as /api/search gives them)
         cards = paper_cards(con, [h["paper_id"] for h in hits])
-    finally:
-        con.close()
     for h in hits:
         card = cards.get(h["paper_id"])
         if card is not None:
@@ -45,11 +45,8 @@ def get_paper(cur, paper_id: str) -> answers.PaperAnswer:
 
     d = cur.searcher.paper(paper_id)  # UnknownPaper
     rec: dict[str, Any] = d["paper"]
-    con = _catalog(cur)
-    try:
+    with cur.catalog() as con:
         facts = paper_facts(con, rec["paper_id"]).to_dict()
-    finally:
-        con.close()
     metrics = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d["metrics"].items()}
     authors = facts.pop("bylines") or [{"name": n} for n in rec.get("authors") or []]
     return answers.PaperAnswer.model_validate({
@@ -61,15 +58,12 @@ def get_paper(cur, paper_id: str) -> answers.PaperAnswer:
 def get_citations(cur, paper_id: str, direction: str, *, limit: int, offset: int, sort: str | None) -> answers.CitationsAnswer:
     from pipeline.query import reading
 
-    con = _catalog(cur)
-    try:
+    with cur.catalog() as con:
         pid, _ = reading.resolve(con, paper_id)  # UnknownPaper
         if direction == "references":
             page = reading.references(con, paper_id, limit=limit, offset=offset, sort=sort or "order")
         else:
             page = reading.cited_by(con, paper_id, limit=limit, offset=offset, sort=sort or "citations")
-    finally:
-        con.close()
     return answers.CitationsAnswer.model_validate({**page.to_dict(), "snapshot_id": cur.snapshot_id,
                                                    "paper_id": pid or paper_id, "direction": direction})
 
@@ -78,12 +72,9 @@ def get_passages(cur, paper_id: str, *, section: str | None, page_from: int | No
                  limit: int, offset: int) -> answers.PassagesAnswer:
     from pipeline.query.passages import paper_passages
 
-    con = _catalog(cur)
-    try:
+    with cur.catalog() as con:
         page = paper_passages(con, paper_id, section=section, page_from=page_from, page_to=page_to,
                               limit=limit, offset=offset)
-    finally:
-        con.close()
     return answers.PassagesAnswer.model_validate({"snapshot_id": cur.snapshot_id, **page.to_dict()})
 
 
@@ -102,11 +93,8 @@ def recommend(cur, positive: list[str], negative: list[str], *, k: int) -> answe
 def citation_path(cur, source: str, target: str, *, max_length: int, limit: int) -> answers.PathAnswer:
     from pipeline.query.paths import shortest_paths
 
-    con = _catalog(cur)
-    try:
+    with cur.catalog() as con:
         res = shortest_paths(con, source, target, max_length=max_length, limit=limit)
-    finally:
-        con.close()
     res.snapshot_id = cur.snapshot_id
     return answers.PathAnswer.model_validate(res.to_dict())
 
@@ -115,11 +103,8 @@ def export(cur, paper_ids: list[str], fmt: str) -> answers.ExportAnswer:
     from pipeline.exports import render
     from pipeline.query.records import bib_records
 
-    con = _catalog(cur)
-    try:
+    with cur.catalog() as con:
         records = bib_records(con, list(paper_ids))  # UnknownPaper names every unknown id
-    finally:
-        con.close()
     return answers.ExportAnswer(snapshot_id=cur.snapshot_id, format=fmt, count=len(records),
                                 text=render(fmt, records))
 

@@ -45,7 +45,8 @@ def _summary(side: str, lat_s: list[float], cpu_s: float, client_cpu_s: float, l
            "client_cpu_ms_per_call": round(client_cpu_s / max(len(ms), 1) * 1000, 2),
            "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after]}
     print(f"  {side:>13}: p50 {res['p50_ms']:.1f} ms  p95 {res['p95_ms']:.1f} ms  mean {res['mean_ms']:.1f} ms  "
-          f"server CPU {res['cpu_ms_per_call']:.1f} ms/call  client CPU {res['client_cpu_ms_per_call']:.1f} ms/call  ({len(ms)} calls, load average "
+          f"server CPU {res['cpu_ms_per_call']:.1f} ms/call  client CPU {res['client_cpu_ms_per_call']:.1f} ms/call  "
+          f"({len(ms)} calls, load average "
           f"{load_before[0]:.1f} -> {load_after[0]:.1f})", flush=True)
     return res
 

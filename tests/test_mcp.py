@@ -112,8 +112,8 @@ def _http_server(warehouse: Path, *args: str) -> Iterator[str]:
 # ---- stdio, CISI ---------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_snapshot):
-    """The command as an agent host starts it from the README's snippet: typed schemas, real answers naming the snapshot, bad calls
-    answered as tool errors while the server keeps answering."""
+    """The command as an agent host starts it from the README's snippet: typed schemas, real answers naming the
+    snapshot, bad calls answered as tool errors while the server keeps answering."""
     sid = _current(cisi_snapshot)
     con = _catalog(cisi_snapshot, sid)
     known = {r[0] for r in con.execute("SELECT paper_id FROM papers").fetchall()}

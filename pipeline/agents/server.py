@@ -1,8 +1,8 @@
 """``paperkb mcp``: the MCP server over a published snapshot, on the official ``mcp`` SDK (``MCPServer``).
 
 Tools (typed input and output schemas; read-only): ``search``, ``get_paper``, ``get_passages``,
-``get_citations``, ``related``, ``recommend``, ``citation_path``, ``export``; the served snapshot's manifest is the resource
-``paperkb://snapshot/manifest``. Every answer names its ``snapshot_id``.
+``get_citations``, ``related``, ``recommend``, ``citation_path``, ``export``; the served snapshot's manifest
+is the resource ``paperkb://snapshot/manifest``. Every answer names its ``snapshot_id``.
 
 The snapshot is held like ``paperkb serve`` holds it (:class:`pipeline.serve.holder.SnapshotHolder`):
 pinned while served, following ``CURRENT`` (the next call after a publish answers from the new
@@ -20,7 +20,6 @@ browser Origin whose host is not among them.
 """
 
 import json
-import logging
 import os
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Callable, Literal, TypeVar
@@ -40,8 +39,6 @@ from pipeline.errors import DamagedSnapshot, UserError
 from pipeline.serve.holder import SnapshotHolder
 from pipeline.settings import Settings
 
-log = logging.getLogger(__name__)
-
 NAME = "paperkb"
 MANIFEST_URI = "paperkb://snapshot/manifest"
 HTTP_PATH = "/mcp"
@@ -51,8 +48,8 @@ INSTRUCTIONS = (
     "Offline search over a published paperkb snapshot of scientific papers (full-text passages with their pages "
     "and sections, the citation graph). Start with `search`; read a paper with `get_paper` and its text with "
     "`get_passages` (by section or page range); follow the literature with `get_citations`, `related`, "
-    "`recommend` and `citation_path`; cite with `export`. Paper ids come from the answers (e.g. an arXiv id or 'cisi:12'). "
-    "Every answer names the snapshot it was read from."
+    "`recommend` and `citation_path`; cite with `export`. Paper ids come from the answers (e.g. an arXiv id or "
+    "'cisi:12'). Every answer names the snapshot it was read from."
 )
 
 # Input types: the rules the schemas state (and the SDK enforces before a tool runs)
@@ -112,10 +109,9 @@ class _Server(MCPServer):
             raise
 
 
-def build_server(settings: Settings, snapshot_id: str | None = None,
-                 holder: SnapshotHolder | None = None) -> MCPServer:
+def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServer:
     """The MCP server over ``settings``' snapshots: ``snapshot_id`` pinned, else following CURRENT."""
-    holder = holder or SnapshotHolder(settings, pinned=snapshot_id)
+    holder = SnapshotHolder(settings, pinned=snapshot_id)
     catalogs = Catalogs()
     concurrency = settings.serve_concurrency or os.cpu_count() or 1
     limiter: list[anyio.CapacityLimiter] = []  # made in the event loop, on first use

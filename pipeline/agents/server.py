@@ -111,7 +111,7 @@ class _Server(MCPServer):
 
 def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServer:
     """The MCP server over ``settings``' snapshots: ``snapshot_id`` pinned, else following CURRENT."""
-    holder = SnapshotHolder(settings, pinned=snapshot_id)
+    holder = SnapshotHolder(settings, pinned=snapshot_id, who="paperkb mcp")
     catalogs = Catalogs()
     concurrency = settings.serve_concurrency or os.cpu_count() or 1
     limiter: list[anyio.CapacityLimiter] = []  # made in the event loop, on first use

@@ -1,4 +1,4 @@
-"""Operations: snapshots, serve, the DAG folder, the replay server."""
+"""Operations: snapshots, serve, mcp, the DAG folder, the replay server."""
 
 from __future__ import annotations
 
@@ -124,3 +124,36 @@ def serve(
             raise
         check_listen(host, port)
         raise
+
+
+@app.command(rich_help_panel=PANEL)
+def mcp(
+    ctx: typer.Context,
+    transport: str = typer.Option("stdio", "--transport", help="stdio (an agent host starts this command) | http "
+                                  "(streamable HTTP at /mcp, for remote agents)."),
+    host: str = typer.Option("127.0.0.1", help="HTTP: address to bind (loopback unless told otherwise; other Host "
+                             "names need PAPERKB_SERVE_ALLOWED_HOSTS)."),
+    port: int = typer.Option(8001, min=1, max=65535, help="HTTP: port."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Pin a snapshot id instead of following CURRENT."),
+) -> None:
+    """MCP server for LLM agents over the published snapshot (read-only): search, papers, passages, citations, exports."""
+    from pipeline.query import open_snapshot
+
+    settings = get_settings(ctx)
+    if transport not in ("stdio", "http"):
+        raise UserError(f"--transport must be stdio or http, got {transport!r}")
+    from pipeline.agents import server  # needs the [mcp] install profile (a missing `mcp`: one line naming it)
+
+    open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
+    if transport == "stdio":
+        # stdout is the protocol's: say anything on stderr
+        print(f"paperkb: MCP server over stdio on {settings.snapshots_dir} (snapshot {snapshot or 'CURRENT'})",
+              file=sys.stderr, flush=True)
+        server.run_stdio(settings, snapshot)
+        return
+    from pipeline.serve.bind import check_listen
+
+    check_listen(host, port)
+    typer.echo(f"paperkb: MCP server on http://{host}:{port}{server.HTTP_PATH} over {settings.snapshots_dir} once the "
+               "snapshot and the query model are loaded")
+    server.run_http(settings, snapshot, host, port)

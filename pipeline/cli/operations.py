@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -154,6 +155,6 @@ def mcp(
     from pipeline.serve.bind import check_listen
 
     check_listen(host, port)
-    typer.echo(f"paperkb: MCP server on http://{host}:{port}{server.HTTP_PATH} over {settings.snapshots_dir} once the "
-               "snapshot and the query model are loaded")
+    echo(f"paperkb: MCP server on http://{host}:{port}{server.HTTP_PATH} over {settings.snapshots_dir} once the "
+         "snapshot and the query model are loaded")
     server.run_http(settings, snapshot, host, port)

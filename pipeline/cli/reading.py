@@ -308,7 +308,8 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections."""
-    from pipeline.cli.paper_views import show_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import show_lines
     from pipeline.query.paper_detail import paper_detail
 
     snap, con = _catalog(ctx, snapshot)
@@ -338,7 +339,8 @@ def papers_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The snapshot's papers, sorted by PageRank, citations, date or title, filtered by author, category, years."""
-    from pipeline.cli.paper_views import papers_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import papers_lines
     from pipeline.query.reading import list_papers
 
     snap, con = _catalog(ctx, snapshot)
@@ -364,7 +366,8 @@ def author_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """An author: papers in the snapshot, co-authors, years, citations and h-index."""
-    from pipeline.cli.paper_views import author_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import author_lines
     from pipeline.query.reading import author_profile
 
     snap, con = _catalog(ctx, snapshot)

@@ -242,6 +242,24 @@ def serving(model: ChatModel, host: str = "127.0.0.1", port: int = 0, max_tokens
         thread.join(timeout=10)
 
 
+def recapture(model: ChatModel, fixture: Path) -> None:
+    """Every case of the captured-answers fixture answered again by ``model``; cases of the ``paperkb`` prompt
+    are asked with :meth:`LLMExpander.request_body` as it is now (the others with their recorded request)."""
+    from pipeline.query.expand import LLMExpander
+    from pipeline.settings import Settings
+
+    expander = LLMExpander(Settings(llm_base_url="http://127.0.0.1/v1", llm_model="smollm2"))
+    data = json.loads(fixture.read_text())
+    for case in data["cases"]:
+        if case["prompt"] == "paperkb":
+            body = expander.request_body(case["query"])
+            case["request"] = {"messages": body["messages"], "max_tokens": body["max_tokens"]}
+        c = model.complete(case["request"]["messages"], case["request"]["max_tokens"])
+        case["content"], case["finish_reason"] = c.text, c.finish_reason
+        print(f"{case['name']}: {c.completion_tokens} tokens, {c.finish_reason}", flush=True)
+    fixture.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -254,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=64, help="the most tokens an answer may have")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--delay-s", type=float, default=0.0, help="sleep before every answer (a slow model)")
+    ap.add_argument("--recapture", type=Path, default=None, metavar="FIXTURE",
+                    help="instead of serving: answer again every case of FIXTURE (tests/fixtures/llm_answers.json), "
+                         "its 'paperkb' cases with the expander's current request, and write the answers back")
     args = ap.parse_args(argv)
     gguf_file = args.gguf or smollm2_gguf()
     if gguf_file is None:
@@ -263,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     model = ChatModel.load(gguf_file, args.name)
+    if args.recapture:
+        recapture(model, args.recapture)
+        return 0
     server = ChatServer(model, args.host, args.port, args.max_tokens, args.delay_s)
     print(f"serving {model.name} at {server.base_url} (Ctrl-C stops)", flush=True)
     try:

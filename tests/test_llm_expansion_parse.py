@@ -23,9 +23,11 @@ def parsed(name: str, n: int = 3) -> list[str]:
 def test_the_fixture_was_made_with_the_expanders_own_request():
     expander = LLMExpander(Settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="smollm2"))
     for name, c in CASES.items():
-        if name.startswith(("cisi-", "cran-")):
+        if c["prompt"] == "paperkb":
             body = expander.request_body(c["query"])
-            assert c["request"] == {"messages": body["messages"], "max_tokens": body["max_tokens"]}, name
+            assert c["request"] == {"messages": body["messages"], "max_tokens": body["max_tokens"]}, (
+                f"{name}: the expander's request changed; re-capture the answers: "
+                "python -m devtools.chat_server --recapture tests/fixtures/llm_answers.json")
 
 
 # ---- the paperkb prompt's real answers ------------------------------------------------------------
@@ -104,6 +106,11 @@ def test_at_most_n():
     ("The above queries are designed to provide a comprehensive and detailed description of the systems.", None),
     ("Search: library services delivered to the home", "library services delivered to the home"),
     ("Search engines for scientific literature", "Search engines for scientific literature"),
+    ("Great! Here you go", None),
+    ("Great circle routes in supersonic flight", "Great circle routes in supersonic flight"),
+    ("Notes on boundary layer transition", "Notes on boundary layer transition"),
+    ("Above-ground storage of records", "Above-ground storage of records"),
+    ("The following are three rewordings.", None),
     ("Please note that the above queries are technical and not available in the default search engine.", None),
     ("1.1.1.1.1", None),
     ("", None),

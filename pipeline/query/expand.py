@@ -168,10 +168,10 @@ _LABEL = re.compile(r"^(?:(?:sub-?|search |alternative |rewritten )?query\s*\d*|
 _QUOTED = re.compile(r'^["\u201c\u201e\'`]+(.+?)["\u201d\'`]+(?=\W|$)')
 _EMPHASIS = re.compile(r"\*\*|__|`")
 _BOLD_TERM = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)\s*[:\-\u2013\u2014]\s+\S")  # "**term**: what it means"
-_CHATTER = re.compile(
-    r"^(?:sure|certainly|of course|okay|ok|great|absolutely|here (?:are|is)|below (?:are|is)|these (?:queries|are)|"
-    r"this (?:query|search)|(?:the )?(?:above|following)|i hope|i've|i have|i can|note|please|let me know|feel free|"
-    r"hope this)\b", re.I)
+_CHATTER = re.compile(  # the lines around the queries, not queries ("Great circle routes" is one: "Great!" is not)
+    r"^(?:(?:sure|certainly|of course|okay|ok|great|absolutely)\s*[!,.:]|here (?:are|is)|below (?:are|is)|"
+    r"these (?:queries|are)|this (?:query|search)|the (?:above|following)|(?:above|following) (?:are|is)|"
+    r"i hope|i've|i have|i can|note\b|please|let me know|feel free|hope this)", re.I)
 #: the longest line taken as a sub-query: longer lines are prose, not queries (an answer to the question, say)
 SUBQUERY_MAX_WORDS = 32
 
@@ -208,9 +208,9 @@ def parse_subqueries(content: str, original: str, n: int, truncated: bool = Fals
 
     Reasoning (``<think>``) is dropped, then list markers (``1.``, ``-``, ``1.2)``), Markdown emphasis,
     labels (``Query 2:``) and quotes around a query; a quoted query or a bold term followed by an
-    explanation gives the quoted or bold part. Lines that are no query are skipped: chatter ("Sure! Here are..."), headings ending with
-    ``:``, lines with no letters, prose longer than :data:`SUBQUERY_MAX_WORDS` words. Duplicates (and
-    the original) are recognised by their words alone. ``truncated``: the answer was cut at the token
+    explanation gives the quoted or bold part. Lines that are no query are skipped: chatter ("Sure! Here
+    are..."), headings ending with ``:``, lines with no letters, prose longer than
+    :data:`SUBQUERY_MAX_WORDS` words. Duplicates (and the original) are recognised by their words alone. ``truncated``: the answer was cut at the token
     limit, so its last line is incomplete and is dropped."""
     lines = _THINK.sub("", content or "").splitlines()
     if truncated and lines:

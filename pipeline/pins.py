@@ -55,8 +55,9 @@ def _host() -> str:
 
 
 def _default_who() -> str:
-    argv0 = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    if argv0 in ("paperkb", "cli.py") or argv0.endswith("pipeline.cli"):
+    path0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    argv0 = path0.name
+    if argv0 in ("paperkb", "cli.py") or argv0.endswith("pipeline.cli") or path0.parts[-2:] == ("cli", "__main__.py"):
         cmd = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
         return f"paperkb {cmd}".strip()
     return f"python {argv0}" if argv0 not in ("python", "-c", "") else "python"

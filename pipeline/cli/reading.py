@@ -1,0 +1,237 @@
+"""Reading and search: search, related, path, recommend, export, eval."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from pipeline.errors import UserError
+
+from pipeline.cli.root import app, check_export_format, get_settings, print_export, split_categories
+
+PANEL = "Reading and search"
+
+
+@app.command(rich_help_panel=PANEL)
+def search(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="The query (omit with --queries)."),
+    k: int = typer.Option(10, "--k", "-k", help="Papers to return (per query with --queries)."),
+    fusion: Optional[str] = typer.Option(None, "--fusion", help="blend | interleave | rrf (default: setting query_fusion, blend)."),
+    expand: Optional[str] = typer.Option(None, "--expand", help="off | prf | rm3 | llm | auto (default: llm if configured, else rm3; auto: llm if configured, else prf)."),
+    rerank: bool = typer.Option(False, "--rerank/--no-rerank", help="Cross-encoder rerank of the top candidates."),
+    title_boost: Optional[bool] = typer.Option(None, "--title-boost/--no-title-boost", help="Title-match boosts."),
+    config: Optional[str] = typer.Option(None, "--config", help="Scoring configuration: default | hybrid | seed | bm25 | dense | fusion."),
+    year_from: Optional[int] = typer.Option(None, "--year-from", help="Only papers from this year on."),
+    year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),
+    category: Optional[list[str]] = typer.Option(None, "--category", help="Only these categories (repeat or comma-separate)."),
+    author: Optional[list[str]] = typer.Option(None, "--author", help="Only papers with an author name containing this (repeatable)."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Batch: queries file (qid<TAB>text TSV, SMART .QRY or TREC topics)."),
+    run_out: Optional[Path] = typer.Option(None, "--run-out", help="Batch: write a TREC run here (qid Q0 docid rank score tag)."),
+    tag: str = typer.Option("paperkb", "--tag", help="Run tag in the TREC run."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (everything, unabridged)."),
+    wide: bool = typer.Option(False, "--wide", help="One column per signal (a table 220 columns wide); the default on "
+                              "terminals of 150+ columns, else one wrapped cell per paper that fits 80 columns."),
+    export_format: Optional[str] = typer.Option(None, "--format", help="Print the results for a reference manager: bibtex | ris | csl-json."),
+) -> None:
+    """Hybrid search of a published snapshot: ranked papers with their signals and the queries used."""
+    import json as _json
+
+    from pipeline.query import Filters, Searcher, open_snapshot
+
+    settings = get_settings(ctx)
+    if (query is None) == (queries is None):
+        raise UserError("give either a QUERY or --queries FILE")
+    if queries is not None and run_out is None:
+        raise UserError("--queries needs --run-out RUN.trec")
+    filters = Filters(year_from=year_from, year_to=year_to, categories=split_categories(category) or [], authors=author or [])
+    kwargs: dict[str, Any] = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost,
+                                  config=config)
+    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    if queries is not None and run_out is not None:
+        from pipeline.evaluation.qrels import read_queries
+        from pipeline.query.runs import search_trec_run
+
+        qs = read_queries(queries)
+        n = search_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
+        typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
+        return
+    check_export_format(export_format)
+    resp = searcher.search(query or "", k=k, **kwargs)
+    if export_format:
+        print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
+        return
+    if as_json:
+        print(_json.dumps(resp.to_dict(), indent=2, default=str))
+        return
+    from pipeline.query.display import print_search
+
+    print_search(resp, wide=True if wide else None)
+
+
+@app.command(rich_help_panel=PANEL)
+def related(
+    ctx: typer.Context,
+    paper_id: str = typer.Argument(..., help="Paper id (arXiv id, or '<collection>:<docno>')."),
+    k: int = typer.Option(20, "--k", "-k", help="How many related papers."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    export_format: Optional[str] = typer.Option(None, "--format", help="Print the related papers for a reference manager: bibtex | ris | csl-json."),
+    wide: bool = typer.Option(False, "--wide", help="One column per component (a table 220 columns wide); the default "
+                              "on terminals of 150+ columns, else one wrapped cell per paper that fits 80 columns."),
+) -> None:
+    """Connected papers: weighted co-citation/coupling fused with semantic similarity, re-ranked by quality."""
+    import json as _json
+
+    from pipeline.query import Searcher, open_snapshot
+
+    settings = get_settings(ctx)
+    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    check_export_format(export_format)
+    items = searcher.related(paper_id, k=k)
+    if export_format:
+        print_export(searcher.snap, [r.paper_id or r.work_id for r in items], export_format)
+        return
+    if as_json:
+        print(_json.dumps({"paper_id": searcher.resolve_id(paper_id), "snapshot_id": searcher.snap.snapshot_id,
+                           "related": [r.to_dict() for r in items]}, indent=2, default=str))
+        return
+    from pipeline.query.display import print_related
+
+    print_related(searcher, paper_id, items, wide=True if wide else None)
+
+
+@app.command("export", rich_help_panel=PANEL)
+def export_cmd(
+    ctx: typer.Context,
+    paper_ids: list[str] = typer.Argument(..., help="Paper ids (arXiv id, '<collection>:<docno>', or a citation-graph work id)."),
+    export_format: str = typer.Option("bibtex", "--format", help="bibtex | ris | csl-json."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write to this file instead of standard output."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+) -> None:
+    """Papers as BibTeX, RIS or CSL-JSON for a reference manager (Zotero, JabRef, EndNote, citeproc)."""
+    from pipeline.query import open_snapshot
+
+    fmt = check_export_format(export_format) or "bibtex"
+    print_export(open_snapshot(get_settings(ctx), snapshot), paper_ids, fmt, out)
+
+
+@app.command("path", rich_help_panel=PANEL)
+def path_cmd(
+    ctx: typer.Context,
+    source: str = typer.Argument(..., help="First paper id."),
+    target: str = typer.Argument(..., help="Second paper id."),
+    max_length: int = typer.Option(4, "--max-length", min=1, max=8, help="Longest path to look for, in citation hops."),
+    limit: int = typer.Option(20, "--limit", min=1, max=200, help="At most this many shortest paths."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The shortest citation paths between two papers, citations followed either way, each hop's paper shown."""
+    import json as _json
+
+    from pipeline.query import open_snapshot
+    from pipeline.query.paths import shortest_paths
+
+    snap = open_snapshot(get_settings(ctx), snapshot)
+    con = snap.catalog()
+    try:
+        res = shortest_paths(con, source, target, max_length=max_length, limit=limit)
+    finally:
+        con.close()
+    res.snapshot_id = snap.snapshot_id
+    if as_json:
+        print(_json.dumps(res.to_dict(), indent=1, ensure_ascii=False, default=str))
+        return
+    if res.length is None:
+        typer.echo(f"path: no citation path of at most {max_length} hops between {res.source} and {res.target} "
+                   f"(snapshot {snap.snapshot_id})")
+        return
+    more = " (more not shown: raise --limit)" if res.truncated else ""
+    typer.echo(f"path: {len(res.paths)} shortest path(s) of {res.length} hop(s) between {res.source} and {res.target}{more}")
+    for n, p in enumerate(res.paths, start=1):
+        typer.echo(f"#{n}")
+        for h in p:
+            arrow = {"cites": "  cites  ", "cited_by": "cited by "}.get(h.link or "", "")
+            typer.echo(f"  {arrow:>9} {h.paper_id or h.work_id}  {h.year or '----'}  {h.title or ''}")
+
+
+@app.command("recommend", rich_help_panel=PANEL)
+def recommend_cmd(
+    ctx: typer.Context,
+    pos: list[str] = typer.Option(..., "--pos", help="Positive seed paper ids (repeat --pos, or comma-separate)."),
+    neg: Optional[list[str]] = typer.Option(None, "--neg", help="Negative seed paper ids (repeat --neg, or comma-separate): push away from these."),
+    k: int = typer.Option(20, "--k", "-k", min=1, max=1000, help="How many papers."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (every reason, with shared reference / citer ids)."),
+    export_format: Optional[str] = typer.Option(None, "--format", help="Print the recommended papers for a reference manager: bibtex | ris | csl-json."),
+) -> None:
+    """Papers like the positive seeds and unlike the negative ones (vectors + co-citation/coupling), each with why."""
+    import json as _json
+
+    from pipeline.query import Searcher, open_snapshot
+
+    settings = get_settings(ctx)
+    check_export_format(export_format)
+    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    resp = searcher.recommend(split_categories(pos) or [], split_categories(neg) or [], k=k)
+    if export_format:
+        print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
+        return
+    if as_json:
+        print(_json.dumps(resp.to_dict(), indent=1, ensure_ascii=False, default=str))
+        return
+    negs = f", away from {', '.join(resp.negatives)}" if resp.negatives else ""
+    typer.echo(f"recommend: {len(resp.results)} paper(s) like {', '.join(resp.positives)}{negs} (snapshot {resp.snapshot_id})")
+    for r in resp.results:
+        typer.echo(f"{r.rank:>3}  {r.score:6.3f}  {r.paper_id}  {r.year or '----'}  {r.title or ''}")
+        typer.echo(f"{'':13}why: {r.why() or '-'}")
+
+
+@app.command("eval", rich_help_panel=PANEL)
+def eval_cmd(
+    ctx: typer.Context,
+    queries: Path = typer.Option(..., "--queries", help="Queries: SMART (.QRY, cran.qry) or TREC (qid<TAB>text, or <top> topics)."),
+    qrels: Path = typer.Option(..., "--qrels", help="Judgements: SMART (.REL, cranqrel) or TREC (qid 0 docid rel)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="smart | trec (default: detected from each file)."),
+    with_ablations: bool = typer.Option(False, "--ablations", help="Also BM25/dense/fusion only, seed, each signal removed, expansion and title boosts on/off."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where TREC runs + qrels go (default: WAREHOUSE/eval/SNAPSHOT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """nDCG@10, MAP and R@100 (ir-measures) of the default ranking and its ablations, with TREC run files."""
+    from pipeline.evaluation.evaluate import evaluate, relative_to, summary_json
+
+    if fmt is not None and fmt not in ("smart", "trec"):
+        raise UserError(f"unknown --format {fmt!r}: use smart or trec")
+    settings = get_settings(ctx)
+    def progress(done: int, total: int, name: str) -> None:
+        print(f"[{done}/{total}] {name}", file=sys.stderr, flush=True)
+
+    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations, snapshot_id=snapshot,
+                       run_dir=run_dir, progress=progress)
+    if as_json:
+        print(summary_json(summary))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"paperkb eval: snapshot {summary['snapshot_id']}, {summary['queries']} judged queries")
+    table.add_column("configuration")
+    for m in summary["measures"]:
+        table.add_column("MAP" if m == "AP" else m, justify="right")
+    table.add_column("s/query", justify="right")
+    for row in summary["rows"]:
+        vals = [f"{row['measures'][m]:.4f}" for m in summary["measures"]] if row["measures"] else ["-"] * len(summary["measures"])
+        table.add_row(row["name"], *vals, f"{row['seconds'] / max(row['queries'], 1):.3f}" if row["queries"] else "-")
+    console = Console(width=None if sys.stdout.isatty() else 120)  # piped: wide enough for one line per row
+    console.print(table)
+    for note in summary["notes"]:
+        console.print(f"note: {note}")
+    ratio = relative_to(summary)
+    if ratio is not None:
+        console.print(f"default / better of (bm25 only, dense only) nDCG@10 = {ratio:.3f}x")
+    console.print(f"runs: {summary['run_dir']}")

@@ -1,0 +1,77 @@
+"""The typer application, its global options, and what several command groups share (settings,
+categories, export formats)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from pipeline.errors import UserError
+from pipeline.settings import Settings
+
+app = typer.Typer(
+    name="paperkb",
+    help="Nightly arXiv + Semantic Scholar pipeline and hybrid search over published snapshots.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+VERBOSE = {"on": False}  # -v: errors print their traceback before the one line (read by pipeline.cli.main)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    warehouse: Optional[Path] = typer.Option(None, "--warehouse", help="Data root (env PAPERKB_WAREHOUSE, default ./warehouse)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
+) -> None:
+    VERBOSE["on"] = verbose
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    ctx.obj = {"warehouse": warehouse}
+
+
+def get_settings(ctx: typer.Context, **overrides) -> Settings:
+    """Settings from the environment, overridden by the global flags and the command's flags."""
+    obj = ctx.find_root().obj or {}
+    settings = Settings.load(warehouse=obj.get("warehouse"), **overrides)
+    if settings.warehouse.exists() and not settings.warehouse.is_dir():
+        flag = "--warehouse" if obj.get("warehouse") is not None else "PAPERKB_WAREHOUSE"
+        raise UserError(f"the warehouse {settings.warehouse} is a file, not a directory: point {flag} at a directory "
+                        "(a new one is created)")
+    return settings
+
+
+def split_categories(values: Optional[list[str]]) -> Optional[list[str]]:
+    """``--category cs.IR,cs.CL --category cs.DL`` -> ``['cs.IR', 'cs.CL', 'cs.DL']`` (None when not given)."""
+    if not values:
+        return None
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+def check_export_format(fmt: Optional[str]) -> Optional[str]:
+    """The reference-manager format named by ``--format`` (one line, exit 2, for an unknown one)."""
+    if fmt is None:
+        return None
+    from pipeline.exports import check_format
+
+    try:
+        return check_format(fmt)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def print_export(snap, ids: list[str], fmt: str, out: Optional[Path] = None) -> None:
+    """The papers ``ids`` of ``snap`` as BibTeX / RIS / CSL-JSON, on stdout or into ``out``."""
+    from pipeline.query.records import export_text
+
+    text = export_text(snap, ids, fmt)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out.write_text(text, encoding="utf-8")
+    typer.echo(f"export: {len(ids)} paper(s) as {fmt} -> {out}", err=True)

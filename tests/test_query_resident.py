@@ -120,14 +120,15 @@ def test_full_text_inside_a_running_event_loop_gives_the_same_results(searchers,
     assert t_async["_score"].to_pylist() == pytest.approx(t_sync["_score"].to_pylist())
 
 
-def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot, cisi_queries):
-    """``query_bf16``: the same query vectors as float32 up to rounding, so the same rankings."""
+def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot_as_before, cisi_queries):
+    """``query_bf16``: the same query vectors as float32 up to rounding, so the same rankings. It applies where
+    sentence-transformers encodes the queries (a snapshot without its own query encoder)."""
     from pipeline.embedding.encoders import bf16_wanted
 
     assert bf16_wanted(True) and not bf16_wanted(False)
-    snap = open_snapshot(cisi_snapshot)
-    f32 = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": False}))
-    b16 = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": True}))
+    snap = open_snapshot(cisi_snapshot_as_before)
+    f32 = Searcher(snap, cisi_snapshot_as_before.model_copy(update={"query_bf16": False}))
+    b16 = Searcher(snap, cisi_snapshot_as_before.model_copy(update={"query_bf16": True}))
     qs = cisi_queries[:8]
     a, b = f32.encode(qs), b16.encode(qs)
     assert a.dtype == b.dtype == np.float32
@@ -137,3 +138,11 @@ def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot, cisi_quer
         ra = [r.paper_id for r in f32.search(q, k=10).results]
         rb = [r.paper_id for r in b16.search(q, k=10).results]
         assert len(set(ra) & set(rb)) >= 9
+
+
+def test_bf16_setting_leaves_the_snapshot_encoder_alone(cisi_snapshot, cisi_queries):
+    """The snapshot's own query encoder runs at the precision its documents were embedded with."""
+    snap = open_snapshot(cisi_snapshot)
+    a = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": False})).encode(cisi_queries[:4])
+    b = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": True})).encode(cisi_queries[:4])
+    assert np.array_equal(a, b)

@@ -10,7 +10,7 @@ import typer
 
 from pipeline.errors import UserError
 
-from pipeline.cli.root import app, check_export_format, get_settings, print_export, split_categories
+from pipeline.cli.root import VERBOSE, app, check_export_format, get_settings, print_export, split_categories
 
 PANEL = "Reading and search"
 
@@ -40,9 +40,15 @@ def search(
 ) -> None:
     """Hybrid search of a published snapshot: ranked papers with their signals and the queries used."""
     import json as _json
+    import logging
 
+    from pipeline.cli.timings import Clock, process_age_s
     from pipeline.query import Filters, Searcher, open_snapshot
 
+    verbose = VERBOSE["on"]
+    if not verbose:  # the results and nothing else: stderr only when something is wrong (-v: logs and timings)
+        logging.getLogger().setLevel(logging.WARNING)
+    clock = Clock(process_age_s())
     settings = get_settings(ctx)
     if (query is None) == (queries is None):
         raise UserError("give either a QUERY or --queries FILE")
@@ -52,6 +58,7 @@ def search(
     kwargs: dict[str, Any] = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost,
                                   config=config)
     searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    clock.lap("open")
     if queries is not None and run_out is not None:
         from pipeline.evaluation.qrels import read_queries
         from pipeline.query.runs import search_trec_run
@@ -61,16 +68,23 @@ def search(
         typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
         return
     check_export_format(export_format)
+    searcher.warm(encoder=True)  # what the first search loads, timed apart from the search (took_ms is the search alone)
+    t = searcher.timings
+    clock.lap("load", f"snapshot data {t.get('warm', 0) * 1000:.0f} ms and query encoder {t.get('encoder', 0) * 1000:.0f} ms "
+                      f"side by side; encoder: {searcher.encoder_kind}")
     resp = searcher.search(query or "", k=k, **kwargs)
+    clock.lap_split("search", [("encode", t.get("encode", 0.0), "the query")], f"took_ms {resp.took_ms:g} includes encode")
     if export_format:
         print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
-        return
-    if as_json:
+    elif as_json:
         print(_json.dumps(resp.to_dict(), indent=2, default=str))
-        return
-    from pipeline.query.display import print_search
+    else:
+        from pipeline.query.display import print_search
 
-    print_search(resp, wide=True if wide else None)
+        print_search(resp, wide=True if wide else None)
+    if verbose:
+        clock.lap("print")
+        print(clock.line(), file=sys.stderr)
 
 
 @app.command(rich_help_panel=PANEL)

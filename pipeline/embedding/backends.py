@@ -270,11 +270,16 @@ def require_backend(rt: Runtime) -> None:
 
 
 def _export_onnx_fp32(st_model, out: Path) -> None:
+    import warnings
+
     import torch
 
     names = _input_names(st_model)
     axes = {k: {0: "batch", 1: "seq"} for k in names + ["last_hidden_state"]}
-    with torch.no_grad():
+    # the tracer's warnings (legacy exporter, shapes taken as constants) are about graphs with control flow on
+    # values; an encoder's is not, and the export is checked against torch where it is used (query_export)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(_Traceable.make(st_model[0].model, names), _example(st_model, names), str(out),
                           input_names=names, output_names=["last_hidden_state"], dynamic_axes=axes,
                           opset_version=17, dynamo=False)
@@ -297,8 +302,11 @@ def _export(st_model, name_or_path: str, root: Path, rt: Runtime, tmp: Path) -> 
         import openvino as ov
         import torch
 
+        import warnings
+
         names = _input_names(st_model)
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's, as in _export_onnx_fp32
             ovm = ov.convert_model(_Traceable.make(st_model[0].model, names), example_input=_example(st_model, names),
                                    input=[(n, [-1, -1], ov.Type.i64) for n in names])
         # the IR keeps fp32 weights for both precisions: bf16 is an inference-time choice of OpenVINO's CPU plugin

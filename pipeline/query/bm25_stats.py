@@ -24,6 +24,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -124,7 +125,7 @@ def write(path: Path, counted: Counted) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     s, p = counted.stats, counted.passages
     empty = np.zeros(0, dtype=np.int64)
-    arrays = {
+    arrays: dict[str, Any] = {  # Any: savez types its keyword arrays like its allow_pickle flag
         "format": np.array([FORMAT], dtype=np.int64),
         "analyzer": np.frombuffer(analyzer_id().encode(), dtype=np.uint8),
         "sample_rows": np.array([SAMPLE_ROWS], dtype=np.int64),

@@ -174,10 +174,12 @@ class Settings(BaseSettings):
     query_rrf_k: int = Field(default=60, ge=1, description="reciprocal rank fusion constant")
     query_max_chars: int = Field(default=1000, ge=1, description="longest accepted query")
     query_torch_threads: int | None = Field(
-        default=1, ge=1, description="torch intra-op threads while encoding a query (process-wide; 1 is 10x+ faster on a busy CPU; None = leave torch alone)")
+        default=1, ge=1, description="threads while encoding a query: ONNX Runtime's (the snapshot's query encoder) or torch's intra-op "
+                                     "threads (process-wide; 1 is 10x+ faster on a busy CPU; None = leave them alone)")
     query_bf16: bool | None = Field(
-        default=None, description="encode queries under bfloat16 autocast (1.6x less CPU per query here; vectors within 2e-5 cosine of "
-                                  "float32); None = when the CPU computes bfloat16 natively (AVX512-BF16/AMX), elsewhere it is slower")
+        default=None, description="encode queries under bfloat16 autocast with sentence-transformers (snapshots without their own query "
+                                  "encoder; 1.6x less CPU per query here; vectors within 2e-5 cosine of float32); None = when the CPU "
+                                  "computes bfloat16 natively (AVX512-BF16/AMX), elsewhere it is slower")
     query_blas_threads: int | None = Field(
         default=1, ge=1, description="BLAS (numpy) threads in a searching process (process-wide; per-query matrix products are small, "
                                      "and idle BLAS threads spinning next to LanceDB's cost 3-10x on this 2-core machine; None = leave numpy alone)")

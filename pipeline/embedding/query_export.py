@@ -5,9 +5,11 @@ made once per model, runtime, sequence length and dimension, beside the other ex
 cache (``<cache>/models/<model id>/query-<backend>-<precision>-seq<N>-dim<D>/``, :func:`folder_name`), and each snapshot
 hard-links its files (no disk per snapshot, like the LanceDB files). What it holds:
 
-- the transformer exported by :func:`pipeline.embedding.backends.ensure_export` (hard links to that export's
-  files) for the runtime the snapshot's queries run on (:func:`export_runtime`): the documents' own backend
-  and precision for ONNX Runtime and OpenVINO; ONNX fp32 for torch (any precision: queries on a CPU are fp32);
+- the transformer exported by :func:`pipeline.embedding.backends.ensure_export` for the runtime the snapshot's
+  queries run on (:func:`export_runtime`): the documents' own backend and precision for ONNX Runtime and
+  OpenVINO; ONNX fp32 for torch (any precision: queries on a CPU are fp32). ONNX graphs are saved again with
+  their weights as external data (``model.onnx`` + ``model.onnx.data``: memory-mapped when a reader opens
+  them); OpenVINO's files are hard links to the export's;
 - ``tokenizer.json``: the model's fast tokenizer, as transformers holds it;
 - ``query_encoder.json``: pooling, sequence length, Matryoshka dimension, padding (:class:`Descriptor`).
 
@@ -166,8 +168,11 @@ def _make(st_model, path: str, model: dict, rt: Runtime, root: Path, out: Path) 
         exported = ensure_export(st_model, path, root, rt)
     except Exception as exc:  # noqa: BLE001 - e.g. an architecture torch's exporter cannot trace
         raise NotExportable(f"exporting {path} for {rt.label()} failed: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
-    for name in MODEL_FILES[rt.backend]:
-        _link_or_copy(exported.parent / name, out / name)
+    if rt.backend == "onnx":
+        _with_external_weights(exported, out / MODEL_FILES["onnx"][0], MODEL_FILES["onnx"][1])
+    else:
+        for name in MODEL_FILES[rt.backend]:
+            _link_or_copy(exported.parent / name, out / name)
     st_model.tokenizer.backend_tokenizer.save(str(out / TOKENIZER))
     d.write(out)
     # what a reader without this folder computes: the same model on the same runtime, through sentence-transformers
@@ -183,6 +188,17 @@ def _make(st_model, path: str, model: dict, rt: Runtime, root: Path, out: Path) 
                             f"(more than {TOLERANCE:g}) on the probe texts")
     log.info("query encoder for %s (%s) made: %s pooling, max %d tokens, within %.1e of sentence-transformers",
              model.get("query_model") or path, rt.label(), d.pooling, d.max_seq_length, worst)
+
+
+def _with_external_weights(src: Path, dst: Path, data_name: str) -> None:
+    """The ONNX model ``src`` saved as ``dst`` with its weights in ``data_name`` beside it (ONNX's external data),
+    which ONNX Runtime maps into memory instead of parsing and copying them (see MODEL_FILES)."""
+    import onnx
+
+    model = onnx.load(str(src))
+    onnx.save_model(model, str(dst), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name,
+                    size_threshold=1024)
+    os.chmod(dst.parent / data_name, dst.stat().st_mode & 0o777)  # onnx writes it owner-only; readers may be others
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

@@ -72,7 +72,10 @@ def validate_query(query: str, max_chars: int = 1000) -> str:
 class Searcher:
     """Search one opened snapshot. Models load lazily on the first search."""
 
-    def __init__(self, snapshot: Snapshot, settings=None):
+    def __init__(self, snapshot: Snapshot, settings=None, *, one_shot: bool = False):
+        """``one_shot``: this process answers a search or two and exits (the CLI): loading favours start-up over
+        throughput (the query encoder opens ~40 ms sooner and encodes ~4 ms slower)."""
+        self.one_shot = one_shot
         if settings is None:
             from pipeline.settings import Settings
 
@@ -254,7 +257,7 @@ class Searcher:
         from pipeline.embedding.query_encoder import open_query_encoder
 
         threads = getattr(self.settings, "query_torch_threads", None)
-        fast = open_query_encoder(self.snap.query_encoder_dir, threads=threads)
+        fast = open_query_encoder(self.snap.query_encoder_dir, threads=threads, one_shot=self.one_shot)
         if fast is not None:
             self.encoder_kind = f"{fast.descriptor.backend}-{fast.descriptor.precision} (the snapshot's export)"
             self.timings["encoder"] = time.perf_counter() - t0

@@ -42,11 +42,17 @@ def _imported(modules: set[str], name: str) -> bool:
     return any(m == name or m.startswith(name + ".") for m in modules)
 
 
-def test_search_imports_no_heavy_module_and_prints_only_results(cisi_snapshot, tmp_path):
-    p, modules = _paperkb(cisi_snapshot, tmp_path, "search", "information retrieval evaluation", "-k", "5")
+@pytest.mark.parametrize("filters", [[], ["--author", "Salton", "--json"]])
+def test_search_imports_no_heavy_module_and_prints_only_results(cisi_snapshot, tmp_path, filters):
+    q = "information retrieval evaluation" if not filters else "automatic indexing"
+    p, modules = _paperkb(cisi_snapshot, tmp_path, "search", q, "-k", "5", *filters)
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
-    assert "Foundation of Evaluation" in p.stdout and "cisi:" in p.stdout
+    if filters:  # the filtered BM25 comes from the in-memory index too (no LanceDB)
+        results = json.loads(p.stdout)["results"]
+        assert results and all(any("Salton" in a for a in r["authors"]) for r in results)
+    else:
+        assert "Foundation of Evaluation" in p.stdout and "cisi:" in p.stdout
     assert modules and "onnxruntime" in modules and "tokenizers" in modules and "lance" in modules
     assert [n for n in NEVER if _imported(modules, n)] == []
 

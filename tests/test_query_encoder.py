@@ -49,15 +49,16 @@ def test_the_snapshot_carries_its_query_encoder_and_bm25_statistics(cisi_snapsho
     folder = snapshots.resolve(cisi_snapshot)
     m = snapshots.read_manifest(folder)
     assert m["layout"]["query_encoder"] == "query_encoder" and m["layout"]["bm25"] == "bm25/chunks.npz"
-    for rel in ("query_encoder/model.onnx", "query_encoder/tokenizer.json", "query_encoder/query_encoder.json",
-                "bm25/chunks.npz"):
+    for rel in ("query_encoder/model.onnx", "query_encoder/model.onnx.data", "query_encoder/tokenizer.json",
+                "query_encoder/query_encoder.json", "bm25/chunks.npz"):
         assert rel in m["files"] and m["sizes"][rel] == (folder / rel).stat().st_size, rel
     d = json.loads((folder / "query_encoder" / "query_encoder.json").read_text())
     assert (d["backend"], d["precision"], d["pooling"], d["max_seq_length"], d["dim"]) == ("onnx", "fp32", "mean", 256, 384)
-    # the model file is the export kept beside the vector cache, hard-linked: no disk per snapshot
-    model = folder / "query_encoder" / "model.onnx"
-    cached = [p for p in (cisi_snapshot.embed_cache_dir / "models").rglob("model.onnx") if p.stat().st_ino == model.stat().st_ino]
-    assert cached and model.stat().st_nlink >= 2
+    # the weights are the export kept beside the vector cache, hard-linked: no disk per snapshot
+    weights = folder / "query_encoder" / "model.onnx.data"
+    cached = [p for p in (cisi_snapshot.embed_cache_dir / "models").rglob("model.onnx.data")
+              if p.stat().st_ino == weights.stat().st_ino]
+    assert cached and weights.stat().st_nlink >= 2 and weights.stat().st_mode & 0o044  # readable by other users
     assert snapshots.verify(cisi_snapshot) == []
 
 
@@ -68,10 +69,13 @@ def test_light_encoder_matches_sentence_transformers_on_cisi_queries(pair, cisi_
     assert a.shape == b.shape == (len(cisi_queries), 384) and a.dtype == b.dtype == np.float32
     assert float(np.abs(a - b).max()) < TOLERANCE
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
-    # one query alone (no padding) and inside a batch (padded to the longest) give the same vector
+    # one query alone (no padding) and inside a batch (padded to the longest) give the same vector, and so does
+    # the encoder of a one-shot process (ONNX Runtime without pre-packed weights)
     new._qcache.clear()
     alone = new.encode([cisi_queries[0]])[0]
     assert float(np.abs(alone - a[0]).max()) < TOLERANCE
+    one_shot = Searcher(new.snap, new.settings, one_shot=True)
+    assert float(np.abs(one_shot.encode(cisi_queries[:20]) - b[:20]).max()) < TOLERANCE
 
 
 def test_rankings_are_unchanged(pair, cisi_queries):

@@ -145,6 +145,11 @@ class FlatChunks:
         vectors = vector_matrix(t["vector"], dim)
         return cls(t.drop_columns(["vector"]), vectors)
 
+    def allowed_mask(self, allowed: set[str]) -> np.ndarray:
+        """Which rows (positions) belong to the papers ``allowed``."""
+        codes = [self.code_of[p] for p in allowed if p in self.code_of]
+        return np.isin(self.paper_code, codes)
+
     def positions(self, rowids: np.ndarray) -> np.ndarray:
         """Positions (in :attr:`rows`, :attr:`vectors`, :attr:`lists`) of the chunks with these row ids."""
         return np.searchsorted(self.rowids, rowids)
@@ -162,8 +167,7 @@ class FlatChunks:
         v = np.asarray(vec, dtype=np.float32)
         dist = self.sq_norms - 2.0 * (self.vectors @ v) + float(v @ v)
         if allowed is not None:
-            codes = [self.code_of[p] for p in allowed if p in self.code_of]
-            dist = np.where(np.isin(self.paper_code, codes), dist, np.inf)
+            dist = np.where(self.allowed_mask(allowed), dist, np.inf)
         k = min(k, int(np.isfinite(dist).sum()))
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)

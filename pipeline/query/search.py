@@ -184,11 +184,14 @@ class Searcher:
         flat = self._resident[2]
         return flat is not None and len(flat.rowids) <= _SCORE_ALL_MAX_ROWS
 
-    def _all_scores(self, query, where: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first."""
+    def _all_scores(self, query, where: str | None = None,
+                    allowed_rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first.
+        ``allowed_rows``: ``where`` as a mask over the resident rows (the in-memory index then answers it)."""
         index = self._resident_index
-        if index is not None and where is None and isinstance(query, str):  # the same scores, from memory
-            return index.search(query)
+        if index is not None and isinstance(query, str) and (where is None or allowed_rows is not None):
+            # the same scores, from memory (a prefilter leaves the index's statistics as they are: so does the mask)
+            return index.search(query, allowed_rows)
         flat = self._resident[2]
         every = len(flat.rowids) if flat is not None else self._chunks.count_rows()
         t = self.fts.query(fts_match(query) if isinstance(query, str) else query, ["_score"], every, where)
@@ -365,7 +368,7 @@ class Searcher:
         s = self.settings
         flat = self._resident[2]
         if flat is not None:  # both sides as positions in the resident table; a thread would cost more
-            sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo)
+            sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo, allowed)
             de_pos, _ = flat.nearest(vec, k_dense, allowed)
             sp_rows, de_rows = pool.add_positions(flat, sp_pos), pool.add_positions(flat, de_pos)
             de_vecs = flat.vectors[de_pos]
@@ -381,11 +384,12 @@ class Searcher:
         return Ranked.of(rows, fused, sp_rows, sp_scores)
 
     def _sparse_positions(self, flat: FlatChunks, text: str, k: int, where: str | None,
-                          memo: dict | None) -> tuple[np.ndarray, np.ndarray]:
+                          memo: dict | None, allowed: set[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """BM25 candidates as (positions in the resident table, raw BM25), best first."""
         try:
             if self._score_all:  # every match scored once (kept in memo for the exact BM25)
-                rids, scores = self._all_scores(text, where)
+                mask = flat.allowed_mask(allowed) if where is not None and allowed is not None else None
+                rids, scores = self._all_scores(text, where, mask)
                 if memo is not None and where is None:
                     memo[text] = rids, scores
                 top = np.lexsort((rids, -scores))[:k]  # best first; ties by row id, as LanceDB's top-k

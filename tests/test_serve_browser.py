@@ -26,8 +26,19 @@ def page():
 
 
 def test_search_then_paper_graph(base_url, page):
+    import json
+    import urllib.request
+
     ARTIFACTS.mkdir(exist_ok=True)
+    with urllib.request.urlopen(base_url + "/api/examples", timeout=60) as r:
+        examples = json.loads(r.read())
     page.goto(base_url + "/")
+    assert page.evaluate("document.activeElement.id") == "q"  # the search box has focus on load
+    # example queries and placeholders come from the served snapshot (CISI), not another corpus
+    page.wait_for_selector("#examples a.example")
+    assert page.locator("#q").get_attribute("placeholder") == f"e.g. {examples['queries'][0]}"
+    assert page.locator("#examples a.example").all_inner_texts() == examples["queries"]
+    assert "cacm" not in page.locator("form.search").inner_html().lower()
     page.evaluate("document.activeElement && document.activeElement.blur()")
     page.keyboard.press("/")  # keyboard: focus the search box
     page.keyboard.type("information retrieval evaluation of search systems")
@@ -38,9 +49,28 @@ def test_search_then_paper_graph(base_url, page):
     first = results.first
     for sig in ("ck", "doc", "abs", "fig", "pr"):
         assert first.locator(f".sig-{sig}").count() == 1
+        assert len(first.locator(f".sig-{sig}").get_attribute("title")) > 20  # each chip says what it means
+    legend = page.locator("#legend-list dt").all_text_contents()  # the legend below the results says it in words
+    assert {"ck", "doc", "abs", "fig", "pr", "bm25", "fused", "rm3", "nbr"} <= set(legend)
     assert "queries used" in page.locator("#status").inner_text()
     assert page.locator("#q").input_value() == "information retrieval evaluation of search systems"
+    assert first.locator("a.author").count() >= 1  # authors on every result, linked to their page
+    assert page.locator("li.result .passage mark").count() >= 3  # query words marked in the passages
+    assert {m.lower()[:5] for m in page.locator("li.result .passage mark").all_inner_texts()} & {"retri", "evalu", "searc", "syste", "infor"}
     page.screenshot(path=str(ARTIFACTS / "search.png"), full_page=False)
+
+    # paging: the next 10, numbered on; sorting by date: newest first
+    assert page.locator("#status").inner_text().startswith("Papers 1–10")
+    page.click("#pager button.next")
+    page.wait_for_selector("#status:has-text('Papers 11–20')", timeout=60000)  # (no wait_for_function: the CSP forbids eval)
+    assert "offset=10" in page.url
+    page.select_option("#sort", "date")
+    page.wait_for_selector("#status:has-text('Papers 1–10')", timeout=60000)
+    years = [int(y) for y in page.locator("li.result .year").all_inner_texts()]
+    dated = [page.locator("li.result").nth(i).locator(".year").count() for i in range(page.locator("li.result").count())]
+    # (few CISI records have a year: the dated ones come first, newest first)
+    assert years and years == sorted(years, reverse=True) and dated == sorted(dated, reverse=True), (years, dated)
+    first = page.locator("li.result").first
 
     first.locator("a.title").focus()
     page.keyboard.press("Enter")  # open the paper by keyboard
@@ -48,6 +78,9 @@ def test_search_then_paper_graph(base_url, page):
     page.wait_for_selector("#graph circle.node", timeout=60000)
     assert page.locator("#graph circle.node").count() >= 1
     assert page.locator("article#paper").inner_text().count("Abstract") >= 1
+    assert page.locator("article#paper a.author").count() >= 1
+    cites = page.locator("table.metrics tr", has_text="citation count").locator("td").nth(1).inner_text()
+    assert cites.replace(",", "").isdigit(), cites  # an integer, not 19.000
     page.screenshot(path=str(ARTIFACTS / "paper.png"), full_page=False)
 
 

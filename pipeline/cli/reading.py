@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -255,3 +256,95 @@ def eval_cmd(
     if ratio is not None:
         console.print(f"default / better of (bm25 only, dense only) nDCG@10 = {ratio:.3f}x")
     console.print(f"runs: {summary['run_dir']}")
+
+
+def _catalog(ctx: typer.Context, snapshot: Optional[str]):
+    """(snapshot, read-only catalog connection) of ``--snapshot`` or CURRENT; the caller closes both."""
+    from pipeline.query import open_snapshot
+
+    snap = open_snapshot(get_settings(ctx), snapshot, need_fts=False)
+    try:
+        return snap, snap.catalog()
+    except BaseException:
+        snap.close()
+        raise
+
+
+@app.command("show", rich_help_panel=PANEL)
+def show_cmd(
+    ctx: typer.Context,
+    paper_id: str = typer.Argument(..., help="Paper id (arXiv id, '<collection>:<docno>', local:..., or its DOI)."),
+    top: int = typer.Option(5, "--top", min=0, max=200, help="References and citing papers listed (most cited first)."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections."""
+    from pipeline.cli.paper_views import show_lines, width
+    from pipeline.query.paper_detail import paper_detail
+
+    snap, con = _catalog(ctx, snapshot)
+    try:
+        detail = paper_detail(con, paper_id, top=top)
+    finally:
+        con.close()
+        snap.close()
+    if as_json:
+        print(json.dumps({"snapshot_id": snap.snapshot_id, **detail}, indent=2, default=str))
+        return
+    print("\n".join(show_lines(detail["paper"], detail["facts"], detail["references"], detail["cited_by"],
+                               detail["figures"], detail["metrics"], width())))
+
+
+@app.command("papers", rich_help_panel=PANEL)
+def papers_cmd(
+    ctx: typer.Context,
+    sort: str = typer.Option("pagerank", "--sort", help="pagerank | citations | date | title."),
+    author: Optional[str] = typer.Option(None, "--author", help="Only papers with an author name containing this."),
+    category: Optional[str] = typer.Option(None, "--category", help="Only papers in this arXiv category."),
+    year_from: Optional[int] = typer.Option(None, "--year-from", help="Only papers from this year on."),
+    year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),
+    limit: int = typer.Option(20, "--limit", "-n", help="How many papers (1-200)."),
+    offset: int = typer.Option(0, "--offset", help="Skip this many first."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The snapshot's papers, sorted by PageRank, citations, date or title, filtered by author, category, years."""
+    from pipeline.cli.paper_views import papers_lines, width
+    from pipeline.query.reading import list_papers
+
+    snap, con = _catalog(ctx, snapshot)
+    try:
+        page = list_papers(con, sort=sort, author=author, category=category, year_from=year_from, year_to=year_to,
+                           limit=limit, offset=offset).to_dict()
+    finally:
+        con.close()
+        snap.close()
+    if as_json:
+        print(json.dumps({"snapshot_id": snap.snapshot_id, **page}, indent=2, default=str))
+        return
+    what = "papers" + "".join(f" {k} {v!r}" for k, v in (("by", author), ("in", category)) if v)
+    print("\n".join(papers_lines(page, width(), what)))
+
+
+@app.command("author", rich_help_panel=PANEL)
+def author_cmd(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="The author's name as printed (case, spaces and dots do not matter)."),
+    limit: int = typer.Option(20, "--limit", "-n", help="Papers listed (most cited first, 1-200)."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """An author: papers in the snapshot, co-authors, years, citations and h-index."""
+    from pipeline.cli.paper_views import author_lines, width
+    from pipeline.query.reading import author_profile
+
+    snap, con = _catalog(ctx, snapshot)
+    try:
+        profile = author_profile(con, name, limit=limit).to_dict()
+    finally:
+        con.close()
+        snap.close()
+    if as_json:
+        print(json.dumps({"snapshot_id": snap.snapshot_id, **profile}, indent=2, default=str))
+        return
+    print("\n".join(author_lines(profile, width())))

@@ -3,15 +3,21 @@
 Endpoints (all GET; nothing writes):
 
     /api/health                       status and the snapshot being served
-    /api/search?q=...                 ranked papers with their signals and the queries used
-    /api/papers/{paper_id}            metadata, abstract, figure legends, metrics
-    /api/papers/{paper_id}/related    connected papers, plus the graph among them
+    /api/search?q=...                 ranked papers with their signals and the queries used (offset, sort)
+    /api/papers?sort=...              corpus papers by PageRank, citations, date or title (author, category, years)
+    /api/papers/{paper_id}            metadata, authors, links, abstract, figure legends, metrics, counts, sections
+    /api/papers/{paper_id}/references the papers it cites (printed order, citations or year; limit, offset)
+    /api/papers/{paper_id}/cited-by   the papers citing it
+    /api/papers/{paper_id}/related    connected papers, the graph among them, prior and derivative works
+    /api/authors/{name}               an author's papers, co-authors and years
+    /api/examples                     example queries and ids taken from the served snapshot
     /api/snapshots                    published snapshots and which one is CURRENT
     /api/export?id=...&format=...     papers as BibTeX, RIS or CSL-JSON (also format= on search and related)
     /api/path?from=...&to=...         the shortest citation paths between two papers
     /api/recommend?pos=...&neg=...    papers like the positive seeds and unlike the negative ones, each with why
     /                                 the search page (static HTML + JS, no CDN)
     /paper?id=..., /recommend         a paper's page; recommendations from the seeds liked on the pages
+    /author?name=..., /papers         an author's page; the list of papers
     /docs, /redoc, /openapi.json      the API documentation (Swagger UI and ReDoc served from static/vendor)
 
 Hardened for serving beyond loopback: only the Host names of the setting ``serve_allowed_hosts`` are
@@ -26,9 +32,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -52,6 +59,8 @@ MAX_K = 100
 SNAPSHOT_CHECK_S = 1.0
 YEARS = (1000, 3000)  # the years a filter accepts (pipeline.query.filters)
 MAX_FILTER_VALUE = 200
+KEEP_CATALOGS = 3  # catalog connections kept open: the served snapshot's and those served just before
+MAX_OFFSET = 100_000  # paging through lists (papers, references, citing papers)
 
 # Input rules the OpenAPI schema states and FastAPI enforces (422), so that the schema and the server
 # agree. The server strips text with str.strip(), whose whitespace is spelled out here (regex engines
@@ -247,6 +256,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         await asyncio.get_running_loop().run_in_executor(searching, warm_up, holder)
         yield
         searching.shutdown(wait=False, cancel_futures=True)
+        for con in list(catalogs.values()):
+            con.close()
         holder.close()  # unpin
 
     app = FastAPI(
@@ -334,6 +345,30 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
             raise HTTPException(status_code=503, detail=problem)
         return cur
 
+    from pipeline.query import reading
+
+    # one read-only connection per served snapshot, opened on first use (opening costs ~15 ms, a cursor
+    # nothing); a request reads through its own cursor. The few last snapshots' stay open for requests
+    # still on them; all close at shutdown.
+    catalogs: dict[str, Any] = {}
+    catalogs_lock = threading.Lock()
+
+    @contextmanager
+    def catalog(cur):
+        """A cursor on the catalog of the snapshot ``cur`` serves, closed after the block."""
+        with catalogs_lock:
+            con = catalogs.get(cur.snapshot_id)
+            if con is None:
+                con = catalogs[cur.snapshot_id] = cur.searcher.snap.catalog()
+                for old in list(catalogs)[:-KEEP_CATALOGS]:
+                    catalogs.pop(old).close()
+            cursor = con.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+
+
     @app.get("/api/health", summary="Service status and the snapshot being served", responses=_errors(400, 503))
     def health() -> Any:
         try:
@@ -364,6 +399,9 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         category: list[FilterValue] | None = Query(None, max_length=50, description="categories (repeat or comma-separate)"),
         author: list[FilterValue] | None = Query(None, max_length=50, description="author names (repeat or comma-separate)"),
         format: EXPORT_FORMATS | None = Query(None, description="answer with the results as bibtex, ris or csl-json instead of JSON"),
+        offset: int = Query(0, ge=0, le=MAX_K - 1, description=f"skip this many papers (paging through the best {MAX_K})"),
+        sort: Literal["relevance", "date", "citations"] = Query(
+            "relevance", description=f"relevance, or the best {MAX_K} papers by date (newest first) or citations"),
     ) -> Any:  # a dict, or an export's Response (response_model: the dict)
         if year_from is not None and year_to is not None and year_from > year_to:
             raise HTTPException(status_code=400, detail=f"year_from {year_from} is after year_to {year_to}")
@@ -371,29 +409,123 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
 
         filters = Filters(year_from=year_from, year_to=year_to, categories=_split(category), authors=_split(author))
 
+        # relevance: one more than the page, to say whether there are more; date or citations: the best MAX_K,
+        # sorted, then the page
+        pool = min(MAX_K, offset + k + 1) if sort == "relevance" else MAX_K
+
         def run():
             cur = opened()
-            return cur, cur.searcher.search(q, k=k, filters=filters, fusion=fusion, expand=expand, rerank=rerank,
-                                            title_boost=title_boost)
+            resp = cur.searcher.search(q, k=pool, filters=filters, fusion=fusion, expand=expand, rerank=rerank,
+                                       title_boost=title_boost)
+            found = [r.to_dict() for r in resp.results]
+            with catalog(cur) as con:  # citation counts (sorting, the page) and links of the papers listed
+                known = reading.paper_cards(con, [r["paper_id"] for r in (found if sort != "relevance" else found[offset:offset + k])])
+            for r in found:
+                card = known.get(r["paper_id"])
+                if card is not None:
+                    r["citation_count"], r["venue"], r["links"] = card.citation_count, card.venue, _asdict(card.links)
+            if sort == "date":
+                found.sort(key=lambda r: -(r.get("year") or 0))  # stable: relevance within a year
+            elif sort == "citations":
+                found.sort(key=lambda r: -(r.get("citation_count") or 0))
+            return cur, resp, found
 
-        cur, resp = await asyncio.get_running_loop().run_in_executor(searching, run)
+        cur, resp, found = await asyncio.get_running_loop().run_in_executor(searching, run)
+        page = found[offset:offset + k]
         if format:
-            return _export_response(cur.searcher.snap, [r.paper_id for r in resp.results], format, "search")
+            return _export_response(cur.searcher.snap, [r["paper_id"] for r in page], format, "search")
         return _json({
             "snapshot_id": cur.snapshot_id,
             "query": q,
             "queries": list(resp.queries),
             "notes": list(resp.notes),
-            "results": [r.to_dict() for r in resp.results],
+            "offset": offset,
+            "sort": sort,
+            "more": len(found) > offset + k,
+            "results": page,
         })
 
+    examples_of: dict[str, Any] = {}  # snapshot id -> its Examples (computed once per snapshot)
+
+    @app.get("/api/examples", response_model=reading.Examples, summary="Example queries and ids from the served snapshot",
+             description="What the page shows as placeholders: short queries made from the titles of the most "
+                         "central papers, the most central paper's id, the most frequent author and category, "
+                         "and the years the snapshot covers.",
+             responses=_errors(400, 503))
+    def examples() -> Any:
+        cur = opened()
+        if cur.snapshot_id not in examples_of:
+            with catalog(cur) as con:
+                examples_of.clear()
+                examples_of[cur.snapshot_id] = reading.examples(con)
+        return examples_of[cur.snapshot_id]
+
+    @app.get("/api/papers", response_model=reading.PaperPage, summary="Corpus papers, sorted and filtered",
+             description="`sort`: `pagerank` (most central first), `citations`, `date` (newest first) or `title`; "
+                         "`author`: part of an author's name (any case); `category`: an arXiv category.",
+             responses=_errors(400, 422, 503))
+    def list_papers(
+        sort: Literal["pagerank", "citations", "date", "title"] = Query("pagerank"),
+        author: FilterValue | None = Query(None, description="part of an author's name (any case)"),
+        category: FilterValue | None = Query(None, description="a category, primary or not"),
+        year_from: int | None = Query(None, ge=YEARS[0], le=YEARS[1], description="first year (not after year_to)"),
+        year_to: int | None = Query(None, ge=YEARS[0], le=YEARS[1], description="last year (not before year_from)"),
+        limit: int = Query(20, ge=1, le=reading.MAX_LIMIT),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    ) -> Any:
+        if year_from is not None and year_to is not None and year_from > year_to:
+            raise HTTPException(status_code=400, detail=f"year_from {year_from} is after year_to {year_to}")
+        cur = opened()
+        with catalog(cur) as con:
+            return reading.list_papers(con, sort=sort, author=author, category=category, year_from=year_from,
+                                       year_to=year_to, limit=limit, offset=offset)
+
+    @app.get("/api/authors/{name:path}", response_model=reading.AuthorProfile, summary="An author's papers, co-authors and years",
+             description="Names that differ only in case, accents, spacing and punctuation are one author "
+                         "(`Perlis, A. J.` = `Perlis, A.J.`).", responses=_errors(400, 404, 422, 503))
+    def author(name: Annotated[str, Path_(min_length=1, max_length=MAX_FILTER_VALUE, pattern=FILTER_LIST,
+                                          description="the author's name as printed")],
+               limit: int = Query(50, ge=1, le=reading.MAX_LIMIT, description="at most this many papers (most cited first)"),
+               ) -> Any:
+        cur = opened()
+        with catalog(cur) as con:
+            return reading.author_profile(con, name, limit=limit)
+
+    @app.get("/api/papers/{paper_id:path}/references", response_model=reading.ReferencePage,
+             summary="The papers a paper cites",
+             description="Its printed bibliography first when its PDF was read (`sort=order`: as printed; an entry "
+                         "that matched no known paper has `raw`, its text as printed), then the citation edges no "
+                         "printed entry gave (Semantic Scholar's, a collection's). A corpus paper has a `paper_id`.",
+             responses=_errors(400, 404, 422, 503))
+    def references(paper_id: PaperId, limit: int = Query(20, ge=1, le=reading.MAX_LIMIT),
+                   offset: int = Query(0, ge=0, le=MAX_OFFSET),
+                   sort: Literal["order", "citations", "year"] = Query("order")) -> Any:
+        cur = opened()
+        with catalog(cur) as con:
+            return reading.references(con, paper_id, limit=limit, offset=offset, sort=sort)
+
+    @app.get("/api/papers/{paper_id:path}/cited-by", response_model=reading.ReferencePage,
+             summary="The papers citing a paper", description="Most cited first (`sort=citations`) or newest first "
+                                                            "(`sort=year`). A corpus paper has a `paper_id`.",
+             responses=_errors(400, 404, 422, 503))
+    def cited_by(paper_id: PaperId, limit: int = Query(20, ge=1, le=reading.MAX_LIMIT),
+                 offset: int = Query(0, ge=0, le=MAX_OFFSET),
+                 sort: Literal["citations", "year"] = Query("citations")) -> Any:
+        cur = opened()
+        with catalog(cur) as con:
+            return reading.cited_by(con, paper_id, limit=limit, offset=offset, sort=sort)
+
     @app.get("/api/papers/{paper_id:path}/related", response_model=dict[str, Any], summary="Connected papers and the graph among them",
-             description="`related`: the connected papers with their components; `edges`: the paper to each "
-                         "(`kind` `related`) and the related papers among themselves (`ccbc`, `cosine` at least "
-                         "`cosine_threshold`, or `ccbc+cosine`), each with a `weight` in [0, 1]; `layout`: "
-                         "`{id: [x, y]}` in [-1, 1] with the paper at the origin (similar papers close together).",
+             description="`related`: the connected papers with their components, authors and links; `edges`: the "
+                         "paper to each (`kind` `related`) and the related papers among themselves (`ccbc`, `cosine` "
+                         "at least `cosine_threshold`, or `ccbc+cosine`), each with a `weight` in [0, 1]; `layout`: "
+                         "`{id: [x, y]}` in [-1, 1] with the paper at the origin (similar papers close together); "
+                         "`prior_works` and `derivative_works` (as Connected Papers lists them): the works cited by "
+                         "the most of the drawn papers, and the works citing the most of them (`count`: how many, "
+                         "at least 2; the paper itself is in neither list).",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})
     def related(paper_id: PaperId, k: int = Query(20, ge=1, le=MAX_K),
+                prior_k: int = Query(10, ge=1, le=MAX_K, description="at most this many prior and derivative works"),
                 format: EXPORT_FORMATS | None = Query(None, description="answer with the related papers as bibtex, ris or csl-json instead of JSON"),
                 ) -> Any:  # a dict, or an export's Response (response_model: the dict)
         cur = opened()
@@ -407,14 +539,34 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         cid = center.get("paper_id") or paper_id
         pairs = [(e["source"], e["target"], e["weight"]) for e in _edges(cur.searcher, cid, items)]
         graph = connected_graph(cid, items, pairs, unit_vectors(cur.searcher, [r["paper_id"] for r in items if r["paper_id"]]))
+        ids = [r["paper_id"] or r["work_id"] for r in items]
+        with catalog(cur) as con:  # authors and links for the hover cards; Connected Papers' two lists
+            known = reading.cards(con, [cid, *[i for i in ids if i]])
+            around = reading.prior_and_derivative(con, [cid, *[i for i in ids if i]], limit=prior_k, exclude=[cid])
+        for r, i in zip(items, ids):
+            card = known.get(i) if i else None
+            r["authors"] = card.authors if card else []
+            r["links"] = _asdict(card.links) if card else _asdict(reading.Links())
+            if r.get("citation_count") is None and card:
+                r["citation_count"] = card.citation_count
+        if cid in known:
+            center["authors"] = known[cid].authors or center.get("authors") or []
         return {"snapshot_id": cur.snapshot_id, "paper": center, "related": items, **graph,
-                "cosine_threshold": COSINE_THRESHOLD}
+                "cosine_threshold": COSINE_THRESHOLD, "prior_works": around.to_dict()["prior"],
+                "derivative_works": around.to_dict()["derivative"]}
 
-    @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, abstract, figure legends and metrics",
+    @app.get("/api/papers/{paper_id:path}", summary="Paper metadata, authors, links, abstract, figure legends, metrics",
+             description="Besides the metadata, abstract, `figures` and `metrics`: `links` (`arxiv`, `pdf`, `doi`, "
+                         "`s2`, null where unknown), `bylines` (name and affiliation), `venue`, `published`, "
+                         "`reference_count` and `cited_by_count` (the totals of /references and /cited-by) and "
+                         "`sections` (the sections of its full text with their pages).",
              responses=_errors(400, 404, 422, 503))
     def paper(paper_id: PaperId) -> dict[str, Any]:
         cur = opened()
-        return {"snapshot_id": cur.snapshot_id, **_paper_view(cur.searcher.paper(paper_id))}
+        view = _paper_view(cur.searcher.paper(paper_id))
+        with catalog(cur) as con:
+            facts = reading.paper_facts(con, view.get("paper_id") or paper_id).to_dict()
+        return {"snapshot_id": cur.snapshot_id, **view, **facts}
 
     @app.get("/api/snapshots", summary="Published snapshots, the one CURRENT names and the one being served",
              responses=_errors(400, 503))
@@ -529,6 +681,14 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     def paper_page() -> FileResponse:
         return FileResponse(STATIC / "paper.html")
 
+    @app.get("/author", include_in_schema=False)
+    def author_page() -> FileResponse:
+        return FileResponse(STATIC / "author.html")
+
+    @app.get("/papers", include_in_schema=False)
+    def papers_page() -> FileResponse:
+        return FileResponse(STATIC / "papers.html")
+
     @app.get("/recommend", include_in_schema=False)
     def recommend_page() -> FileResponse:
         return FileResponse(STATIC / "recommend.html")
@@ -589,6 +749,12 @@ def _export_response(snap, ids: list[str], fmt: str, stem: str) -> Response:
     text = export_text(snap, ids, fmt)
     return Response(content=text, media_type=FORMATS[fmt][0],
                     headers={"Content-Disposition": f'attachment; filename="{filename(fmt, stem)}"'})
+
+
+def _asdict(x: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(x)
 
 
 def _paper_view(d: dict[str, Any]) -> dict[str, Any]:

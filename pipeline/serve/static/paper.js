@@ -1,9 +1,16 @@
-import { esc, getJSON, fmt, showSnapshot, exportLinks } from "/static/common.js";
+import { esc, getJSON, fmt, fmtScore, plural, showSnapshot, exportLinks, examples, authorHref, linkChips, tags, paperItem,
+  pager } from "/static/common.js";
 import { drawGraph } from "/static/graph.js";
 import { seedButtons, showBasket, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
 const id = new URLSearchParams(location.search).get("id");
+const LIST = 10;
+const METRIC_HELP = {
+  citation_count: "papers citing it (Semantic Scholar's count, else the citation graph's)",
+  pagerank: "its PageRank in the citation graph: how central it is",
+  weight: "its power-law weight: 1 for rarely cited papers, smaller for highly cited ones (used by CCBC)",
+};
 
 function renderPaper(p) {
   document.title = `${p.title || id} · paperkb`;
@@ -16,27 +23,75 @@ function renderPaper(p) {
       ? `<strong>${esc(label)}</strong>${esc(text.slice(label.length))}`
       : `<strong>${esc(label)}</strong> ${esc(text)}`;
   };
+  const bylines = (p.bylines && p.bylines.length ? p.bylines : (p.authors || []).map((name) => ({ name })))
+    .map((b) => `<a class="author" href="${authorHref(b.name)}"${b.affiliation ? ` title="${esc(b.affiliation)}"` : ""}>${esc(b.name)}</a>`).join(", ");
+  const facts = [p.year ? esc(p.year) : "", p.venue ? `<i>${esc(p.venue)}</i>` : "", p.published && (p.source === "arxiv" || !p.venue) ? `published ${esc(p.published)}` : "",
+    `<span title="the paper's id in this snapshot">id ${esc(p.paper_id ?? id)}</span>`,
+    metrics.citation_count != null ? plural(metrics.citation_count, "citation") : ""].filter(Boolean).join(" · ");
+  const sections = p.sections || [];
+  const pages = (s) => s.page_start ? (s.page_end && s.page_end !== s.page_start ? `pp. ${s.page_start}–${s.page_end}` : `p. ${s.page_start}`) : "";
   $("paper").innerHTML = `
     <h1>${esc(p.title || id)}</h1>
-    <div class="meta">${esc((p.authors || []).join(", "))}${p.year ? " · " + esc(p.year) : ""} · ${esc(p.external_id ?? id)}</div>
-    <div class="meta">${exportLinks([p.paper_id || id], "Cite")} ${seedButtons(p.paper_id || id, p.title)}</div>
+    <div class="authors">${bylines || '<span class="meta">(no authors known)</span>'}</div>
+    <div class="meta">${facts}</div>
+    <div class="actions">${linkChips(p.links)} ${exportLinks([p.paper_id || id], "Cite")} ${seedButtons(p.paper_id || id, p.title)}</div>
+    ${(p.categories || []).length ? `<div class="tags" aria-label="categories">${tags(p.categories)}</div>` : ""}
     <h2>Abstract</h2><p>${esc(p.abstract || "(no abstract)")}</p>
-    <h2>Metrics</h2><table class="metrics">${Object.entries(metrics).map(([k, v]) => `<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`).join("")}</table>
-    <h2>Figure legends (${figs.length})</h2>
-    <ul class="figures">${figs.map((f) => `<li>${legend(f)}${f.page ? ` <span class="meta">(p. ${esc(f.page)})</span>` : ""}</li>`).join("") || "<li class=meta>none</li>"}</ul>`;
+    ${sections.length ? `<details class="contents"${sections.length <= 8 ? " open" : ""}><summary><h2>Contents (${sections.length} sections)</h2></summary>
+      <ol class="sections">${sections.map((s) => `<li><span>${esc(s.section || "(untitled)")}</span>
+      <span class="meta">${[pages(s), s.role !== "body" ? esc(s.role) : "", plural(s.passages, "passage")].filter(Boolean).join(" · ")}</span></li>`).join("")}</ol></details>` : ""}
+    <h2>Metrics</h2><table class="metrics">${Object.entries(metrics).map(([k, v]) => `<tr><td title="${esc(METRIC_HELP[k] || "")}">${esc(k.replace("_", " "))}</td><td>${v == null ? "–" : fmt(v)}</td><td class="meta">${esc(METRIC_HELP[k] || "")}</td></tr>`).join("")}</table>
+    ${figs.length ? `<h2>Figure legends (${figs.length})</h2>
+    <ul class="figures">${figs.map((f) => `<li>${legend(f)}${f.page ? ` <span class="meta">(p. ${esc(f.page)})</span>` : ""}</li>`).join("")}</ul>` : ""}`;
+  $("refs-title").textContent = `References (${fmt(p.reference_count ?? 0)})`;
+  $("cites-title").textContent = `Cited by (${fmt(p.cited_by_count ?? 0)})`;
+}
+
+// A paged list of references or citing papers from /api/papers/{id}/references or /cited-by
+function linkList(kind, listId) {
+  let offset = 0;
+  const load = async () => {
+    const q = new URLSearchParams({ limit: String(LIST), offset: String(offset), sort: $(`${listId}-sort`).value });
+    try {
+      const d = await getJSON(`/api/papers/${encodeURIComponent(id)}/${kind}?${q}`);
+      const note = kind === "references"
+        ? (d.items.some((r) => r.raw) ? "From the paper's own reference list, in printed order, and from the citation data." : "From the citation data.")
+        : "Papers in the citation data that cite this one.";
+      $(`${listId}-note`).textContent = d.total ? note : (kind === "references" ? "No references known." : "No citing papers known.");
+      $(listId).start = offset + 1;
+      $(listId).innerHTML = d.items.map((r) => {
+        const where = [r.page ? `p. ${esc(r.page)}` : "", r.is_influential ? '<span class="tag" title="Semantic Scholar: a highly influential citation">influential</span>' : "",
+          (r.intents || []).map((i) => `<span class="tag">${esc(i)}</span>`).join(" ")].filter(Boolean).join(" ");
+        return `<li>${paperItem(r, where)}</li>`;
+      }).join("");
+      pager($(`${listId}-pager`), { offset: d.offset, limit: d.limit, total: d.total, shown: d.items.length }, (o) => { offset = o; load(); });
+    } catch (e) { $(`${listId}-note`).innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  };
+  $(`${listId}-sort`).addEventListener("change", () => { offset = 0; load(); });
+  return load;
+}
+
+function counted(items, n, verb) {
+  return items.map((w) => `<li>${paperItem(w, `<span class="count" title="${verb} ${w.count} of the ${n} papers in the graph">${verb} ${w.count} of ${n}</span>`)}</li>`).join("")
+    || '<li class="meta">none (no paper is linked to two or more of the graph\'s papers)</li>';
 }
 
 async function main() {
   if (!id) { $("status").innerHTML = '<span class="error">No paper id given.</span>'; return; }
   try {
-    const data = await getJSON(`/api/papers/${encodeURIComponent(id)}/related?k=20`);
-    renderPaper(data.paper);
-    $("status").textContent = `${data.related.length} connected papers`;
-    $("related").innerHTML = data.related.map((r) => `<li><a href="/paper?id=${encodeURIComponent(r.paper_id || r.work_id)}">${esc(r.title || r.paper_id || r.work_id)}</a>
-      <span class="meta">${r.year ? esc(r.year) + " · " : ""}ccbc ${fmt(r.ccbc_weighted ?? 0)} · score ${fmt(r.score ?? 0)}</span>
-      ${r.paper_id ? seedButtons(r.paper_id, r.title) : ""}</li>`).join("");
+    const [p, data] = await Promise.all([getJSON(`/api/papers/${encodeURIComponent(id)}`), getJSON(`/api/papers/${encodeURIComponent(id)}/related?k=20`)]);
+    renderPaper(p);
+    linkList("references", "refs")();
+    linkList("cited-by", "cites")();
+    $("status").textContent = "";
+    $("connected-title").textContent = `Connected papers (${fmt(data.related.length)})`;
+    const n = data.related.length + 1;
+    $("related").innerHTML = data.related.map((r) => `<li>${paperItem(r, `<span class="meta" title="weighted co-citation and coupling (CCBC) with this paper, and the overall score">ccbc ${fmtScore(r.ccbc_weighted ?? 0)} · score ${fmtScore(r.score ?? 0)}</span>`,
+      r.paper_id ? seedButtons(r.paper_id, r.title) : "")}</li>`).join("");
+    $("prior").innerHTML = counted(data.prior_works || [], n, "cited by");
+    $("derivative").innerHTML = counted(data.derivative_works || [], n, "cites");
     $("relexport").innerHTML = exportLinks(data.related.map((r) => r.paper_id || r.work_id), "Export connected papers");
-    drawGraph($("graph"), data.paper, data.related, data.edges, data.layout);
+    drawGraph($("graph"), { ...data.paper, metrics: p.metrics }, data.related, data.edges, data.layout, $("hovercard"));
   } catch (e) { $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 }
 // Citation paths from this paper to another: each shortest path drawn as a chain of hops
@@ -62,6 +117,7 @@ $("pathform").addEventListener("submit", async (ev) => {
   try { renderPaths(await getJSON("/api/path?" + q.toString())); }
   catch (e) { $("paths").innerHTML = ""; $("pathstatus").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 });
+examples().then((ex) => { if (ex.paper_id && ex.paper_id !== id) $("path_to").placeholder = `e.g. ${ex.paper_id}`; });
 
 wireSeedButtons(document.querySelector("main"));
 main();

@@ -1,7 +1,7 @@
 // The recommendations page: the seed basket (basket.js) sent to /api/recommend, each paper shown with why
 // it was recommended (nearest seed and cosine, shared references and citers per seed) and export links.
 // /recommend?pos=A,B&neg=C opens with those seeds (they replace the basket); the address always shows them.
-import { esc, getJSON, fmt, showSnapshot, exportLinks } from "/static/common.js";
+import { esc, getJSON, fmtScore, showSnapshot, exportLinks, examples } from "/static/common.js";
 import { loadSeeds, saveSeeds, seedButtons, showBasket, toggleSeed, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
@@ -22,7 +22,7 @@ function renderSeeds(seeds) {
 
 // The graph evidence with one seed, in words: "cacm:1 (liked): CCBC 0.21 · 2 shared references (...) · cites it"
 function linkText(ln) {
-  const parts = [`CCBC ${fmt(ln.ccbc_weighted)}`];
+  const parts = [`CCBC ${fmtScore(ln.ccbc_weighted)}`];
   const ids = (xs) => (xs.length ? ` (${xs.map(esc).join(", ")})` : "");
   if (ln.shared_references) parts.push(`${ln.shared_references} shared reference${ln.shared_references > 1 ? "s" : ""}${ids(ln.reference_ids)}`);
   if (ln.shared_citers) parts.push(`${ln.shared_citers} shared citer${ln.shared_citers > 1 ? "s" : ""}${ids(ln.citer_ids)}`);
@@ -40,10 +40,10 @@ function render(data) {
   $("recs").innerHTML = data.results.map((r) => `<li class="result rec" data-id="${esc(r.paper_id)}">
       <a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${esc(r.title || r.paper_id)}</a> ${seedButtons(r.paper_id, r.title)}
       <div class="meta">${r.year ? esc(r.year) + " · " : ""}${esc(r.external_id ?? r.paper_id)}</div>
-      <div class="signals"><span class="score">score ${fmt(r.score)}</span><span>semantic ${fmt(r.semantic)}</span><span>graph ${fmt(r.graph)}</span>${r.negative ? `<span>negative ${fmt(r.negative)}</span>` : ""}</div>
+      <div class="signals"><span class="score">score ${fmtScore(r.score)}</span><span>semantic ${fmtScore(r.semantic)}</span><span>graph ${fmtScore(r.graph)}</span>${r.negative ? `<span>negative ${fmtScore(r.negative)}</span>` : ""}</div>
       <p class="why"><strong>why:</strong> <span class="whytext">${esc(r.why)}</span></p>
       ${r.nearest_seed ? `<div class="nearest meta" data-seed="${esc(r.nearest_seed)}" data-similarity="${r.nearest_similarity}">nearest liked paper:
-        <a href="/paper?id=${encodeURIComponent(r.nearest_seed)}">${esc(seedTitle(r.nearest_seed))}</a> (cosine ${fmt(r.nearest_similarity)})</div>` : ""}
+        <a href="/paper?id=${encodeURIComponent(r.nearest_seed)}">${esc(seedTitle(r.nearest_seed))}</a> (cosine ${fmtScore(r.nearest_similarity)})</div>` : ""}
       ${(r.links || []).length ? `<ul class="links">${r.links.map(linkText).join("")}</ul>` : ""}
     </li>`).join("");
 }
@@ -107,4 +107,5 @@ $("clear").addEventListener("click", () => { saveSeeds({ pos: [], neg: [] }); ru
 $("k").addEventListener("change", run);
 showBasket();
 showSnapshot();
+examples().then((ex) => { if (ex.paper_id) $("seed_id").placeholder = `e.g. ${ex.paper_id}`; });
 run().then(fillTitles);

@@ -1,33 +1,58 @@
-import { esc, getJSON, fmt, showSnapshot, exportLinks } from "/static/common.js";
+import { esc, getJSON, fmt, plural, showSnapshot, exportLinks, examples, authorLinks, linkChips, queryStems, highlight,
+  SIGNAL_HELP, signalChip, pager, slashFocuses } from "/static/common.js";
 import { seedButtons, showBasket, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
 const SIGNALS = ["ck", "doc", "abs", "fig", "pr"];
+const PAGE = 10;
+let offset = 0;
 
 function params() {
-  const p = new URLSearchParams({ q: $("q").value, k: "20", fusion: $("fusion").value });
+  const p = new URLSearchParams({ q: $("q").value.trim(), k: String(PAGE), fusion: $("fusion").value });
   for (const id of ["year_from", "year_to", "category", "author"]) if ($(id).value.trim()) p.set(id, $(id).value.trim());
   if ($("expand").value) p.set("expand", $("expand").value);
   if ($("title_boost").checked) p.set("title_boost", "true");
   if ($("rerank").checked) p.set("rerank", "true");
+  if ($("sort").value !== "relevance") p.set("sort", $("sort").value);
+  if (offset) p.set("offset", String(offset));
   return p;
 }
 
+function where(r) {  // the page and section of the passage, and which part of the paper it is from
+  const bits = [];
+  if (r.page) bits.push(`p. ${esc(r.page)}`);
+  if (r.section && r.role !== "abstract") bits.push(`§ ${esc(r.section)}`);
+  if (r.role === "abstract") bits.push("abstract");
+  else if (r.role && r.role !== "body") bits.push(`<span class="role" title="the part of the paper this passage is from">${esc(r.role)}</span>`);
+  return bits.length ? `<span class="where" title="where this passage is in the paper">${bits.join(" · ")}</span>` : "";
+}
+
 function render(data) {
-  $("status").innerHTML = `${data.results.length} papers · queries used: ${data.queries.map(esc).join(" | ")} ` +
-    exportLinks(data.results.map((r) => r.paper_id), "Export these results") +
+  const n = data.results.length;
+  const from = data.offset + 1, to = data.offset + n;
+  $("status").innerHTML = (n ? `Papers ${fmt(from)}–${fmt(to)}${data.more ? "" : " (all found)"}` : "No papers found") +
+    ` · queries used: ${data.queries.map((q) => `<q>${esc(q)}</q>`).join(", ")} ` +
+    exportLinks(data.results.map((r) => r.paper_id), "Export these") +
     (data.notes.length ? `<div class="notes">${data.notes.map(esc).join("<br>")}</div>` : "");
+  const stems = queryStems(data.queries);
   $("results").innerHTML = data.results.map((r) => {
     const sig = r.signals || {};
     const keys = SIGNALS.concat(Object.keys(sig).filter((k) => !SIGNALS.includes(k)));
-    const authors = (r.authors || []).slice(0, 6).join(", ") + ((r.authors || []).length > 6 ? ", …" : "");
+    // the abstract passage is indexed as "title. abstract": the title is shown above it already
+    let text = r.passage || "";
+    if (r.role === "abstract" && r.title && text.startsWith(r.title)) text = text.slice(r.title.length).replace(/^[.:\s]+/, "");
+    const passage = text.length > 480 ? text.slice(0, 480) + "…" : text;
+    const meta = [authorLinks(r.authors, 6), r.year ? `<span class="year">${esc(r.year)}</span>` : "", r.venue ? `<i>${esc(r.venue)}</i>` : "",
+      r.citation_count != null ? plural(r.citation_count, "citation") : ""].filter(Boolean).join(" · ");
     return `<li class="result">
-      <a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${esc(r.title || r.paper_id)}</a> ${seedButtons(r.paper_id, r.title)}
-      <div class="meta">${esc(authors)}${r.year ? " · " + esc(r.year) : ""} · ${esc(r.external_id ?? r.paper_id)}${r.page ? " · p. " + esc(r.page) : ""}${r.section && r.role !== "abstract" ? " · " + esc(r.section) : ""}${r.role && r.role !== "body" ? ` · <span class="role" title="the part of the paper this passage is from">${esc(r.role)}</span>` : ""}</div>
-      <p class="passage">${esc((r.passage || "").slice(0, 400))}${(r.passage || "").length > 400 ? "…" : ""}</p>
-      <div class="signals"><span class="score">score ${fmt(r.score)}</span>${keys.filter((k) => k in sig).map((k) => `<span class="sig-${esc(k)}">${esc(k)} ${fmt(sig[k])}</span>`).join("")}</div>
+      <a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${highlight(r.title || r.paper_id, stems)}</a> ${seedButtons(r.paper_id, r.title)}
+      <div class="meta">${meta} ${linkChips(r.links)}</div>
+      <p class="passage">${where(r)} ${highlight(passage, stems)}</p>
+      <div class="signals">${signalChip("score", r.score, "score")}${keys.filter((k) => k in sig).map((k) => signalChip(k, sig[k])).join("")}</div>
     </li>`;
   }).join("");
+  pager($("pager"), { offset: data.offset, limit: PAGE, more: data.more, shown: n }, (o) => { offset = o; run(); window.scrollTo(0, 0); });
+  $("legend").hidden = !n;
 }
 
 async function run(push = true) {
@@ -37,15 +62,39 @@ async function run(push = true) {
   if (push) history.replaceState(null, "", "/?" + p.toString());
   $("status").textContent = "Searching…";
   try { render(await getJSON("/api/search?" + p.toString())); }
-  catch (e) { $("results").innerHTML = ""; $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  catch (e) { $("results").innerHTML = ""; $("pager").innerHTML = ""; $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 }
 
-$("search").addEventListener("submit", (ev) => { ev.preventDefault(); run(); });
-document.addEventListener("keydown", (ev) => {
-  if (ev.key === "/" && document.activeElement !== $("q")) { ev.preventDefault(); $("q").focus(); $("q").select(); }
+$("legend-list").innerHTML = Object.entries(SIGNAL_HELP).map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");
+$("legend").hidden = true;
+$("search").addEventListener("submit", (ev) => { ev.preventDefault(); offset = 0; run(); });
+$("sort").addEventListener("change", () => { offset = 0; if ($("q").value.trim()) run(); });
+slashFocuses($("q"));
+
+// Example queries, and filter placeholders, from the served snapshot itself
+examples().then((ex) => {
+  const qs = ex.queries || [];
+  if (qs.length) {
+    $("q").placeholder = `e.g. ${qs[0]}`;
+    $("examples").innerHTML = `Try: ${qs.map((q) => `<a href="/?q=${encodeURIComponent(q)}" class="example">${esc(q)}</a>`).join(" · ")}` +
+      (ex.papers ? ` · or <a href="/papers">browse all ${fmt(ex.papers)} papers</a>` : "");
+    $("examples").querySelectorAll("a.example").forEach((a) => a.addEventListener("click", (ev) => {
+      ev.preventDefault(); $("q").value = a.textContent; offset = 0; run();
+    }));
+  }
+  if (ex.category) $("category").placeholder = `e.g. ${ex.category}`;
+  if (ex.author) $("author").placeholder = `e.g. ${ex.author}`;
+  if (ex.year_min) $("year_from").placeholder = String(ex.year_min);
+  if (ex.year_max) $("year_to").placeholder = String(ex.year_max);
 });
+
 const init = new URLSearchParams(location.search);
+for (const id of ["year_from", "year_to", "category", "author"]) if (init.get(id)) $(id).value = init.get(id);
+for (const id of ["fusion", "expand", "sort"]) if (init.get(id)) $(id).value = init.get(id);
+for (const id of ["title_boost", "rerank"]) if (init.get(id) === "true") $(id).checked = true;
+offset = Math.max(0, parseInt(init.get("offset") || "0", 10) || 0);
 if (init.get("q")) { $("q").value = init.get("q"); run(false); }
+$("q").focus();
 wireSeedButtons($("results"));
 showBasket();
 showSnapshot();

@@ -1,0 +1,134 @@
+"""What ``paperkb show``, ``papers`` and ``author`` print: a paper, a list of papers, an author, in at
+most the terminal's width (80 columns when piped), from the records of :mod:`pipeline.query.reading`."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+from typing import Any
+
+TOP = 5  # references, citing papers, figures and co-authors shown before "... and N more"
+
+
+def width() -> int:
+    """The terminal's columns, or 80 when the output is not a terminal (a file, a pipe)."""
+    return shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+
+
+def _clip(text: str | None, n: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: max(n - 1, 0)] + "…"
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{int(value):,}"
+
+
+def _wrap(text: str, cols: int, indent: str = "") -> list[str]:
+    return textwrap.wrap(" ".join((text or "").split()), cols, initial_indent=indent, subsequent_indent=indent) or [indent]
+
+
+def _authors(names: list[str], cols: int) -> str:
+    if not names:
+        return "(authors unknown)"
+    shown = ", ".join(names)
+    return shown if len(shown) <= cols else _clip(", ".join(names[:3]), cols - 12) + f" + {len(names) - 3} more"
+
+
+def card_line(card: dict[str, Any], cols: int, indent: str = "  ") -> list[str]:
+    """Two lines for a paper or work: ``title (year)`` and ``id · first author · cited N``."""
+    year = f" ({card['year']})" if card.get("year") else ""
+    title = card.get("title") or card.get("raw") or "(untitled)"
+    ident = card.get("paper_id") or card.get("work_id") or "-"
+    who = (card.get("authors") or [None])[0]
+    cites = card.get("citation_count")
+    meta = " · ".join(x for x in (ident, f"{who} et al." if who and len(card.get("authors") or []) > 1 else who,
+                                  f"cited {_num(cites)}" if cites is not None else None) if x)
+    return [indent + _clip(title, cols - len(indent) - len(year)) + year, indent + "  " + _clip(meta, cols - len(indent) - 2)]
+
+
+def _section(title: str, total: int, shown: int, what: str) -> str:
+    more = f" (top {shown} {what})" if total > shown else ""
+    return f"{title}: {_num(total)}{more}"
+
+
+def show_lines(paper: dict[str, Any], facts: dict[str, Any], refs: list[dict], cites: list[dict],
+               figures: list[dict], metrics: dict[str, Any], cols: int) -> list[str]:
+    """The ``paperkb show`` page of one paper."""
+    out = _wrap(paper.get("title") or "(untitled)", cols)
+    head = [facts["paper_id"], facts.get("published") or str(paper.get("year") or ""), facts.get("venue") or ""]
+    out.append(_clip(" · ".join(h for h in head if h), cols))
+    out += _wrap(_authors([b["name"] for b in facts["bylines"]], 10 ** 6), cols)
+    if facts.get("categories"):
+        out.append(_clip("categories: " + " ".join(facts["categories"]), cols))
+    out.append("")
+    m = [f"citations {_num(metrics.get('citation_count'))}"]
+    if metrics.get("pagerank") is not None:
+        rank = f" (rank {_num(metrics['pagerank_rank'])} of {_num(metrics['ranked'])})" if metrics.get("pagerank_rank") else ""
+        m.append(f"PageRank {metrics['pagerank']:.3g}{rank}")
+    if metrics.get("weight") is not None:
+        m.append(f"weight {metrics['weight']:.3f}")
+    out += _wrap(" · ".join(m), cols)
+    links = facts.get("links") or {}
+    for name in ("arxiv", "pdf", "doi", "s2"):
+        if links.get(name):
+            out.append(_clip(f"{name:>6}: {links[name]}", cols))
+    if paper.get("abstract"):
+        out += ["", "Abstract"] + _wrap(paper["abstract"], cols, "  ")
+    out += ["", _section("References", facts["reference_count"], len(refs), "by citations")]
+    for r in refs:
+        out += card_line(r, cols)
+    out += ["", _section("Cited by", facts["cited_by_count"], len(cites), "by citations")]
+    for c in cites:
+        out += card_line(c, cols)
+    if figures:
+        out += ["", f"Figures: {len(figures)}"]
+        for f in figures[:TOP]:
+            page = f" (p. {f['page']})" if f.get("page") else ""
+            out += _wrap(f"{f.get('label') or 'Figure'} {f.get('number')}{page}: {f.get('text') or ''}", cols, "  ")[:2]
+        if len(figures) > TOP:
+            out.append(f"  ... and {len(figures) - TOP} more (--json lists them all)")
+    if facts.get("sections"):
+        out += ["", f"Sections: {len(facts['sections'])}"]
+        for s in facts["sections"]:
+            pages = (f"p. {s['page_start']}" + (f"-{s['page_end']}" if s.get("page_end") not in (None, s["page_start"]) else "")
+                     if s.get("page_start") else "")
+            label = _clip(s.get("section") or f"({s['role']})", cols - 24)
+            out.append(f"  {label:<{cols - 24}} {s['role']:<12} {pages}".rstrip())
+    return out
+
+
+def papers_lines(page: dict[str, Any], cols: int, what: str) -> list[str]:
+    """The ``paperkb papers`` list: one numbered paper per two lines."""
+    first, last = page["offset"] + 1, page["offset"] + len(page["items"])
+    out = [_clip(f"{_num(page['total'])} {what}, by {page['sort']}" +
+                 (f"; {first}-{last} shown" if page["items"] else ""), cols)]
+    for i, card in enumerate(page["items"], start=first):
+        lines = card_line(card, cols - 6, indent="")
+        out.append(f"{i:>4}. {lines[0]}")
+        out.append(f"      {lines[1]}")
+    return out
+
+
+def author_lines(profile: dict[str, Any], cols: int) -> list[str]:
+    """The ``paperkb author`` page: the author's numbers, years, co-authors and papers."""
+    out = [_clip(profile["name"], cols)]
+    if len(profile["names"]) > 1:
+        out += _wrap("also written: " + "; ".join(profile["names"][1:]), cols)
+    span = (f"{profile['first_year']}-{profile['last_year']}" if profile["first_year"] != profile["last_year"]
+            else str(profile["first_year"])) if profile["first_year"] else "years unknown"
+    out.append(_clip(f"{profile['paper_count']} paper(s) · {_num(profile['citation_count'])} citations · "
+                     f"h-index {profile['h_index']} · {span}", cols))
+    if profile["years"]:
+        out += ["", "Papers by year"] + _wrap(", ".join(f"{y['year']}: {y['count']}" for y in profile["years"]), cols, "  ")
+    co = profile["coauthors"]
+    if co:
+        out += ["", f"Co-authors: {len(co)}" + (f" (top {TOP} by shared papers)" if len(co) > TOP else "")]
+        out += ["  " + _clip(f"{c['name']} ({c['count']})", cols - 2) for c in co[:TOP]]
+    shown = len(profile["papers"])
+    out += ["", f"Papers: {profile['paper_count']}" + (f" (top {shown}, most cited first)" if shown < profile["paper_count"]
+                                                        else " (most cited first)" if shown > 1 else "")]
+    for card in profile["papers"]:
+        out += card_line(card, cols)
+    return out

@@ -1,0 +1,45 @@
+"""Everything known of one corpus paper, from the catalog alone (no vectors, no model): what
+``paperkb show`` prints and ``--json`` returns. Built on :mod:`pipeline.query.reading`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipeline.query.reading import cited_by, paper_facts, references
+
+
+def paper_detail(con, paper_id: str, *, top: int = 5) -> dict[str, Any]:
+    """``{"paper", "facts", "metrics", "references", "cited_by", "figures"}`` of ``paper_id`` (any id the
+    reading functions resolve; UnknownPaper otherwise). ``references`` and ``cited_by`` hold the ``top``
+    most cited of each (``facts`` has their totals); ``metrics``: citation count, PageRank with its rank
+    among the corpus papers, power-law weight."""
+    facts = paper_facts(con, paper_id)
+    pid = facts.paper_id
+    cols = [d[0] for d in con.execute("SELECT * FROM papers LIMIT 0").description]
+    row = con.execute("SELECT * FROM papers WHERE paper_id = ?", [pid]).fetchone()
+    paper = {k: v for k, v in zip(cols, row) if k not in ("content_hash",)}
+    metrics: dict[str, Any] = {"citation_count": paper.get("citation_count"), "pagerank": None, "weight": None,
+                               "pagerank_rank": None, "ranked": None}
+    m = con.execute("""
+        WITH ranked AS (
+            SELECT paper_id, pagerank, weight, citation_count,
+                   rank() OVER (ORDER BY pagerank DESC) AS pagerank_rank, count(*) OVER () AS ranked
+            FROM (SELECT paper_id, max(pagerank) AS pagerank, max(weight) AS weight,
+                         max(citation_count) AS citation_count
+                  FROM paper_metrics WHERE paper_id IS NOT NULL GROUP BY paper_id))
+        SELECT pagerank, weight, citation_count, pagerank_rank, ranked FROM ranked WHERE paper_id = ?""",
+                    [pid]).fetchone()
+    if m is not None:
+        pr, weight, cites, rank, ranked = m
+        metrics.update(pagerank=None if pr is None or math.isnan(pr) else pr,
+                       weight=None if weight is None or math.isnan(weight) else weight,
+                       pagerank_rank=int(rank), ranked=int(ranked))
+        if metrics["citation_count"] is None:
+            metrics["citation_count"] = cites
+    figures = [dict(zip(("label", "number", "page", "text"), r)) for r in con.execute(
+        "SELECT label, number, page, text FROM figures WHERE paper_id = ? ORDER BY number, page", [pid]).fetchall()]
+    refs = references(con, pid, limit=top, sort="citations").to_dict()["items"] if top else []
+    citers = cited_by(con, pid, limit=top, sort="citations").to_dict()["items"] if top else []
+    return {"paper": paper, "facts": facts.to_dict(), "metrics": metrics, "references": refs, "cited_by": citers,
+            "figures": figures}

@@ -1,0 +1,667 @@
+"""Reading the catalog: a paper's links, references and citing papers, lists of papers, author profiles.
+
+Functions over a read-only DuckDB connection to a catalog (a snapshot's ``catalog.duckdb`` or the
+warehouse: the same tables), returning small dataclasses (``to_dict()`` for JSON). The page and the
+HTTP API (``pipeline.serve``) and the reading commands of the CLI (``show``, ``papers``, ``author``) are
+built on them. Every user value is bound as a query parameter.
+
+Ids: a corpus paper id, its unambiguous external id (arXiv id, collection docno), or a citation-graph
+work id (an S2 paperId outside the corpus, as references and related papers list them): see
+:func:`pipeline.query.records.resolve_ids`.
+
+Where the lists come from:
+- references: the paper's own bibliography when its PDF was read (``paper_references``, in printed order,
+  each entry with what ``reference_links`` matched it to; an unmatched entry keeps its printed text),
+  then the ``citations`` edges from the paper's works that no printed entry gave (Semantic Scholar's,
+  a collection's);
+- cited by: the ``citations`` edges to the paper's works;
+- prior and derivative works (Connected Papers): the works most cited by a set of papers, and the works
+  citing most of them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pipeline.errors import UnknownPaper, UserError
+
+MAX_LIMIT = 200
+LINK_SORTS = ("order", "citations", "year")
+PAPER_SORTS = ("pagerank", "citations", "date", "title")
+LinkSort = Literal["order", "citations", "year"]
+PaperSort = Literal["pagerank", "citations", "date", "title"]
+
+ARXIV_ABS = "https://arxiv.org/abs/{}"
+ARXIV_PDF = "https://arxiv.org/pdf/{}"
+DOI_URL = "https://doi.org/{}"
+S2_URL = "https://www.semanticscholar.org/paper/{}"
+_S2_ID = re.compile(r"[0-9a-f]{40}")
+
+
+# ---- records --------------------------------------------------------------------------------------
+@dataclass
+class Links:
+    """Where to read a paper elsewhere; None where unknown."""
+
+    arxiv: str | None = None  # the arXiv abstract page
+    pdf: str | None = None  # the arXiv PDF, else the open-access PDF Semantic Scholar knows
+    doi: str | None = None  # https://doi.org/...
+    s2: str | None = None  # the Semantic Scholar page
+
+
+@dataclass(kw_only=True)
+class PaperCard:
+    """A paper in a list: a corpus paper (``paper_id`` set: it has a page here) or a citation-graph work
+    outside the corpus (``work_id`` only)."""
+
+    paper_id: str | None = None
+    work_id: str | None = None
+    external_id: str | None = None
+    title: str | None = None
+    authors: list[str] = field(default_factory=list)
+    year: int | None = None
+    venue: str | None = None
+    citation_count: int | None = None
+    links: Links = field(default_factory=Links)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(kw_only=True)
+class Reference(PaperCard):
+    """A reference of a paper, or a paper citing it."""
+
+    source: str | None = None  # 's2', 'pdf' or the collection's name: where the edge comes from
+    ordinal: int | None = None  # position in the printed bibliography (0-based), for a PDF entry
+    page: int | None = None  # PDF page the printed entry starts on
+    raw: str | None = None  # the entry as printed (a PDF reference), shown when it matched no known work
+    method: str | None = None  # how the printed entry was matched ('arxiv_id', 'doi', 'title', ..., 'unmatched')
+    is_influential: bool | None = None  # S2's isInfluential flag
+    intents: list[str] = field(default_factory=list)  # S2 citation intents
+
+
+@dataclass(kw_only=True)
+class CountedPaper(PaperCard):
+    """A prior or derivative work: how many of the given papers it is cited by (prior) or cites (derivative)."""
+
+    count: int = 0
+    in_set: bool = False  # one of the given papers itself
+
+
+@dataclass
+class ReferencePage:
+    total: int
+    offset: int
+    limit: int
+    sort: str
+    items: list[Reference]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PaperPage:
+    total: int
+    offset: int
+    limit: int
+    sort: str
+    items: list[PaperCard]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Section:
+    """One section of a paper's full text (the chunks under one heading)."""
+
+    section: str | None
+    role: str
+    page_start: int | None
+    page_end: int | None
+    passages: int
+
+
+@dataclass
+class Byline:
+    name: str
+    affiliation: str | None = None
+
+
+@dataclass
+class PaperFacts:
+    """What a paper's page shows beside its metadata: links, venue, counts, its sections."""
+
+    paper_id: str
+    work_ids: list[str]
+    links: Links
+    venue: str | None
+    published: str | None  # ISO date
+    doi: str | None
+    categories: list[str]
+    primary_category: str | None
+    bylines: list[Byline]
+    reference_count: int  # the references :func:`references` lists
+    cited_by_count: int  # the citing papers :func:`cited_by` lists
+    sections: list[Section]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class NameCount:
+    name: str
+    count: int
+
+
+@dataclass
+class YearCount:
+    year: int
+    count: int
+
+
+@dataclass
+class AuthorProfile:
+    """An author's papers in the corpus, co-authors and years. Names that differ only in case,
+    spacing and punctuation ('Perlis, A. J.', 'Perlis, A.J.') are the same author here."""
+
+    name: str  # the spelling printed most often
+    names: list[str]  # every spelling found
+    paper_count: int
+    citation_count: int  # sum over the papers
+    h_index: int  # over the papers in the corpus
+    first_year: int | None
+    last_year: int | None
+    years: list[YearCount]
+    coauthors: list[NameCount]
+    papers: list[PaperCard]  # most cited first, at most ``limit``
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PriorDerivative:
+    """Connected Papers' lists for a set of papers (a paper and its connected papers)."""
+
+    papers: int  # how many papers the set held
+    prior: list[CountedPaper]  # most cited by the set: the field's earlier, seminal works
+    derivative: list[CountedPaper]  # citing most of the set: surveys and later works
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Examples:
+    """Example queries and id placeholders for the page, taken from the catalog itself."""
+
+    papers: int
+    queries: list[str]
+    paper_id: str | None
+    external_id: str | None
+    title: str | None
+    author: str | None
+    category: str | None
+    year_min: int | None
+    year_max: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---- pure helpers ---------------------------------------------------------------------------------
+def make_links(*, arxiv_id: str | None = None, doi: str | None = None, s2_id: str | None = None,
+               pdf_url: str | None = None) -> Links:
+    """Links from what is known of a paper: its arXiv id, DOI, S2 paperId, open-access PDF URL."""
+    arxiv_id = (arxiv_id or "").strip() or None
+    doi = (doi or "").strip() or None
+    s2_id = s2_id if s2_id and _S2_ID.fullmatch(s2_id) else None
+    pdf = ARXIV_PDF.format(arxiv_id) if arxiv_id else ((pdf_url or "").strip() or None)
+    return Links(arxiv=ARXIV_ABS.format(arxiv_id) if arxiv_id else None, pdf=pdf,
+                 doi=DOI_URL.format(doi) if doi else None, s2=S2_URL.format(s2_id) if s2_id else None)
+
+
+def h_index(citations: list[int]) -> int:
+    """The largest h such that h of the papers have at least h citations each."""
+    ranked = sorted((c or 0 for c in citations), reverse=True)
+    return sum(1 for i, c in enumerate(ranked, start=1) if c >= i)
+
+
+_STOP = {"a", "an", "and", "the", "of", "on", "in", "for", "to", "with", "by", "at", "from", "as", "its", "is",
+         "are", "via", "using", "towards", "toward", "some", "new", "into", "or"}
+
+
+def example_query(title: str, max_words: int = 6) -> str | None:
+    """A short query made from a title: lower case, the part before any colon or bracket, no stopword at
+    either end, no digits; None when that part is longer than ``max_words`` words or shorter than two."""
+    head = re.split(r"[:;?(\[]| - ", title or "", maxsplit=1)[0]
+    words = re.findall(r"[^\W\d_][\w'\-]*", head.lower())
+    while words and words[-1] in _STOP:
+        words.pop()
+    while words and words[0] in _STOP:
+        words.pop(0)
+    return " ".join(words) if 2 <= len(words) <= max_words else None
+
+
+def pick_examples(titles: list[str], n: int = 3) -> list[str]:
+    """Up to ``n`` example queries from ``titles`` (most central first): each made by :func:`example_query`,
+    sharing no content word with one already picked."""
+    picked: list[str] = []
+    seen: set[str] = set()
+    for title in titles:
+        q = example_query(title)
+        words = set((q or "").split()) - _STOP
+        if q and not words & seen:
+            picked.append(q)
+            seen |= words
+        if len(picked) >= n:
+            break
+    return picked
+
+
+def _limit(limit: int, offset: int) -> tuple[int, int]:
+    if not 1 <= int(limit) <= MAX_LIMIT:
+        raise UserError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    if int(offset) < 0:
+        raise UserError(f"offset must be 0 or more, got {offset}")
+    return int(limit), int(offset)
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UserError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+# ---- ids ------------------------------------------------------------------------------------------
+def resolve(con, paper_id: str) -> tuple[str | None, list[str]]:
+    """(corpus paper id or None, the citation-graph work ids of the paper) for any id
+    :func:`~pipeline.query.records.resolve_ids` accepts. UnknownPaper when nothing matches."""
+    from pipeline.query.records import resolve_ids
+
+    (kind, pid), = resolve_ids(con, [paper_id])
+    if kind == "work":
+        return None, [pid]
+    works = [r[0] for r in con.execute("SELECT work_id FROM works WHERE paper_id = ? ORDER BY work_id", [pid]).fetchall()]
+    return pid, list(dict.fromkeys([*works, pid]))
+
+
+def require_paper(con, paper_id: str) -> str:
+    """The corpus paper id of ``paper_id`` (UnknownPaper for an unknown id or a work outside the corpus)."""
+    pid, works = resolve(con, paper_id)
+    if pid is None:
+        raise UnknownPaper(f"{paper_id!r} is a cited work outside the corpus, not a corpus paper")
+    return pid
+
+
+# ---- cards ----------------------------------------------------------------------------------------
+# Each part filtered to the ids first (a correlated subquery would aggregate the whole table, then join)
+_PAPER_CARDS = """
+    WITH ids AS (SELECT DISTINCT unnest(?::VARCHAR[]) AS paper_id),
+    w AS (SELECT paper_id, min(doi) AS doi, min(work_id) AS work_id, min(arxiv_id) AS arxiv_id,
+                 min(open_access_pdf_url) AS pdf
+          FROM works WHERE paper_id IN (SELECT paper_id FROM ids) GROUP BY paper_id),
+    m AS (SELECT paper_id, max(citation_count) AS cites FROM paper_metrics
+          WHERE paper_id IN (SELECT paper_id FROM ids) GROUP BY paper_id),
+    a AS (SELECT paper_id, list(name ORDER BY position) AS names FROM paper_authors
+          WHERE paper_id IN (SELECT paper_id FROM ids) GROUP BY paper_id)
+    SELECT p.paper_id, p.source, p.external_id, p.title, p.year, coalesce(p.venue, p.journal_ref),
+           CAST(coalesce(p.citation_count, m.cites) AS INTEGER), coalesce(p.doi, w.doi),
+           coalesce(p.s2_paper_id, w.work_id), w.arxiv_id, coalesce(p.open_access_pdf_url, w.pdf), a.names
+    FROM papers p LEFT JOIN w USING (paper_id) LEFT JOIN m USING (paper_id) LEFT JOIN a USING (paper_id)
+    WHERE p.paper_id IN (SELECT paper_id FROM ids)"""
+
+_WORK_CARDS = """
+    WITH ids AS (SELECT DISTINCT unnest(?::VARCHAR[]) AS work_id),
+    a AS (SELECT work_id, list(name ORDER BY position) AS names FROM work_authors
+          WHERE work_id IN (SELECT work_id FROM ids) AND name IS NOT NULL GROUP BY work_id),
+    m AS (SELECT work_id, citation_count FROM paper_metrics WHERE work_id IN (SELECT work_id FROM ids)),
+    -- a work only PDF references name: the authors as one of them prints them
+    printed AS (SELECT l.cited_work_id AS work_id, min(r.authors) AS names
+                FROM reference_links l JOIN paper_references r USING (reference_id)
+                WHERE l.cited_work_id IN (SELECT work_id FROM ids) AND len(r.authors) > 0 GROUP BY 1)
+    SELECT w.work_id, w.title, w.year, w.venue, CAST(coalesce(w.citation_count, m.citation_count) AS INTEGER),
+           w.doi, w.arxiv_id, w.open_access_pdf_url, coalesce(a.names, printed.names)
+    FROM works w LEFT JOIN a USING (work_id) LEFT JOIN m USING (work_id) LEFT JOIN printed USING (work_id)
+    WHERE w.work_id IN (SELECT work_id FROM ids)"""
+
+
+def paper_cards(con, paper_ids: list[str]) -> dict[str, PaperCard]:
+    """paper_id -> card of the corpus papers among ``paper_ids`` (unknown ids are left out)."""
+    out: dict[str, PaperCard] = {}
+    if not paper_ids:
+        return out
+    for (pid, source, ext, title, year, venue, cites, doi, s2, w_arxiv, pdf, authors) in con.execute(
+            _PAPER_CARDS, [list(dict.fromkeys(paper_ids))]).fetchall():
+        arxiv = ext if source == "arxiv" else w_arxiv
+        out[pid] = PaperCard(paper_id=pid, work_id=s2, external_id=ext,
+                             title=title, authors=list(authors or []), year=year, venue=venue or None,
+                             citation_count=cites, links=make_links(arxiv_id=arxiv, doi=doi, s2_id=s2, pdf_url=pdf))
+    return out
+
+
+def work_cards(con, work_ids: list[str]) -> dict[str, PaperCard]:
+    """work_id -> card of the works among ``work_ids``; a work that is a corpus paper gets the paper's card."""
+    out: dict[str, PaperCard] = {}
+    if not work_ids:
+        return out
+    ids = list(dict.fromkeys(work_ids))
+    corpus = dict(con.execute("SELECT work_id, paper_id FROM works WHERE work_id IN (SELECT unnest(?::VARCHAR[])) "
+                              "AND paper_id IS NOT NULL", [ids]).fetchall())
+    papers = paper_cards(con, list(corpus.values()))
+    for wid, pid in corpus.items():
+        if pid in papers:
+            card = PaperCard(**{**papers[pid].__dict__})
+            card.work_id = wid
+            out[wid] = card
+    rest = [w for w in ids if w not in out]
+    for (wid, title, year, venue, cites, doi, arxiv, pdf, authors) in con.execute(_WORK_CARDS, [rest]).fetchall() if rest else []:
+        out[wid] = PaperCard(work_id=wid, external_id=arxiv or doi, title=title, authors=list(authors or []), year=year,
+                             venue=venue or None, citation_count=cites,
+                             links=make_links(arxiv_id=arxiv, doi=doi, s2_id=wid, pdf_url=pdf))
+    return out
+
+
+def cards(con, ids: list[str]) -> dict[str, PaperCard]:
+    """id -> card for corpus paper ids and work ids alike (what search results and related papers list)."""
+    out = paper_cards(con, ids)
+    rest = [i for i in ids if i not in out]
+    out.update(work_cards(con, rest))
+    return out
+
+
+# ---- references and citing papers -----------------------------------------------------------------
+# one row per listed work: (work_id, source, ordinal, page, raw, method, influential, intents, printed title,
+# printed year, printed authors, printed venue, printed doi, printed arxiv id, sort year, sort citations)
+_REFERENCES = """
+WITH mine AS (SELECT unnest(?::VARCHAR[]) AS work_id),
+pdf AS (
+    SELECT r.ordinal, r.page, r.raw, r.title, r.year, r.authors, r.venue, r.doi, r.arxiv_id,
+           l.cited_work_id, l.method
+    FROM paper_references r LEFT JOIN reference_links l USING (reference_id)
+    WHERE r.paper_id = ?),
+edges AS (
+    SELECT cited_work_id AS work_id, min(source) AS source, bool_or(is_influential) AS influential,
+           any_value(intents) AS intents
+    FROM citations WHERE citing_work_id IN (SELECT work_id FROM mine)
+    GROUP BY cited_work_id),
+rows AS (
+    SELECT pdf.cited_work_id AS work_id, coalesce(e.source, 'pdf') AS source, pdf.ordinal, pdf.page, pdf.raw,
+           pdf.method, e.influential, e.intents, pdf.title AS p_title, pdf.year AS p_year, pdf.authors AS p_authors,
+           pdf.venue AS p_venue, pdf.doi AS p_doi, pdf.arxiv_id AS p_arxiv
+    FROM pdf LEFT JOIN edges e ON e.work_id = pdf.cited_work_id
+    UNION ALL
+    SELECT e.work_id, e.source, NULL, NULL, NULL, NULL, e.influential, e.intents, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM edges e
+    WHERE e.work_id NOT IN (SELECT cited_work_id FROM pdf WHERE cited_work_id IS NOT NULL))
+"""
+
+_CITED_BY = """
+WITH mine AS (SELECT unnest(?::VARCHAR[]) AS work_id),
+rows AS (
+    SELECT citing_work_id AS work_id, min(source) AS source, CAST(NULL AS INTEGER) AS ordinal,
+           CAST(NULL AS INTEGER) AS page, CAST(NULL AS VARCHAR) AS raw, CAST(NULL AS VARCHAR) AS method,
+           bool_or(is_influential) AS influential, any_value(intents) AS intents,
+           CAST(NULL AS VARCHAR) AS p_title, CAST(NULL AS INTEGER) AS p_year, CAST(NULL AS VARCHAR[]) AS p_authors,
+           CAST(NULL AS VARCHAR) AS p_venue, CAST(NULL AS VARCHAR) AS p_doi, CAST(NULL AS VARCHAR) AS p_arxiv
+    FROM citations
+    WHERE cited_work_id IN (SELECT work_id FROM mine) AND citing_work_id NOT IN (SELECT work_id FROM mine)
+    GROUP BY citing_work_id)
+"""
+
+# the listed rows with their sort keys (a corpus paper's year and count win over the work's)
+_KEYED = """,
+keyed AS (
+    SELECT r.*, coalesce(p.year, w.year, r.p_year) AS k_year,
+           coalesce(p.citation_count, m.citation_count, w.citation_count) AS k_cites,
+           coalesce(p.title, w.title, r.p_title, r.raw) AS k_title
+    FROM rows r
+    LEFT JOIN works w ON w.work_id = r.work_id
+    LEFT JOIN papers p ON p.paper_id = w.paper_id
+    LEFT JOIN paper_metrics m ON m.work_id = r.work_id)
+"""
+
+_ORDER = {
+    "order": "ordinal NULLS LAST, k_cites DESC NULLS LAST, k_year DESC NULLS LAST, k_title, work_id",
+    "citations": "k_cites DESC NULLS LAST, k_year DESC NULLS LAST, k_title, work_id, ordinal",
+    "year": "k_year DESC NULLS LAST, k_cites DESC NULLS LAST, k_title, work_id, ordinal",
+}
+
+
+def _listing(con, head: str, params: list[Any], *, limit: int, offset: int, sort: str) -> ReferencePage:
+    limit, offset = _limit(limit, offset)
+    sort = _choice("sort", sort, LINK_SORTS)
+    base = head + _KEYED
+    total = con.execute(head + "SELECT count(*) FROM rows", params).fetchone()[0]
+    rows = con.execute(base + f"""
+        SELECT work_id, source, ordinal, page, raw, method, influential, intents, p_title, p_year, p_authors,
+               p_venue, p_doi, p_arxiv
+        FROM keyed ORDER BY {_ORDER[sort]} LIMIT ? OFFSET ?""", [*params, limit, offset]).fetchall()
+    known = work_cards(con, [r[0] for r in rows if r[0]])
+    items: list[Reference] = []
+    for (wid, source, ordinal, page, raw, method, influential, intents, title, year, authors, venue, doi, arxiv) in rows:
+        card = known.get(wid) if wid else None
+        if card is None or (method == "unmatched" and not card.paper_id):  # as printed
+            base_card = PaperCard(work_id=wid, external_id=arxiv or doi, title=title or (card.title if card else None),
+                                  authors=list(authors or (card.authors if card else [])),
+                                  year=year or (card.year if card else None), venue=venue,
+                                  citation_count=card.citation_count if card else None,
+                                  links=make_links(arxiv_id=arxiv, doi=doi))
+        else:
+            base_card = card
+        items.append(Reference(**base_card.__dict__, source=source, ordinal=ordinal, page=page, raw=raw, method=method,
+                               is_influential=influential, intents=list(intents or [])))
+    return ReferencePage(total=int(total), offset=offset, limit=limit, sort=sort, items=items)
+
+
+def references(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str = "order") -> ReferencePage:
+    """The papers ``paper_id`` cites: its printed bibliography first (``order``: as printed), then the
+    citation edges no printed entry gave; or sorted by ``citations`` or ``year`` (newest first)."""
+    pid, works = resolve(con, paper_id)
+    return _listing(con, _REFERENCES, [works, pid], limit=limit, offset=offset, sort=sort)
+
+
+def cited_by(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str = "citations") -> ReferencePage:
+    """The papers citing ``paper_id`` (most cited first, or by ``year``, newest first)."""
+    _, works = resolve(con, paper_id)
+    return _listing(con, _CITED_BY, [works], limit=limit, offset=offset, sort=sort)
+
+
+def link_counts(con, paper_id: str) -> tuple[int, int]:
+    """(references listed, citing papers listed) of a paper: the totals of :func:`references` and
+    :func:`cited_by`."""
+    pid, works = resolve(con, paper_id)
+    refs = con.execute(_REFERENCES + "SELECT count(*) FROM rows", [works, pid]).fetchone()[0]
+    cites = con.execute(_CITED_BY + "SELECT count(*) FROM rows", [works]).fetchone()[0]
+    return int(refs), int(cites)
+
+
+# ---- one paper ------------------------------------------------------------------------------------
+def sections(con, paper_id: str) -> list[Section]:
+    """The sections of a paper's full text in reading order, with their pages (empty without a PDF)."""
+    rows = con.execute("""
+        SELECT section, coalesce(role, 'body'), min(page_start), max(page_end), count(*), min(ordinal) AS first
+        FROM chunks WHERE paper_id = ? AND coalesce(role, 'body') <> 'front'
+        GROUP BY section, coalesce(role, 'body') ORDER BY first""", [paper_id]).fetchall()
+    return [Section(section=s, role=r, page_start=a, page_end=b, passages=int(n)) for s, r, a, b, n, _ in rows]
+
+
+def paper_facts(con, paper_id: str) -> PaperFacts:
+    """Links, venue, categories, bylines, reference and cited-by counts and sections of a corpus paper."""
+    pid = require_paper(con, paper_id)
+    card = paper_cards(con, [pid])[pid]
+    (published, doi, cats, primary), = con.execute(
+        "SELECT CAST(coalesce(published, publication_date) AS VARCHAR), doi, categories, primary_category "
+        "FROM papers WHERE paper_id = ?", [pid]).fetchall()
+    bylines = [Byline(n, a) for n, a in con.execute(
+        "SELECT name, affiliation FROM paper_authors WHERE paper_id = ? ORDER BY position", [pid]).fetchall()]
+    works = [r[0] for r in con.execute("SELECT work_id FROM works WHERE paper_id = ? ORDER BY work_id", [pid]).fetchall()]
+    n_refs, n_cites = link_counts(con, pid)
+    doi = doi or (card.links.doi or "").removeprefix(DOI_URL.format("")) or None
+    return PaperFacts(paper_id=pid, work_ids=works,
+                      links=card.links, venue=card.venue, published=published, doi=doi, categories=list(cats or []),
+                      primary_category=primary, bylines=bylines, reference_count=n_refs, cited_by_count=n_cites,
+                      sections=sections(con, pid))
+
+
+# ---- lists of papers ------------------------------------------------------------------------------
+_PAPER_ORDER = {
+    "pagerank": "pagerank DESC NULLS LAST, cites DESC NULLS LAST, paper_id",
+    "citations": "cites DESC NULLS LAST, pagerank DESC NULLS LAST, paper_id",
+    "date": "published DESC NULLS LAST, year DESC NULLS LAST, paper_id",
+    "title": "lower(title) NULLS LAST, paper_id",
+}
+
+
+def list_papers(con, *, sort: str = "pagerank", author: str | None = None, category: str | None = None,
+                year_from: int | None = None, year_to: int | None = None, limit: int = 20,
+                offset: int = 0) -> PaperPage:
+    """Corpus papers, filtered (``author``: a case-insensitive part of an author's name, as the search's
+    filter; ``category``: an arXiv category, primary or not; years inclusive) and sorted by
+    ``pagerank``, ``citations``, ``date`` (newest first) or ``title``."""
+    limit, offset = _limit(limit, offset)
+    sort = _choice("sort", sort, PAPER_SORTS)
+    if year_from is not None and year_to is not None and year_from > year_to:
+        raise UserError(f"year_from {year_from} is after year_to {year_to}")
+    where: list[str] = ["TRUE"]
+    params: list[Any] = []
+    if author and author.strip():
+        where.append("paper_id IN (SELECT paper_id FROM paper_authors WHERE contains(lower(name), lower(?)))")
+        params.append(author.strip())
+    if category and category.strip():
+        # its spellings first (any case), then a plain list match: no lambda (their syntax changed in DuckDB 1.3)
+        spelt = [r[0] for r in con.execute("SELECT DISTINCT c FROM (SELECT unnest(categories) AS c FROM papers) "
+                                           "WHERE lower(c) = lower(?)", [category.strip()]).fetchall()]
+        where.append("(lower(primary_category) = lower(?) OR list_has_any(categories, ?::VARCHAR[]))")
+        params += [category.strip(), spelt]
+    if year_from is not None:
+        where.append("year >= ?")
+        params.append(int(year_from))
+    if year_to is not None:
+        where.append("year <= ?")
+        params.append(int(year_to))
+    base = f"""
+        WITH m AS (SELECT paper_id, max(pagerank) AS pagerank, max(citation_count) AS cites
+                   FROM paper_metrics WHERE paper_id IS NOT NULL GROUP BY paper_id),
+        listed AS (
+            SELECT p.paper_id, p.title, p.year, coalesce(p.published, p.publication_date) AS published, m.pagerank,
+                   coalesce(p.citation_count, m.cites) AS cites
+            FROM papers p LEFT JOIN m USING (paper_id)
+            WHERE {' AND '.join(where)})"""
+    total = con.execute(base + "SELECT count(*) FROM listed", params).fetchone()[0]
+    ids = [r[0] for r in con.execute(base + f"SELECT paper_id FROM listed ORDER BY {_PAPER_ORDER[sort]} LIMIT ? OFFSET ?",
+                                     [*params, limit, offset]).fetchall()]
+    found = paper_cards(con, ids)
+    return PaperPage(total=int(total), offset=offset, limit=limit, sort=sort, items=[found[i] for i in ids if i in found])
+
+
+# ---- authors --------------------------------------------------------------------------------------
+# a name's key: accents stripped, lower case, letters and digits only ('Perlis, A. J.' = 'Perlis, A.J.')
+_NAME_KEY = "regexp_replace(lower(strip_accents({})), '[^a-z0-9]', '', 'g')"
+
+
+def author_profile(con, name: str, *, limit: int = 50) -> AuthorProfile:
+    """The corpus papers of the author named ``name`` (see :class:`AuthorProfile` for how names are
+    matched), their co-authors (most shared papers first) and years. UnknownPaper when no paper has
+    that author."""
+    if not isinstance(name, str) or not name.strip():
+        raise UserError("the author name is empty")
+    limit, _ = _limit(limit, 0)
+    rows = con.execute(f"""
+        SELECT paper_id, name FROM paper_authors WHERE {_NAME_KEY.format('name')} = {_NAME_KEY.format('?')}
+        """, [name.strip()]).fetchall()
+    if not rows:
+        raise UnknownPaper(f"no paper by an author named {name.strip()!r}")
+    spellings: dict[str, int] = {}
+    for _, n in rows:
+        spellings[n] = spellings.get(n, 0) + 1
+    names = sorted(spellings, key=lambda n: (-spellings[n], n))
+    pids = list(dict.fromkeys(p for p, _ in rows))
+    found = paper_cards(con, pids)
+    papers = sorted(found.values(), key=lambda c: (-(c.citation_count or 0), -(c.year or 0), c.title or ""))
+    years: dict[int, int] = {}
+    for c in papers:
+        if c.year:
+            years[c.year] = years.get(c.year, 0) + 1
+    co = con.execute(f"""
+        SELECT any_value(name) AS name, count(DISTINCT paper_id) AS n
+        FROM paper_authors
+        WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND {_NAME_KEY.format('name')} <> {_NAME_KEY.format('?')}
+        GROUP BY {_NAME_KEY.format('name')} ORDER BY n DESC, name LIMIT 50""", [pids, name.strip()]).fetchall()
+    return AuthorProfile(
+        name=names[0], names=names, paper_count=len(papers), citation_count=sum(c.citation_count or 0 for c in papers),
+        h_index=h_index([c.citation_count or 0 for c in papers]), first_year=min(years) if years else None,
+        last_year=max(years) if years else None, years=[YearCount(y, n) for y, n in sorted(years.items())],
+        coauthors=[NameCount(n, int(k)) for n, k in co], papers=papers[:limit])
+
+
+# ---- Connected Papers' prior and derivative works -------------------------------------------------
+def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int = 2,
+                         exclude: list[str] | None = None) -> PriorDerivative:
+    """For a set of papers (corpus paper ids or work ids: a paper and its connected papers), the works cited by
+    the most of them (prior works) and the works citing the most of them (derivative works), each cited by /
+    citing at least ``min_count`` of the set; ties broken by citation count. Ids that match nothing are ignored;
+    the papers of ``exclude`` (e.g. the paper whose neighbourhood it is) are left out of both lists."""
+    limit, _ = _limit(limit, 0)
+    clean = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i.strip()]
+    # each given id -> its works (a corpus paper may have its S2 work and its own)
+    works_of = """
+        WITH given AS (SELECT unnest(?::VARCHAR[]) AS node)
+        SELECT node, work_id FROM given JOIN works ON works.paper_id = given.node
+        UNION SELECT node, node FROM given WHERE node IN (SELECT work_id FROM works)"""
+    nodes = con.execute(works_of, [clean]).fetchall()
+    left_out = [w for _, w in con.execute(works_of, [list(exclude or [])]).fetchall()]
+    node_ids = [n for n, _ in nodes]
+    work_ids = [w for _, w in nodes]
+    found = len(set(node_ids))
+
+    def ranked(near: str, far: str) -> list[tuple[str, int]]:
+        return [(w, int(n)) for w, n, _ in con.execute(f"""
+            WITH g AS (SELECT unnest(?::VARCHAR[]) AS node, unnest(?::VARCHAR[]) AS work_id)
+            SELECT c.{far} AS work_id, count(DISTINCT g.node) AS n,
+                   max(coalesce(m.citation_count, 0)) AS cites
+            FROM citations c JOIN g ON c.{near} = g.work_id
+            LEFT JOIN paper_metrics m ON m.work_id = c.{far}
+            WHERE c.{far} NOT IN (SELECT unnest(?::VARCHAR[]))
+            GROUP BY c.{far} HAVING count(DISTINCT g.node) >= ?
+            ORDER BY n DESC, cites DESC, work_id LIMIT ?""", [node_ids, work_ids, left_out, min_count, limit]).fetchall()]
+
+    in_set = set(work_ids)
+
+    def counted(pairs: list[tuple[str, int]]) -> list[CountedPaper]:
+        known = work_cards(con, [w for w, _ in pairs])
+        return [CountedPaper(**(known.get(w) or PaperCard(work_id=w)).__dict__, count=n, in_set=w in in_set)
+                for w, n in pairs]
+
+    prior = counted(ranked("citing_work_id", "cited_work_id")) if node_ids else []
+    derivative = counted(ranked("cited_work_id", "citing_work_id")) if node_ids else []
+    return PriorDerivative(papers=found, prior=prior, derivative=derivative)
+
+
+# ---- examples -------------------------------------------------------------------------------------
+def examples(con, *, n: int = 3) -> Examples:
+    """Example queries (short forms of the titles of the most central papers), a paper id, an author, a
+    category and the year range of the catalog, for the page's placeholders."""
+    papers = con.execute("SELECT count(*) FROM papers").fetchone()[0]
+    central = con.execute("""
+        WITH m AS (SELECT paper_id, max(pagerank) AS pr FROM paper_metrics WHERE paper_id IS NOT NULL GROUP BY paper_id)
+        SELECT p.paper_id, p.external_id, p.title FROM papers p LEFT JOIN m USING (paper_id)
+        WHERE p.title IS NOT NULL ORDER BY m.pr DESC NULLS LAST, p.citation_count DESC NULLS LAST, p.paper_id
+        LIMIT 200""").fetchall()
+    queries = pick_examples([t for _, _, t in central], n)
+    top = central[0] if central else (None, None, None)
+    author = con.execute("""
+        SELECT name FROM paper_authors GROUP BY name ORDER BY count(*) DESC, name LIMIT 1""").fetchone()
+    category = con.execute("""
+        SELECT primary_category FROM papers WHERE primary_category IS NOT NULL
+        GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1""").fetchone()
+    lo, hi = con.execute("SELECT min(year), max(year) FROM papers").fetchone()
+    return Examples(papers=int(papers), queries=queries, paper_id=top[0], external_id=top[1], title=top[2],
+                    author=author[0] if author else None, category=category[0] if category else None,
+                    year_min=lo, year_max=hi)

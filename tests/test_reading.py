@@ -1,0 +1,205 @@
+"""Reading the catalog (pipeline.query.reading): references, citing papers, lists, authors, Connected
+Papers' prior and derivative works and the page's examples, on CACM's real citation links and on the
+10 recorded arXiv PDFs' own bibliographies."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from conftest import isolated_settings
+from pipeline.errors import UnknownPaper, UserError
+from pipeline.query import reading
+
+
+def _catalog(settings):
+    from pipeline import snapshots
+
+    return duckdb.connect(str(snapshots.resolve(settings.snapshots_dir, None) / "catalog.duckdb"), read_only=True)
+
+
+@pytest.fixture(scope="module")
+def cacm(cacm_snapshot):
+    con = _catalog(cacm_snapshot)
+    yield con
+    con.close()
+
+
+def _most_cited(con) -> str:
+    return con.execute("SELECT paper_id FROM paper_metrics ORDER BY in_degree DESC, paper_id LIMIT 1").fetchone()[0]
+
+
+def _all(fn, con, pid, **kw):
+    """Every item of a listing, page by page."""
+    items, offset = [], 0
+    while True:
+        page = fn(con, pid, limit=7, offset=offset, **kw)
+        items += page.items
+        offset += 7
+        if offset >= page.total:
+            return page.total, items
+
+
+# ---- pure helpers ---------------------------------------------------------------------------------
+def test_links_from_what_is_known():
+    l = reading.make_links(arxiv_id="1706.03762", doi="10.5555/1", s2_id="a" * 40)
+    assert l.arxiv == "https://arxiv.org/abs/1706.03762" and l.pdf == "https://arxiv.org/pdf/1706.03762"
+    assert l.doi == "https://doi.org/10.5555/1" and l.s2 == "https://www.semanticscholar.org/paper/" + "a" * 40
+    none = reading.make_links(s2_id="cacm:12", pdf_url="https://example.org/x.pdf")
+    assert none.s2 is None and none.arxiv is None and none.pdf == "https://example.org/x.pdf"
+
+
+def test_h_index_and_example_queries():
+    assert reading.h_index([10, 8, 5, 4, 3]) == 4 and reading.h_index([]) == 0 and reading.h_index([0, 0]) == 0
+    assert reading.example_query("Attention Is All You Need") == "attention is all you need"
+    assert reading.example_query("BERT: Pre-training of Deep Bidirectional Transformers") is None  # one word
+    assert reading.example_query("The Design of a Compiler for ALGOL 60") == "design of a compiler for algol"
+    assert reading.pick_examples(["Sorting networks", "Sorting by merging", "Hash tables"]) == ["sorting networks", "hash tables"]
+
+
+# ---- CACM: real citation links --------------------------------------------------------------------
+def test_cited_by_lists_every_citing_paper_once(cacm):
+    pid = _most_cited(cacm)
+    in_degree = cacm.execute("SELECT in_degree FROM paper_metrics WHERE paper_id = ?", [pid]).fetchone()[0]
+    total, items = _all(reading.cited_by, cacm, pid)
+    assert total == in_degree == len(items) > 10
+    assert len({i.paper_id for i in items}) == total and all(i.paper_id and i.title for i in items)
+    counts = [i.citation_count or 0 for i in items]
+    assert counts == sorted(counts, reverse=True)  # most cited first
+    years = [i.year or 0 for i in reading.cited_by(cacm, pid, sort="year", limit=200).items]
+    assert years == sorted(years, reverse=True)
+    # each citing paper lists the paper among its references
+    for citer in items[:5]:
+        _, refs = _all(reading.references, cacm, citer.paper_id)
+        assert pid in {r.paper_id for r in refs}
+        assert all(r.source == "cacm" for r in refs)
+
+
+def test_facts_counts_are_the_listings_totals(cacm):
+    pid = _most_cited(cacm)
+    facts = reading.paper_facts(cacm, pid)
+    assert facts.cited_by_count == reading.cited_by(cacm, pid).total
+    assert facts.reference_count == reading.references(cacm, pid).total
+    assert facts.venue.startswith("CACM") and facts.published[:4].isdigit()
+    assert facts.links == reading.Links()  # CACM knows no arXiv id, DOI or S2 id
+    ext = cacm.execute("SELECT external_id FROM papers WHERE paper_id = ?", [pid]).fetchone()[0]
+    assert reading.paper_facts(cacm, ext).paper_id == pid  # the collection's own number works too
+    with pytest.raises(UnknownPaper):
+        reading.references(cacm, "cacm:999999")
+    with pytest.raises(UserError):
+        reading.cited_by(cacm, pid, limit=0)
+    with pytest.raises(UserError):
+        reading.cited_by(cacm, pid, sort="pagerank")
+
+
+def test_list_papers_sorts_filters_and_pages(cacm):
+    by_cites = reading.list_papers(cacm, sort="citations", limit=50)
+    assert by_cites.total == cacm.execute("SELECT count(*) FROM papers").fetchone()[0]
+    counts = [p.citation_count or 0 for p in by_cites.items]
+    assert counts == sorted(counts, reverse=True) and counts[0] > 10
+    wirth = reading.list_papers(cacm, author="WIRTH", sort="date", limit=200)
+    assert wirth.total == len(wirth.items) > 5
+    assert all(any("wirth" in a.lower() for a in p.authors) for p in wirth.items)
+    years = [p.year for p in wirth.items]
+    assert years == sorted(years, reverse=True)
+    window = reading.list_papers(cacm, year_from=1970, year_to=1971, limit=200)
+    assert window.total and all(1970 <= p.year <= 1971 for p in window.items)
+    paged = [p.paper_id for o in (0, 10, 20) for p in reading.list_papers(cacm, limit=10, offset=o).items]
+    assert paged == [p.paper_id for p in reading.list_papers(cacm, limit=30).items]
+    category = reading.examples(cacm).category
+    in_category = reading.list_papers(cacm, category=category.upper(), limit=5)
+    assert in_category.total == cacm.execute("SELECT count(*) FROM papers WHERE primary_category = ? "
+                                             "OR list_contains(categories, ?)", [category, category]).fetchone()[0] > 0
+    with pytest.raises(UserError):
+        reading.list_papers(cacm, year_from=1971, year_to=1970)
+
+
+def test_author_profile_joins_spellings(cacm):
+    a = reading.author_profile(cacm, "perlis, a.j.")
+    b = reading.author_profile(cacm, "Perlis, A. J.")
+    assert a == b and len(a.names) >= 2  # 'Perlis, A. J.' and 'Perlis, A.J.' are one author
+    n = cacm.execute("SELECT count(DISTINCT paper_id) FROM paper_authors "
+                     "WHERE lower(replace(replace(name, ' ', ''), '.', '')) = 'perlis,aj'").fetchone()[0]
+    assert a.paper_count == n == len(a.papers) and sum(y.count for y in a.years) == n
+    assert a.h_index == reading.h_index([p.citation_count or 0 for p in a.papers])
+    assert a.first_year <= a.last_year and a.coauthors
+    assert all("perlis" not in c.name.lower() for c in a.coauthors)
+    with pytest.raises(UnknownPaper):
+        reading.author_profile(cacm, "Nobody, N.")
+
+
+def test_prior_and_derivative_works_count_the_neighbourhood(cacm):
+    pid = _most_cited(cacm)
+    rel = [r[0] for r in cacm.execute("SELECT related_work_id FROM related WHERE paper_id = ? ORDER BY rank LIMIT 20",
+                                      [pid]).fetchall()]
+    nodes = [pid, *rel]
+    pd = reading.prior_and_derivative(cacm, nodes, limit=10)
+    assert pd.papers == len(nodes) and pd.prior and pd.derivative
+    for kind, near, far in (("prior", "citing_work_id", "cited_work_id"), ("derivative", "cited_work_id", "citing_work_id")):
+        items = getattr(pd, kind)
+        assert [i.count for i in items] == sorted((i.count for i in items), reverse=True)
+        for i in items:
+            n = cacm.execute(f"SELECT count(DISTINCT {near}) FROM citations WHERE {far} = ? "
+                             f"AND {near} IN (SELECT unnest(?::VARCHAR[]))", [i.work_id, nodes]).fetchone()[0]
+            assert i.count == n >= 2 and i.in_set == (i.work_id in nodes)
+
+
+def test_examples_come_from_the_catalog(cacm):
+    ex = reading.examples(cacm)
+    assert ex.papers == 3204 and len(ex.queries) == 3 and ex.paper_id.startswith("cacm:")
+    import re
+
+    titles = [set(re.findall(r"\w+", t.lower())) for (t,) in cacm.execute("SELECT title FROM papers WHERE title IS NOT NULL").fetchall()]
+    assert all(any(set(q.split()) <= t for t in titles) for q in ex.queries)
+    assert ex.author and ex.year_min == 1958 and ex.year_max == 1979
+
+
+def test_cards_for_papers_and_works(cacm):
+    cards = reading.cards(cacm, ["cacm:1", "cacm:2", "nope"])
+    assert set(cards) == {"cacm:1", "cacm:2"} and cards["cacm:1"].title
+
+
+# ---- the 10 arXiv PDFs: references as printed -----------------------------------------------------
+@pytest.fixture(scope="module")
+def pdfs(shared_data, tmp_path_factory):
+    """The 10 PDFs imported, extracted and the graph computed (no Semantic Scholar, no vectors); the
+    warehouse holds the catalog's tables."""
+    from pipeline.library.pdf_folder import import_pdfs
+    from pipeline.steps.fulltext import run_fulltext
+    from pipeline.steps.graph import run_graph
+
+    settings = isolated_settings(tmp_path_factory.mktemp("reading_pdfs") / "warehouse")
+    import_pdfs(settings, shared_data / "arxiv" / "pdf")
+    run_fulltext(settings)
+    run_graph(settings)
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    yield con
+    con.close()
+
+
+def test_pdf_references_in_printed_order_with_their_matches(pdfs):
+    total, refs = _all(reading.references, pdfs, "1706.03762")
+    printed = pdfs.execute("SELECT count(*) FROM paper_references WHERE paper_id = '1706.03762'").fetchone()[0]
+    assert total == len(refs) >= printed > 20
+    assert [r.ordinal for r in refs[:printed]] == list(range(printed))
+    assert all(r.raw and r.page for r in refs[:printed])
+    corpus = {r.paper_id for r in refs if r.paper_id}
+    assert {"1409.0473", "1412.6980", "1508.04025", "1512.03385"} <= corpus  # tests/test_paper_parts.py TRUE_EDGES
+    adam = next(r for r in refs if r.paper_id == "1412.6980")
+    assert adam.links.arxiv == "https://arxiv.org/abs/1412.6980" and adam.title and adam.method != "unmatched"
+    unmatched = [r for r in refs if r.method == "unmatched"]
+    assert unmatched and all(r.raw and r.paper_id is None for r in unmatched)
+    by_year = [r.year or 0 for r in reading.references(pdfs, "1706.03762", sort="year", limit=200).items]
+    assert by_year == sorted(by_year, reverse=True)
+
+
+def test_pdf_cited_by_facts_and_sections(pdfs):
+    citers = {i.paper_id for i in reading.cited_by(pdfs, "1706.03762", limit=50).items}
+    assert {"1810.04805", "2010.11929"} <= citers
+    facts = reading.paper_facts(pdfs, "1706.03762")
+    assert facts.links.arxiv == "https://arxiv.org/abs/1706.03762" and facts.links.pdf.endswith("/pdf/1706.03762")
+    assert facts.bylines[0].name == "Ashish Vaswani"
+    assert facts.sections and all(s.page_start and s.page_end >= s.page_start for s in facts.sections)
+    assert any(s.role == "references" for s in facts.sections)
+    pd = reading.prior_and_derivative(pdfs, [r[0] for r in pdfs.execute("SELECT paper_id FROM papers").fetchall()])
+    assert "1409.0473" in {p.paper_id for p in pd.prior}  # cited by three of the ten

@@ -1,0 +1,78 @@
+"""The HTTP API's reading endpoints over a CACM snapshot (real citation links): a paper's links and
+counts, its references and citing papers page by page, lists of papers, authors, examples, search
+paging and sorting, and the connected papers' hover cards and prior / derivative works."""
+
+from __future__ import annotations
+
+import pytest
+
+fastapi = pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from pipeline.serve import create_app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client(cacm_snapshot):
+    with TestClient(create_app(cacm_snapshot)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def examples(client):
+    r = client.get("/api/examples")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_examples_name_this_snapshot(examples):
+    assert examples["papers"] == 3204 and examples["paper_id"].startswith("cacm:")
+    assert len(examples["queries"]) == 3 and examples["author"] and examples["year_min"] == 1958
+
+
+def test_paper_has_authors_links_counts(client, examples):
+    pid = examples["paper_id"]
+    p = client.get(f"/api/papers/{pid}").json()
+    assert p["authors"] and p["bylines"][0]["name"] == p["authors"][0]
+    assert set(p["links"]) == {"arxiv", "pdf", "doi", "s2"}
+    assert isinstance(p["metrics"]["citation_count"], int)
+    refs = client.get(f"/api/papers/{pid}/references").json()
+    cites = client.get(f"/api/papers/{pid}/cited-by", params={"limit": 5}).json()
+    assert refs["total"] == p["reference_count"] and cites["total"] == p["cited_by_count"] > 5
+    assert len(cites["items"]) == 5 and all(i["paper_id"] and i["title"] for i in cites["items"])
+    page2 = client.get(f"/api/papers/{pid}/cited-by", params={"limit": 5, "offset": 5}).json()
+    assert not {i["paper_id"] for i in page2["items"]} & {i["paper_id"] for i in cites["items"]}
+    assert client.get(f"/api/papers/{pid}/cited-by", params={"sort": "order"}).status_code == 422
+    assert client.get("/api/papers/cacm:999999/references").status_code == 404
+
+
+def test_papers_list_and_author(client, examples):
+    r = client.get("/api/papers", params={"sort": "citations", "limit": 5}).json()
+    assert r["total"] == 3204 and len(r["items"]) == 5
+    counts = [i["citation_count"] for i in r["items"]]
+    assert counts == sorted(counts, reverse=True)
+    assert client.get("/api/papers", params={"year_from": 1970, "year_to": 1960}).status_code == 400
+    a = client.get(f"/api/authors/{examples['author']}").json()
+    assert a["paper_count"] >= len(a["papers"]) > 5 and a["years"] and a["name"] == examples["author"]
+    assert client.get("/api/authors/Nobody, N.").status_code == 404
+
+
+def test_search_pages_and_sorts(client, examples):
+    q = examples["queries"][0]
+    first = client.get("/api/search", params={"q": q, "k": 5}).json()
+    second = client.get("/api/search", params={"q": q, "k": 5, "offset": 5}).json()
+    both = client.get("/api/search", params={"q": q, "k": 10}).json()
+    assert first["more"] and [r["paper_id"] for r in first["results"] + second["results"]] == \
+        [r["paper_id"] for r in both["results"]]
+    assert all(isinstance(r["citation_count"], int) and "links" in r for r in both["results"])
+    for sort, key in (("date", "year"), ("citations", "citation_count")):
+        res = client.get("/api/search", params={"q": q, "k": 20, "sort": sort}).json()["results"]
+        values = [r[key] or 0 for r in res]
+        assert len(res) == 20 and values == sorted(values, reverse=True)
+
+
+def test_related_has_cards_and_prior_derivative_works(client, examples):
+    r = client.get(f"/api/papers/{examples['paper_id']}/related", params={"k": 20}).json()
+    assert any(i["authors"] for i in r["related"]) and all("links" in i for i in r["related"])
+    assert r["prior_works"] and r["derivative_works"]
+    assert all(w["count"] >= 2 for w in r["prior_works"] + r["derivative_works"])

@@ -1,0 +1,174 @@
+"""Several indexes, one ranking (pipeline.query.multi): the pure merging on hand-made results, then the
+MultiSearcher, the CLI and eval on real CISI and Cranfield snapshots."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.query.multi import (NORMALISATIONS, Ranked, index_names, merge, normalise, paper_keys, run_docid,
+                                  split_spec, title_key)
+from pipeline.query.results import Result
+
+
+def res(pid: str, score: float, title: str | None = None, ext: str | None = None) -> Result:
+    return Result(paper_id=pid, external_id=ext, title=title or f"paper {pid} about something", authors=[], year=None,
+                  score=score, signals={"ck": score}, passage="")
+
+
+# ---- pure pieces ---------------------------------------------------------------------------------------
+def test_normalise_each_method():
+    s = [3.0, 2.0, 1.0]
+    assert normalise(s, "raw") == s
+    assert normalise(s, "minmax") == [1.0, 0.5, 0.0]
+    z = normalise(s, "zscore")
+    assert z[1] == 0.0 and z[0] == pytest.approx(-z[2]) and z[0] > 0
+    assert normalise(s, "rrf") == [1 / 61, 1 / 62, 1 / 63]
+    assert normalise([2.0, 2.0], "minmax") == [1.0, 1.0] and normalise([2.0, 2.0], "zscore") == [0.0, 0.0]
+    for m in NORMALISATIONS:
+        assert normalise([], m) == []
+    with pytest.raises(UserError, match="unknown normalisation"):
+        normalise(s, "softmax")
+
+
+def test_title_key_and_paper_keys():
+    assert title_key("Attention Is All You Need!") == title_key("attention is all you need") == "attentionisallyouneed"
+    assert title_key("Caf\u00e9 R\u00e9sum\u00e9 Retrieval") == "caferesumeretrieval"
+    assert title_key("Introduction") == ""  # too short to identify a paper
+    assert paper_keys("1706.03762", "Attention Is All You Need", "10.5555/ABC") == {
+        "id:1706.03762", "doi:10.5555/abc", "title:attentionisallyouneed"}
+    assert paper_keys("local:ab", None, "") == {"id:local:ab"}
+
+
+def test_merge_orders_by_normalised_score_and_names_indexes():
+    a = Ranked("arxiv", [res("a1", 0.9), res("a2", 0.5)])
+    b = Ranked("library", [res("b1", 0.7), res("b2", 0.6)])
+    out = merge([a, b], k=3, method="raw")
+    assert [(r.paper_id, r.index, r.rank) for r in out] == [("a1", "arxiv", 1), ("b1", "library", 2), ("b2", "library", 3)]
+    assert "index_score" not in out[0].signals
+    # minmax: each index's best gets 1 (ties: the first index first), its worst 0
+    out = merge([a, b], k=4, method="minmax")
+    assert [r.paper_id for r in out] == ["a1", "b1", "a2", "b2"]
+    assert [r.score for r in out] == [1.0, 1.0, 0.0, 0.0]
+    assert out[0].signals["index_score"] == 0.9
+    assert a.results[0].index is None and a.results[0].rank == 0  # the inputs are left as they were
+
+
+def test_merge_shows_a_paper_once_by_id_doi_or_title():
+    same_id = [Ranked("x", [res("1706.03762", 0.9)]), Ranked("y", [res("1706.03762", 0.95)])]
+    out = merge(same_id, k=10)
+    assert [(r.index, r.also_in) for r in out] == [("y", ["x"])]  # the better-scored copy is kept
+    by_doi = [Ranked("x", [res("p", 0.9)], {"p": "10.1/a"}), Ranked("y", [res("local:q", 0.8)], {"local:q": "10.1/a"})]
+    assert [(r.paper_id, r.also_in) for r in merge(by_doi, k=10)] == [("p", ["y"])]
+    by_title = [Ranked("x", [res("p", 0.9, "Deep Residual Learning for Image Recognition")]),
+                Ranked("y", [res("local:q", 0.8, "Deep residual learning for image recognition.")])]
+    assert [r.paper_id for r in merge(by_title, k=10)] == ["p"]
+    # within one index, two papers of the same title stay two papers
+    one = [Ranked("x", [res("p", 0.9, "Editorial on Retrieval Matters"), res("q", 0.8, "Editorial on Retrieval Matters")])]
+    assert [r.paper_id for r in merge(one, k=10)] == ["p", "q"]
+    # a duplicate below the cut still names its index on the kept result
+    deep = [Ranked("x", [res("p", 0.9), res("z", 0.1)]), Ranked("y", [res("w", 0.5), res("p", 0.05)])]
+    out = merge(deep, k=2)
+    assert [(r.paper_id, r.also_in) for r in out] == [("p", ["y"]), ("w", None)]
+
+
+def test_run_docid_and_names():
+    r = res("cisi:12", 1.0, ext="12")
+    assert run_docid(r) == "12"
+    r.index = "cran"
+    assert run_docid(r, "cisi") == "cran:12" and run_docid(r, "cran") == "12"
+    assert index_names([(None, "wh"), (None, "wh"), ("lib", "x")]) == ["wh", "wh-2", "lib"]
+    with pytest.raises(UserError, match="named 'a'"):
+        index_names([("a", "x"), ("a", "y")])
+    assert split_spec("lib=/data/lib") == ("lib", "/data/lib")
+    assert split_spec("/data/lib") == (None, "/data/lib")
+    assert split_spec("20260101T000000Z") == (None, "20260101T000000Z")
+
+
+# ---- real snapshots ------------------------------------------------------------------------------------
+def _snapshot_dir(settings):
+    from pipeline import snapshots
+
+    return snapshots.resolve(settings)
+
+
+def test_merged_search_over_cisi_and_cranfield(cisi_snapshot, cranfield_snapshot):
+    from pipeline import pins
+    from pipeline.query.multi import open_multi
+
+    cisi, cran = _snapshot_dir(cisi_snapshot), _snapshot_dir(cranfield_snapshot)
+    before = {p: len(pins.holders(p.parent, p.name)) for p in (cisi, cran)}
+    with open_multi(cisi_snapshot, [f"cisi={cisi}", str(cranfield_snapshot.warehouse)]) as ms:
+        assert ms.names == ["cisi", "warehouse"]
+        # each index holds its own pin while it is open
+        assert {p: len(pins.holders(p.parent, p.name)) for p in (cisi, cran)} == {p: n + 1 for p, n in before.items()}
+        # one query encoder for both (same model): the second shares the first's
+        assert ms.searchers[1].shares_encoder_with is ms.searchers[0]
+        resp = ms.search("library catalogue classification and the boundary layer of a wing in supersonic flow", k=40)
+        indexes = {r.index for r in resp.results}
+        assert indexes == {"cisi", "warehouse"}
+        assert all(r.paper_id.startswith("cisi:") == (r.index == "cisi") for r in resp.results)
+        assert [r.rank for r in resp.results] == list(range(1, len(resp.results) + 1))
+        scores = [r.score for r in resp.results]
+        assert scores == sorted(scores, reverse=True)
+        d = resp.to_dict()
+        assert d["snapshot_id"] == f"{cisi.name}+{cran.name}" and d["normalisation"] == "raw"
+        assert [ix["index"] for ix in d["indexes"]] == ["cisi", "warehouse"]
+        assert all("index" in r and "also_in" in r for r in d["results"])
+        # an aeronautics query ranks Cranfield's papers first
+        top = ms.search("heat transfer in hypersonic boundary layers", k=5)
+        assert [r.index for r in top.results] == ["warehouse"] * 5
+    assert {p: len(pins.holders(p.parent, p.name)) for p in (cisi, cran)} == before  # unpinned on close
+
+
+def test_same_collection_twice_shows_each_paper_once(cisi_snapshot):
+    from pipeline.query.multi import open_multi
+
+    cisi = _snapshot_dir(cisi_snapshot)
+    with open_multi(cisi_snapshot, [f"a={cisi}", f"b={cisi}"], normalisation="minmax") as ms:
+        resp = ms.search("the use of citation indexes in science", k=20)
+        ids = [r.paper_id for r in resp.results]
+        assert len(ids) == 20 and len(set(ids)) == 20
+        assert all(r.also_in == ["b"] and r.index == "a" for r in resp.results)
+
+
+def test_cli_one_snapshot_unchanged_and_several(cisi_snapshot, cranfield_snapshot, capsys):
+    from pipeline.cli import main
+    from pipeline.query import Searcher, open_snapshot
+
+    def run(*args):
+        code = main(["--warehouse", str(cisi_snapshot.warehouse), "search", *args])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        return out.out
+
+    q = "computerized information retrieval systems"
+    one = json.loads(run(q, "--json", "-k", "5", "--snapshot", _snapshot_dir(cisi_snapshot).name))
+    with Searcher(open_snapshot(cisi_snapshot), cisi_snapshot) as s:
+        direct = s.search(q, k=5).to_dict()
+    for d in (one, direct):
+        d.pop("took_ms")
+    assert one == direct
+    assert "indexes" not in one and all("index" not in r for r in one["results"])
+    both = json.loads(run(q, "--json", "-k", "5", "--snapshot", f"cisi={_snapshot_dir(cisi_snapshot)}",
+                          "--snapshot", f"cran={cranfield_snapshot.warehouse}", "--normalisation", "zscore"))
+    assert [ix["index"] for ix in both["indexes"]] == ["cisi", "cran"] and both["normalisation"] == "zscore"
+    assert all(r["index"] in ("cisi", "cran") for r in both["results"]) and len(both["results"]) == 5
+    table = run(q, "-k", "3", "--snapshot", f"cisi={_snapshot_dir(cisi_snapshot)}", "--snapshot", f"cran={cranfield_snapshot.warehouse}")
+    assert "[cisi] cisi:" in table and "indexes cisi, cran (raw)" in table
+
+
+def test_cli_bad_multi_arguments(cisi_snapshot, capsys):
+    from pipeline.cli import main
+
+    for args, msg in ((["--normalisation", "minmax"], "needs several --snapshot"),
+                      (["--snapshot", "a=/nowhere", "--snapshot", "b=/nowhere"], "not a snapshot id"),
+                      (["--snapshot", f"a={cisi_snapshot.warehouse}", "--snapshot", f"a={cisi_snapshot.warehouse}"],
+                       "named 'a'"),
+                      (["--snapshot", str(cisi_snapshot.warehouse), "--snapshot", str(cisi_snapshot.warehouse),
+                        "--normalisation", "softmax"], "unknown normalisation")):
+        assert main(["--warehouse", str(cisi_snapshot.warehouse), "search", "citation", *args]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1, err

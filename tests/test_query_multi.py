@@ -172,3 +172,28 @@ def test_cli_bad_multi_arguments(cisi_snapshot, capsys):
         assert main(["--warehouse", str(cisi_snapshot.warehouse), "search", "citation", *args]) == 2
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_serve_searches_several_snapshots(cisi_snapshot, cranfield_snapshot):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from pipeline import pins
+    from pipeline.serve import create_app
+
+    cisi, cran = _snapshot_dir(cisi_snapshot), _snapshot_dir(cranfield_snapshot)
+    before = len(pins.holders(cran.parent, cran.name))
+    specs = [f"cisi={cisi}", f"cran={cranfield_snapshot.warehouse}"]  # a pinned folder, a warehouse's CURRENT
+    with TestClient(create_app(cisi_snapshot, snapshots=specs)) as c:
+        assert len(pins.holders(cran.parent, cran.name)) == before + 1  # the second index is pinned too
+        d = c.get("/api/search", params={"q": "boundary layer heat transfer and library catalogues", "k": 30}).json()
+        assert d["snapshot_id"] == f"{cisi.name}+{cran.name}" and d["normalisation"] == "raw"
+        assert [ix["index"] for ix in d["indexes"]] == ["cisi", "cran"]
+        assert {r["index"] for r in d["results"]} == {"cisi", "cran"}
+        # each result's card comes from its own index's catalog
+        assert all("citation_count" in r for r in d["results"])
+        assert c.get("/api/health").json()["snapshot_id"] == cisi.name  # the first index answers the rest
+        assert c.get("/api/papers/cisi:1").status_code == 200
+        page = c.get("/static/search.js").text
+        assert "r.index" in page
+    assert len(pins.holders(cran.parent, cran.name)) == before

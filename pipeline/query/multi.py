@@ -282,11 +282,15 @@ class MultiSearcher:
         out.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return out
 
+    def shutdown(self) -> None:
+        """Stop this searcher's threads; the indexes' searchers stay open (their owner closes them)."""
+        self._pool.shutdown(wait=False)
+
     def close(self) -> None:
         """Unpin every index's snapshot."""
         for s in self.searchers:
             s.close()
-        self._pool.shutdown(wait=False)
+        self.shutdown()
 
     def __enter__(self) -> MultiSearcher:
         return self

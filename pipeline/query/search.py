@@ -500,7 +500,9 @@ class Searcher:
         resp.queries = [q, *subs]
 
         # every query's fused candidates, once each, in the order first seen; of papers this snapshot has
-        rows = np.unique(np.concatenate([r.rows for r in per_query]))
+        # (return_index: a plain np.unique asks numpy.ma whether the array is masked, importing it: 25 ms of a
+        # one-shot search)
+        rows = np.unique(np.concatenate([r.rows for r in per_query]), return_index=True)[0]
         only = allowed if post_filter else None  # the filters not applied by the searches themselves
         known = [pool.paper_ids[r] in self.paper_row and (only is None or pool.paper_ids[r] in only)
                  for r in rows.tolist()]

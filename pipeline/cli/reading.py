@@ -1,4 +1,4 @@
-"""Reading and search: search, related, path, recommend, export, eval."""
+"""Reading and search: search, related, path, recommend, export, sql, eval, show, papers, author."""
 
 from __future__ import annotations
 
@@ -85,7 +85,9 @@ def search(
 
         qs = read_queries(queries)
         n = search_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
-        typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher_id(searcher)})")
+        from pipeline.cli.console import echo
+
+        echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher_id(searcher)})")
         return
     check_export_format(export_format)
     searcher.warm(encoder=True)  # what the first search loads, timed apart from the search (took_ms is the search alone)
@@ -201,17 +203,9 @@ def path_cmd(
     if as_json:
         print(_json.dumps(res.to_dict(), indent=1, ensure_ascii=False, default=str))
         return
-    if res.length is None:
-        typer.echo(f"path: no citation path of at most {max_length} hops between {res.source} and {res.target} "
-                   f"(snapshot {snap.snapshot_id})")
-        return
-    more = " (more not shown: raise --limit)" if res.truncated else ""
-    typer.echo(f"path: {len(res.paths)} shortest path(s) of {res.length} hop(s) between {res.source} and {res.target}{more}")
-    for n, p in enumerate(res.paths, start=1):
-        typer.echo(f"#{n}")
-        for h in p:
-            arrow = {"cites": "  cites  ", "cited_by": "cited by "}.get(h.link or "", "")
-            typer.echo(f"  {arrow:>9} {h.paper_id or h.work_id}  {h.year or '----'}  {h.title or ''}")
+    from pipeline.query.display import print_path
+
+    print_path(res, max_length)
 
 
 @app.command("recommend", rich_help_panel=PANEL)
@@ -239,11 +233,69 @@ def recommend_cmd(
     if as_json:
         print(_json.dumps(resp.to_dict(), indent=1, ensure_ascii=False, default=str))
         return
-    negs = f", away from {', '.join(resp.negatives)}" if resp.negatives else ""
-    typer.echo(f"recommend: {len(resp.results)} paper(s) like {', '.join(resp.positives)}{negs} (snapshot {resp.snapshot_id})")
-    for r in resp.results:
-        typer.echo(f"{r.rank:>3}  {r.score:6.3f}  {r.paper_id}  {r.year or '----'}  {r.title or ''}")
-        typer.echo(f"{'':13}why: {r.why() or '-'}")
+    from pipeline.query.display import print_recommend
+
+    print_recommend(resp)
+
+
+@app.command("sql", rich_help_panel=PANEL)
+def sql_cmd(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="SQL to run (';' between statements). Omit it for -f FILE, SQL on "
+                                          "stdin, or the shell on a terminal."),
+    file: Optional[Path] = typer.Option(None, "--file", "-f", help="Run the SQL script in this file."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    warehouse_db: bool = typer.Option(False, "--warehouse-db", help="The working warehouse.duckdb instead of a snapshot "
+                                      "(with run_log, rejects, watermarks; not while a step writes it)."),
+    fmt: str = typer.Option("table", "--format", help="table (fits the terminal) | csv | json (an array of rows per statement)."),
+    max_rows: int = typer.Option(40, "--max-rows", min=1, help="Table: rows shown before the middle ones are elided."),
+) -> None:
+    """SQL on a snapshot's catalog (DuckDB), read-only: a query, a script, or a shell (.tables, .schema NAME)."""
+    import duckdb
+
+    from pipeline import sql_shell
+    from pipeline.cli.console import width
+
+    if fmt not in sql_shell.FORMATS:
+        raise UserError(f"unknown --format {fmt!r}: use {', '.join(sql_shell.FORMATS)}")
+    if query is not None and file is not None:
+        raise UserError("give either a QUERY or -f FILE")
+    if warehouse_db and snapshot:
+        raise UserError("give either --snapshot or --warehouse-db")
+    if file is not None:
+        if not file.is_file():
+            raise UserError(f"no SQL file at {file}")
+        query = file.read_text(encoding="utf-8")
+    elif query is None and not sys.stdin.isatty():
+        query = sys.stdin.read()
+    settings = get_settings(ctx)
+    snap = None
+    if warehouse_db:
+        db = settings.warehouse / "warehouse.duckdb"
+        if not db.is_file():
+            raise UserError(f"no warehouse database at {db}")
+        con, what = duckdb.connect(str(db), read_only=True), f"warehouse {db}"
+    else:
+        from pipeline.query import open_snapshot
+
+        snap = open_snapshot(settings, snapshot, need_fts=False, who="paperkb sql")  # pinned while the SQL runs
+        con, what = snap.catalog(), f"snapshot {snap.snapshot_id}"
+    try:
+        if query is None:
+            print(f"paperkb sql: {what}, read-only; statements end with ';'; .help, .quit")
+            with sql_shell.history() as remember:
+                sql_shell.shell(con, fmt=fmt, width=width, max_rows=max_rows, remember=remember)
+            return
+        if not query.strip():
+            raise UserError("no SQL given")
+        try:
+            sql_shell.run_script(con, query, sys.stdout, fmt, width(), max_rows)
+        except sql_shell.SqlError as exc:
+            raise UserError(str(exc)) from None
+    finally:
+        con.close()
+        if snap is not None:
+            snap.close()
 
 
 @app.command("eval", rich_help_panel=PANEL)
@@ -265,12 +317,9 @@ def eval_cmd(
     if fmt is not None and fmt not in ("smart", "trec"):
         raise UserError(f"unknown --format {fmt!r}: use smart or trec")
     settings = get_settings(ctx)
-    def progress(done: int, total: int, name: str) -> None:
-        print(f"[{done}/{total}] {name}", file=sys.stderr, flush=True)
-
     summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations,
                        snapshot_id=snapshot if snapshot and len(snapshot) > 1 else _one_snapshot(snapshot, normalisation),
-                       run_dir=run_dir, progress=progress, normalisation=normalisation if snapshot and len(snapshot) > 1 else None)
+                       run_dir=run_dir, normalisation=normalisation if snapshot and len(snapshot) > 1 else None)
     if as_json:
         print(summary_json(summary))
         return
@@ -287,7 +336,7 @@ def eval_cmd(
     for row in summary["rows"]:
         vals = [f"{row['measures'][m]:.4f}" for m in summary["measures"]] if row["measures"] else ["-"] * len(summary["measures"])
         table.add_row(row["name"], *vals, f"{row['seconds'] / max(row['queries'], 1):.3f}" if row["queries"] else "-")
-    console = Console(width=None if sys.stdout.isatty() else 120)  # piped: wide enough for one line per row
+    console = Console()  # the terminal's width; 80 columns when piped
     console.print(table)
     for note in summary["notes"]:
         console.print(f"note: {note}")
@@ -318,7 +367,8 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections."""
-    from pipeline.cli.paper_views import show_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import show_lines
     from pipeline.query.paper_detail import paper_detail
 
     snap, con = _catalog(ctx, snapshot)
@@ -348,7 +398,8 @@ def papers_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The snapshot's papers, sorted by PageRank, citations, date or title, filtered by author, category, years."""
-    from pipeline.cli.paper_views import papers_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import papers_lines
     from pipeline.query.reading import list_papers
 
     snap, con = _catalog(ctx, snapshot)
@@ -374,7 +425,8 @@ def author_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """An author: papers in the snapshot, co-authors, years, citations and h-index."""
-    from pipeline.cli.paper_views import author_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import author_lines
     from pipeline.query.reading import author_profile
 
     snap, con = _catalog(ctx, snapshot)

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from pipeline.errors import UserError
 from pipeline.evaluation.qrels import align_query_ids, read_qrels, read_queries
 from pipeline.evaluation.trec import Qrels, Run, ranked_run, write_trec_qrels, write_trec_run
+from pipeline.progress import task as progress_task
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +137,10 @@ def clip_queries(queries: Mapping[str, str], max_chars: int) -> tuple[dict[str, 
     return out, cut
 
 
-def run_searcher(searcher, queries: Mapping[str, str], depth: int = RUN_DEPTH, **kwargs) -> Run:
+def run_searcher(searcher, queries: Mapping[str, str], depth: int = RUN_DEPTH, advance=None, **kwargs) -> Run:
     """Search every query with ``Searcher.search(text, k=depth, **kwargs)``; docid = external id (several
-    indexes: prefixed with the index's name but for the first index's, the one the qrels judge)."""
+    indexes: prefixed with the index's name but for the first index's, the one the qrels judge);
+    ``advance(1)`` after each query (a progress bar)."""
     from pipeline.query.multi import run_docid
 
     judged = (getattr(searcher, "names", None) or [None])[0]
@@ -146,6 +148,8 @@ def run_searcher(searcher, queries: Mapping[str, str], depth: int = RUN_DEPTH, *
     for qid, text in queries.items():
         resp = searcher.search(text, k=depth, **kwargs)
         ranked[qid] = [(run_docid(r, judged), r.score) for r in resp.results]
+        if advance is not None:
+            advance(1)
     return ranked_run(ranked)
 
 
@@ -198,19 +202,21 @@ def evaluate(
     signal_names = [s for s, w in weights.items() if w] or list(probe.results[0].signals if probe.results else {})
     rows: list[EvalRow] = []
     configs = ablations(signal_names, full=with_ablations)
-    for i, ab in enumerate(configs):
-        t0 = time.perf_counter()
-        try:
-            run = run_searcher(searcher, queries, **ab.kwargs)
-        except UserError as exc:  # a configuration this snapshot/searcher does not support
-            rows.append(EvalRow(ab.name, ab.description, {}, 0, time.perf_counter() - t0, error=str(exc)))
-            notes.append(f"{ab.name}: skipped ({exc})")
-            continue
-        path = write_trec_run(run, out_dir / f"{_slug(ab.name)}.trec", tag=f"paperkb_{_slug(ab.name)}")
-        rows.append(EvalRow(ab.name, ab.description, score_run(qrels, run), len(run), time.perf_counter() - t0, str(path)))
-        log.info("eval %s: %s", ab.name, _fmt_measures(rows[-1].measures))
-        if progress:
-            progress(i + 1, len(configs), ab.name)
+    with progress_task("eval", total=len(configs) * len(queries), unit="searches") as bar:
+        for i, ab in enumerate(configs):
+            bar.update(completed=i * len(queries), description=f"eval: {ab.name} ({i + 1}/{len(configs)})")
+            t0 = time.perf_counter()
+            try:
+                run = run_searcher(searcher, queries, advance=bar.advance, **ab.kwargs)
+            except UserError as exc:  # a configuration this snapshot/searcher does not support
+                rows.append(EvalRow(ab.name, ab.description, {}, 0, time.perf_counter() - t0, error=str(exc)))
+                notes.append(f"{ab.name}: skipped ({exc})")
+                continue
+            path = write_trec_run(run, out_dir / f"{_slug(ab.name)}.trec", tag=f"paperkb_{_slug(ab.name)}")
+            rows.append(EvalRow(ab.name, ab.description, score_run(qrels, run), len(run), time.perf_counter() - t0, str(path)))
+            log.info("eval %s: %s", ab.name, _fmt_measures(rows[-1].measures))
+            if progress:
+                progress(i + 1, len(configs), ab.name)
     extra = {"indexes": searcher.indexes(), "normalisation": searcher.normalisation} if hasattr(searcher, "indexes") else {}
     return {
         "snapshot_id": snap_id,

@@ -1,4 +1,5 @@
-"""Rich tables for ``paperkb search`` and ``paperkb related``."""
+"""What ``paperkb search``, ``related``, ``recommend`` and ``path`` print: rich tables for the first two,
+wrapped lines for the others; all of it fits the terminal (80 columns when piped)."""
 
 from __future__ import annotations
 
@@ -143,3 +144,33 @@ def _print_related_footer(searcher, items, console: Console) -> None:
                   "quality = mean of cit(ations), vel(ocity), aut(hors' record), rec(ency)")
     if not items:
         console.print("no related papers (no citation links and no vectors)")
+
+
+def print_recommend(resp) -> None:
+    """One paper per entry: rank, score, id, year and title, then why, continuation lines under the title."""
+    from pipeline.cli.console import echo
+
+    negs = f", away from {', '.join(resp.negatives)}" if resp.negatives else ""
+    echo(f"recommend: {len(resp.results)} paper(s) like {', '.join(resp.positives)}{negs} (snapshot {resp.snapshot_id})")
+    pad = " " * 13
+    for r in resp.results:
+        echo(f"{r.rank:>3}  {r.score:6.3f}  {r.paper_id}  {r.year or '----'}  {r.title or ''}", indent=pad)
+        echo(f"{pad}why: {r.why() or '-'}", indent=pad + "     ")
+
+
+def print_path(res, max_length: int) -> None:
+    """Every shortest path, one hop a line: how it links to the hop before (``cites``, ``cited by``), id, year
+    and title (continuation lines indented under the id)."""
+    from pipeline.cli.console import echo
+
+    if res.length is None:
+        echo(f"path: no citation path of at most {max_length} hops between {res.source} and {res.target} "
+             f"(snapshot {res.snapshot_id})")
+        return
+    more = " (more not shown: raise --limit)" if res.truncated else ""
+    echo(f"path: {len(res.paths)} shortest path(s) of {res.length} hop(s) between {res.source} and {res.target}{more}")
+    for n, p in enumerate(res.paths, start=1):
+        echo(f"#{n}")
+        for h in p:
+            arrow = {"cites": "  cites  ", "cited_by": "cited by "}.get(h.link or "", "")
+            echo(f"  {arrow:>9} {h.paper_id or h.work_id}  {h.year or '----'}  {h.title or ''}", indent=" " * 12)

@@ -198,3 +198,27 @@ def test_serve_searches_several_snapshots(cisi_snapshot, cranfield_snapshot):
         page = c.get("/static/search.js").text
         assert "r.index" in page
     assert len(pins.holders(cran.parent, cran.name)) == before
+
+
+def test_mcp_search_spans_several_snapshots(cisi_snapshot, cranfield_snapshot):
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from pipeline.agents.server import build_server
+
+    cisi, cran = _snapshot_dir(cisi_snapshot), _snapshot_dir(cranfield_snapshot)
+    settings = cisi_snapshot.model_copy(update={"serve_snapshots": f"cisi={cisi},cran={cranfield_snapshot.warehouse}"})
+
+    async def scenario():
+        async with Client(build_server(settings)) as c:
+            d = (await c.call_tool("search", {"query": "heat transfer in hypersonic boundary layers", "k": 3})).structured_content
+            assert d["snapshot_id"] == f"{cisi.name}+{cran.name}"
+            assert [ix["index"] for ix in d["indexes"]] == ["cisi", "cran"]
+            assert [h["index"] for h in d["results"]] == ["cran"] * 3
+            d = (await c.call_tool("search", {"query": "library catalogue classification schemes", "k": 3})).structured_content
+            assert [h["index"] for h in d["results"]] == ["cisi"] * 3
+            paper = (await c.call_tool("get_paper", {"paper_id": d["results"][0]["paper_id"]})).structured_content
+            assert paper["snapshot_id"] == cisi.name  # the other tools read the first index
+
+    anyio.run(scenario)

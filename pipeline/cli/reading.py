@@ -95,7 +95,7 @@ def search(
     clock.lap("load", f"snapshot data {t.get('warm', 0) * 1000:.0f} ms and query encoder {t.get('encoder', 0) * 1000:.0f} ms "
                       f"side by side; encoder: {searcher.encoder_kind}")
     resp = searcher.search(query or "", k=k, **kwargs)
-    clock.lap_split("search", [("encode", t.get("encode", 0.0), "the query")], f"took_ms {resp.took_ms:g} includes encode")
+    clock.lap_split("search", [("encode", searcher.timings.get("encode", 0.0), "the query")], f"took_ms {resp.took_ms:g} includes encode")
     if export_format:
         _print_exports(searcher, resp, export_format)
     elif as_json:

@@ -222,3 +222,28 @@ def test_mcp_search_spans_several_snapshots(cisi_snapshot, cranfield_snapshot):
             assert paper["snapshot_id"] == cisi.name  # the other tools read the first index
 
     anyio.run(scenario)
+
+
+def test_eval_scores_the_merged_ranking(cisi_snapshot, cranfield_snapshot, shared_data, tmp_path, capsys):
+    """`paperkb eval` over CISI and Cranfield: the qrels judge CISI's papers, Cranfield's are in the run under
+    their index's name (never judged), and CISI's nDCG@10 stays within 0.01 of CISI alone (the target)."""
+    from pipeline.cli import main
+
+    cisi = shared_data / "collections" / "cisi"
+
+    def run(*args):
+        code = main(["--warehouse", str(cisi_snapshot.warehouse), "eval", "--queries", str(cisi / "CISI.QRY"),
+                     "--qrels", str(cisi / "CISI.REL"), "--json", *args])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        return json.loads(out.out)
+
+    alone = run("--run-dir", str(tmp_path / "alone"))
+    both = run("--snapshot", f"cisi={_snapshot_dir(cisi_snapshot)}", "--snapshot", f"cran={cranfield_snapshot.warehouse}",
+               "--run-dir", str(tmp_path / "both"))
+    assert [ix["index"] for ix in both["indexes"]] == ["cisi", "cran"] and both["normalisation"] == "raw"
+    default = {s["snapshot_id"]: next(r for r in s["rows"] if r["name"] == "default")["measures"]["nDCG@10"]
+               for s in (alone, both)}
+    assert abs(default[both["snapshot_id"]] - default[alone["snapshot_id"]]) <= 0.01
+    docids = [line.split()[2] for line in (tmp_path / "both" / "default.trec").read_text().splitlines()]
+    assert any(d.startswith("cran:") for d in docids) and all(d.isdigit() or d.startswith("cran:") for d in docids)

@@ -64,7 +64,7 @@ def main() -> int:
 
     from pipeline.evaluation.evaluate import clip_queries, load_topics, score_run
     from pipeline.evaluation.trec import ranked_run
-    from pipeline.query.multi import NORMALISATIONS, MultiSearcher, Ranked, merge, open_multi, run_docid
+    from pipeline.query.multi import NORMALISATIONS, MultiSearcher, IndexAnswer, merge, open_multi, run_docid
     from pipeline.settings import Settings
 
     whs = {"cisi": a.cisi or build(a.workdir, "cisi"), "cranfield": a.cranfield or build(a.workdir, "cranfield")}
@@ -88,8 +88,8 @@ def main() -> int:
             own = by_name[name].search(text, k=DEPTH).results
             theirs = by_name[other].search(text, k=DEPTH).results
             alone[qid] = [(str(r.external_id or r.paper_id), r.score) for r in own]
-            answers = [Ranked(name, own, ms._dois_of(ms.names.index(name))),
-                       Ranked(other, theirs, ms._dois_of(ms.names.index(other)))]
+            answers = [IndexAnswer(name, own, ms._dois_of(ms.names.index(name))),
+                       IndexAnswer(other, theirs, ms._dois_of(ms.names.index(other)))]
             for m in NORMALISATIONS:
                 merged[m][qid] = [(run_docid(r, name), r.score) for r in merge(answers, DEPTH, m)]
         row = {"alone": score_run(qrels, ranked_run(alone))["nDCG@10"]}
@@ -106,7 +106,7 @@ def main() -> int:
     q1 = next(iter(topics["cisi"][0].values()))
     ms.normalisation = "raw"
     live = [(r.index, r.paper_id) for r in ms.search(q1, k=DEPTH).results]
-    offline = [(r.index, r.paper_id) for r in merge([Ranked(n, s.search(q1, k=DEPTH).results) for n, s in by_name.items()], DEPTH)]
+    offline = [(r.index, r.paper_id) for r in merge([IndexAnswer(n, s.search(q1, k=DEPTH).results) for n, s in by_name.items()], DEPTH)]
     assert live == offline, "MultiSearcher.search and the offline merge disagree"
 
     # ---- latency ------------------------------------------------------------------------------------

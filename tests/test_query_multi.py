@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.query.multi import (NORMALISATIONS, Ranked, index_names, merge, normalise, paper_keys, run_docid,
+from pipeline.query.multi import (NORMALISATIONS, IndexAnswer, index_names, merge, normalise, paper_keys, run_docid,
                                   split_spec, title_key)
 from pipeline.query.results import Result
 
@@ -43,8 +43,8 @@ def test_title_key_and_paper_keys():
 
 
 def test_merge_orders_by_normalised_score_and_names_indexes():
-    a = Ranked("arxiv", [res("a1", 0.9), res("a2", 0.5)])
-    b = Ranked("library", [res("b1", 0.7), res("b2", 0.6)])
+    a = IndexAnswer("arxiv", [res("a1", 0.9), res("a2", 0.5)])
+    b = IndexAnswer("library", [res("b1", 0.7), res("b2", 0.6)])
     out = merge([a, b], k=3, method="raw")
     assert [(r.paper_id, r.index, r.rank) for r in out] == [("a1", "arxiv", 1), ("b1", "library", 2), ("b2", "library", 3)]
     assert "index_score" not in out[0].signals
@@ -57,19 +57,19 @@ def test_merge_orders_by_normalised_score_and_names_indexes():
 
 
 def test_merge_shows_a_paper_once_by_id_doi_or_title():
-    same_id = [Ranked("x", [res("1706.03762", 0.9)]), Ranked("y", [res("1706.03762", 0.95)])]
+    same_id = [IndexAnswer("x", [res("1706.03762", 0.9)]), IndexAnswer("y", [res("1706.03762", 0.95)])]
     out = merge(same_id, k=10)
     assert [(r.index, r.also_in) for r in out] == [("y", ["x"])]  # the better-scored copy is kept
-    by_doi = [Ranked("x", [res("p", 0.9)], {"p": "10.1/a"}), Ranked("y", [res("local:q", 0.8)], {"local:q": "10.1/a"})]
+    by_doi = [IndexAnswer("x", [res("p", 0.9)], {"p": "10.1/a"}), IndexAnswer("y", [res("local:q", 0.8)], {"local:q": "10.1/a"})]
     assert [(r.paper_id, r.also_in) for r in merge(by_doi, k=10)] == [("p", ["y"])]
-    by_title = [Ranked("x", [res("p", 0.9, "Deep Residual Learning for Image Recognition")]),
-                Ranked("y", [res("local:q", 0.8, "Deep residual learning for image recognition.")])]
+    by_title = [IndexAnswer("x", [res("p", 0.9, "Deep Residual Learning for Image Recognition")]),
+                IndexAnswer("y", [res("local:q", 0.8, "Deep residual learning for image recognition.")])]
     assert [r.paper_id for r in merge(by_title, k=10)] == ["p"]
     # within one index, two papers of the same title stay two papers
-    one = [Ranked("x", [res("p", 0.9, "Editorial on Retrieval Matters"), res("q", 0.8, "Editorial on Retrieval Matters")])]
+    one = [IndexAnswer("x", [res("p", 0.9, "Editorial on Retrieval Matters"), res("q", 0.8, "Editorial on Retrieval Matters")])]
     assert [r.paper_id for r in merge(one, k=10)] == ["p", "q"]
     # a duplicate below the cut still names its index on the kept result
-    deep = [Ranked("x", [res("p", 0.9), res("z", 0.1)]), Ranked("y", [res("w", 0.5), res("p", 0.05)])]
+    deep = [IndexAnswer("x", [res("p", 0.9), res("z", 0.1)]), IndexAnswer("y", [res("w", 0.5), res("p", 0.05)])]
     out = merge(deep, k=2)
     assert [(r.paper_id, r.also_in) for r in out] == [("p", ["y"]), ("w", None)]
 

@@ -77,7 +77,7 @@ def paper_keys(paper_id: str, title: str | None = None, doi: str | None = None) 
 
 
 @dataclass
-class Ranked:
+class IndexAnswer:
     """One index's answer to one query: its name, results (best first) and the DOIs of its papers."""
 
     index: str
@@ -85,7 +85,7 @@ class Ranked:
     dois: dict[str, str] | None = None
 
 
-def merge(answers: Sequence[Ranked], k: int, method: str = DEFAULT_NORMALISATION) -> list[Result]:
+def merge(answers: Sequence[IndexAnswer], k: int, method: str = DEFAULT_NORMALISATION) -> list[Result]:
     """The ``k`` best results of all indexes by normalised score (ties: index order, then rank), each paper
     once: a result sharing a key (:func:`paper_keys`) with a better one of another index is dropped and
     that index is added to the kept one's ``also_in``. Results are copies with ``index``, ``score`` (the
@@ -277,7 +277,7 @@ class MultiSearcher:
                 s.encode([q])
         self._encode_s = time.perf_counter() - t1
         resps: list[SearchResponse] = self._map(lambda s: s.search(query, **kwargs), self.searchers)
-        answers = [Ranked(n, r.results, self._dois_of(i)) for i, (n, r) in enumerate(zip(self.names, resps))]
+        answers = [IndexAnswer(n, r.results, self._dois_of(i)) for i, (n, r) in enumerate(zip(self.names, resps))]
         first = resps[0]
         out = SearchResponse(query=first.query, queries=list(dict.fromkeys(x for r in resps for x in r.queries)),
                              results=merge(answers, k, self.normalisation),

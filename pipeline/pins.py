@@ -58,9 +58,22 @@ def _default_who() -> str:
     path0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
     argv0 = path0.name
     if argv0 in ("paperkb", "cli.py") or argv0.endswith("pipeline.cli") or path0.parts[-2:] == ("cli", "__main__.py"):
-        cmd = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
-        return f"paperkb {cmd}".strip()
+        return f"paperkb {_command_of(sys.argv[1:])}".strip()
     return f"python {argv0}" if argv0 not in ("python", "-c", "") else "python"
+
+
+def _command_of(args: list[str]) -> str:
+    """The command in paperkb's arguments: the first word that is neither an option nor the value of the
+    global option that takes one (``--warehouse DIR``)."""
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--warehouse":
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return ""
 
 
 # ---- reading leases ------------------------------------------------------------------------------

@@ -210,6 +210,11 @@ class Settings(BaseSettings):
     serve_concurrency: int = Field(
         default=0, ge=0,
         description="searches computed at once by `paperkb serve` (0 = one per CPU core); more requests wait in line")
+    serve_snapshots: str | None = Field(
+        default=None,
+        description="several indexes searched as one by `paperkb serve` (/api/search and the page): comma-separated "
+                    "[NAME=]WHERE, WHERE a snapshot folder (pinned), a warehouse (its CURRENT, followed) or a snapshot id "
+                    "of this warehouse (pinned); the first one also answers the paper pages")
     serve_allowed_hosts: list[str] = Field(
         default=["localhost", "127.0.0.1", "::1"],
         description="Host header values `paperkb serve` answers (others get 400; guards against DNS rebinding): add the "

@@ -193,7 +193,7 @@ def hold(warehouse: Path | str, step: str, *, wait: bool = False, timeout_s: flo
         raise
     stale = read_holder(path)
     if stale and not (stale.get("pid") == os.getpid() and stale.get("host") == socket.gethostname()):
-        log.info("writer lock of %s: taking over from %s, which ended without releasing it",
+        log.warning("writer lock of %s: taking over from %s, which ended without releasing it",
                  path.parent, describe(stale))
     held = _Held(fd, path, _record(step))
     try:
@@ -236,7 +236,7 @@ def _acquire(fd: int, path: Path, step: str, *, wait: bool, timeout_s: float | N
         raise WarehouseLocked(f"warehouse {where} is being written by {describe(rec)}: try `{step}` again when it ends",
                               rec)
     t0 = last_log = time.monotonic()
-    log.info("waiting for the warehouse lock held by %s (up to %s)", describe(rec),
+    log.warning("waiting for the warehouse lock held by %s (up to %s)", describe(rec),
              "no limit" if timeout_s is None else f"{timeout_s:g}s")
     while True:
         time.sleep(POLL_S)

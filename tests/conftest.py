@@ -135,3 +135,22 @@ def cisi_snapshot_as_before(cisi_snapshot, tmp_path_factory):
     (dst / snapshots.MANIFEST).write_text(json.dumps(m, indent=1), encoding="utf-8")
     (wh / "snapshots" / snapshots.CURRENT).write_text(src.name + "\n", encoding="utf-8")
     return isolated_settings(wh, embed_cache_dir=cisi_snapshot.embed_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def cranfield_snapshot(shared_data, tmp_path_factory, request):
+    """Settings of a warehouse where Cranfield 1400 was imported, embedded and published (no citation
+    links: the graph gives every paper the same weight). Session-scoped and read-only, like ``cisi_snapshot``;
+    vectors cached under .pytest_cache."""
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import run_publish
+
+    cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
+    settings = isolated_settings(tmp_path_factory.mktemp("cranfield_snapshot") / "warehouse", embed_cache_dir=cache)
+    import_collection(settings, shared_data / "collections" / "cranfield")
+    run_graph(settings)
+    run_embed(settings)
+    run_publish(settings)
+    return settings

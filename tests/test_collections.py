@@ -175,6 +175,7 @@ def test_graph_without_citations_gives_unit_weights(settings, shared_data, capsy
     monkeypatch.setenv("PAPERKB_WAREHOUSE", str(settings.warehouse))
     assert main(["import-collection", "--format", "smart", str(shared_data / "collections" / "cisi" / "CISI.ALL")]) == 0
     assert "import-collection cisi: 1460 papers" in capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "1000")  # the summary whole on one line (80 columns wraps it)
     assert main(["graph"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith("graph: 1460 works, 0 citations, 1460 corpus papers") and "too_few" in out[0]

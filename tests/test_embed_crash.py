@@ -244,7 +244,7 @@ def test_killed_while_encoding_resumes_from_its_checkpoints(shared_data, tmp_pat
     res = subprocess.run([sys.executable, "-m", "pipeline.cli", "embed"], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    encoded = int(re.search(r"; (\d+) texts encoded", res.stdout).group(1))
+    encoded = int(re.search(r";\s+(\d+)\s+texts\s+encoded", res.stdout).group(1))  # wrapped at 80 columns
     assert encoded <= n - 16 * kept, (encoded, kept, res.stdout)
     assert "taking over from `embed`" in res.stderr  # the dead run's lock record
     assert_consistent(s)

@@ -249,6 +249,7 @@ def test_cli_enrich_limit_and_one_line_summary(settings, replay, shared_data, ca
     monkeypatch.setenv("PAPERKB_S2_DELAY_S", "0")
     monkeypatch.setenv("PAPERKB_S2_FETCH_CITATIONS", "false")
     monkeypatch.setenv("PAPERKB_S2_PAGE_SIZE", "50")
+    monkeypatch.setenv("COLUMNS", "1000")  # the summary whole on one line (80 columns wraps it)
     assert main(["--warehouse", str(s.warehouse), "enrich", "--limit", "1"]) == 0
     line = capsys.readouterr().out.strip()
     assert "\n" not in line and line.startswith("enrich (fetch, batch): 1 papers in, 1 resolved")

@@ -317,7 +317,8 @@ def test_cli_lists_interests_prints_feeds_and_refuses_bad_input(nights):
     assert out.returncode == 0, out.stderr
     assert {i["name"] for i in json.loads(out.stdout)} == {"nmt", "branes", "my-library"}
     out = _cli(s, "feeds", "--snapshot", nights["second"])
-    assert out.returncode == 0 and "nmt" in out.stdout and f"since {nights['first']}" in out.stdout
+    listed = " ".join(out.stdout.split())  # lines wrapped at 80 columns, read as one text
+    assert out.returncode == 0 and "nmt" in listed and f"since {nights['first']}" in listed
     out = _cli(s, "feeds", "nmt", "--format", "bibtex", "--snapshot", nights["second"])
     import bibtexparser
 

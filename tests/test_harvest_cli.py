@@ -30,7 +30,8 @@ def replay(httpserver, shared_data):
 def env(httpserver, tmp_path):
     e = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_")}
     e.update(PAPERKB_ARXIV_OAI_URL=httpserver.url_for("/oai"), PAPERKB_ARXIV_API_URL=httpserver.url_for("/api/query"),
-             PAPERKB_ARXIV_DELAY_S="0", PAPERKB_RETRY_MAX_BACKOFF_S="0.05", PAPERKB_RETRY_MAX_ATTEMPTS="2")
+             PAPERKB_ARXIV_DELAY_S="0", PAPERKB_RETRY_MAX_BACKOFF_S="0.05", PAPERKB_RETRY_MAX_ATTEMPTS="2",
+             COLUMNS="1000")  # each summary whole on one line (80 columns wraps it)
     return e
 
 

@@ -45,7 +45,8 @@ def _rejects(warehouse: Path) -> list[tuple]:
     SECRET + "\n" + SECRET.replace("root", "daemon") + "\n",  # /etc/shadow-like: no %PDF- header
     "%PDF-1.4\n" + SECRET + "\nstartxref\n0\n%%EOF\n",  # a header and an end, nothing a PDF reader can use
 ], ids=["no-header", "header-only"])
-def test_a_library_pointing_at_a_secret_file_never_echoes_it(tmp_path, capsys, caplog, content):
+def test_a_library_pointing_at_a_secret_file_never_echoes_it(tmp_path, capsys, caplog, content, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # each line whole (80 columns wraps them)
     secret = tmp_path / "shadow"
     secret.write_text(content, encoding="utf-8")
     lib = tmp_path / "library.bib"
@@ -67,7 +68,9 @@ def test_a_library_pointing_at_a_secret_file_never_echoes_it(tmp_path, capsys, c
 
 
 # ---- the size limit, before the file is read; each rejected file named ----------------------------------------
-def test_the_size_limit_is_checked_before_reading_and_each_rejected_file_is_named(shared_data, tmp_path, capsys):
+def test_the_size_limit_is_checked_before_reading_and_each_rejected_file_is_named(shared_data, tmp_path, capsys,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # each line whole (80 columns wraps them)
     folder = tmp_path / "pdfs"
     folder.mkdir()
     (folder / "1409.0473.pdf").write_bytes((shared_data / "arxiv" / "pdf" / "1409.0473.pdf").read_bytes())

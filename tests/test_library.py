@@ -183,7 +183,8 @@ def test_new_bytes_for_an_extracted_paper_are_extracted_again(settings, shared_d
 
 
 # -- the command -------------------------------------------------------------------------------------
-def test_cli_import_pdfs_and_user_errors(shared_data, tmp_path, capsys):
+def test_cli_import_pdfs_and_user_errors(shared_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # the summary whole on one line (80 columns wraps it)
     wh = str(tmp_path / "wh")
     assert main(["--warehouse", wh, "import-pdfs", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err

@@ -201,7 +201,8 @@ def test_import_a_bibtex_and_a_csl_json_library_then_fulltext(settings, shared_d
     assert figures == {pid: facts[pid].figures for pid in chunks}
 
 
-def test_cli_lists_the_entries_not_imported(shared_data, tmp_path, capsys):
+def test_cli_lists_the_entries_not_imported(shared_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # each line whole (80 columns wraps them)
     wh = str(tmp_path / "wh")
     bib = _bibtex_library(shared_data, tmp_path)
     assert main(["--warehouse", wh, "import-pdfs", str(bib)]) == 0

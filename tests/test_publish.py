@@ -348,11 +348,13 @@ def test_pinned_snapshot_is_kept_by_retention(wh, capsys, monkeypatch):
     w = str(s.warehouse)
     monkeypatch.setenv("PAPERKB_SNAPSHOT_KEEP", "2")
     monkeypatch.setenv("PAPERKB_SNAPSHOT_MIN_AGE_H", "0")
+    monkeypatch.setenv("COLUMNS", "1000")  # the summary whole on one line (80 columns wraps it)
     assert main(["--warehouse", w, "publish"]) == 0
     assert f"kept {a}: pinned by report app pid {os.getpid()}" in capsys.readouterr().out
     assert main(["--warehouse", w, "snapshots", "list"]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if a in x)
-    assert line.endswith(f"ok  pinned by report app pid {os.getpid()}")
+    listed = capsys.readouterr().out.splitlines()
+    status = listed[next(n for n, x in enumerate(listed) if a in x) + 1]  # each snapshot's second line
+    assert status.strip().startswith("ok;") and status.endswith(f"; pinned by report app pid {os.getpid()}")
     reader.close()
     assert main(["--warehouse", w, "publish"]) == 0
     assert f"kept {a}" not in capsys.readouterr().out

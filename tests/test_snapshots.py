@@ -347,3 +347,11 @@ def test_the_readme_example_reads_a_snapshot_without_paperkb(cacm_snapshot):
     assert res.returncode == 0, res.stderr[-2000:]
     model, count, chunk_id = res.stdout.split(" ", 1)[0], res.stdout.split("[(")[1].split(",")[0], res.stdout.split()[-1]
     assert model and int(count) > 3000 and chunk_id.startswith("cacm:")
+
+
+def test_a_pin_names_the_command_not_the_warehouse():
+    from pipeline.pins import _command_of
+
+    assert _command_of(["--warehouse", "wh", "search", "q"]) == "search"
+    assert _command_of(["--warehouse=wh", "-v", "papers"]) == "papers"
+    assert _command_of(["-v", "show", "cacm:1"]) == "show" and _command_of([]) == ""

@@ -16,6 +16,7 @@ import sys
 from pipeline.cli import steps, reading, library, operations  # noqa: F401 - each registers its commands
 # isort: on
 from pipeline.cli.root import VERBOSE, app
+from pipeline.cli.console import restore
 from pipeline.cli.errors import describe_error, install_profile_of
 
 __all__ = ["app", "describe_error", "install_profile_of", "main"]
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:  # noqa: BLE001 - the one top-level handler: one line, -v for the traceback
         return _report(exc)
+    finally:
+        restore()  # logging and progress as they were: main() may run inside a program or a test
     return 0
 
 

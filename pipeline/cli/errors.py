@@ -17,6 +17,7 @@ _PROFILE_OF_MODULE = {
     **dict.fromkeys(("requests", "tenacity", "lxml", "feedparser", "pylatexenc", "pymupdf", "fitz", "msgspec",
                      "igraph", "powerlaw", "scipy", "yaml"), "pipeline"),
     "airflow": "airflow",
+    "mcp": "mcp",
 }
 
 

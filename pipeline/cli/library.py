@@ -11,6 +11,7 @@ import typer
 
 from pipeline.errors import UserError
 
+from pipeline.cli.console import echo
 from pipeline.cli.root import app, get_settings, print_export, split_categories
 
 PANEL = "Library and feeds"
@@ -28,8 +29,8 @@ def import_collection_cmd(
 
     settings = get_settings(ctx)
     s = import_collection(settings, path, fmt=fmt, name=name)
-    typer.echo(f"import-collection {s['collection']}: {s['papers']} papers, {s['authors']} authors, "
-               f"{s['works']} works, {s['citations']} citations, {s['rejected']} rejected")
+    echo(f"import-collection {s['collection']}: {s['papers']} papers, {s['authors']} authors, "
+         f"{s['works']} works, {s['citations']} citations, {s['rejected']} rejected")
 
 
 @app.command("import-pdfs", rich_help_panel=PANEL)
@@ -51,15 +52,15 @@ def import_pdfs_cmd(
 
     settings = get_settings(ctx)
     s = import_pdfs(settings, folder)
-    typer.echo(summary_line(s))
+    echo(summary_line(s))
     for line in entry_lines(s):
-        typer.echo(line)
+        echo(line, indent="      ")
     if lookup and (looked := lookup_imported(settings, s)) is not None:
         if "error" in looked:
-            typer.echo(f"import-pdfs: arXiv metadata not fetched for {looked['requested']} papers (authors, titles and "
-                       f"dates read from the PDFs stay; `paperkb lookup ID` later): {looked['error']}", err=True)
+            echo(f"import-pdfs: arXiv metadata not fetched for {looked['requested']} papers (authors, titles and "
+                 f"dates read from the PDFs stay; `paperkb lookup ID` later): {looked['error']}", err=True)
         else:
-            typer.echo(f"import-pdfs: arXiv metadata for {looked.get('found', 0)} of {looked.get('requested', 0)} arXiv papers")
+            echo(f"import-pdfs: arXiv metadata for {looked.get('found', 0)} of {looked.get('requested', 0)} arXiv papers")
 
 
 @app.command("match-library", rich_help_panel=PANEL)
@@ -98,14 +99,15 @@ def match_library_cmd(
     if as_json:
         print(_json.dumps({"against": against, **report.to_dict()}, indent=1, ensure_ascii=False))
         return
-    typer.echo(f"match-library {library.name} ({report.format}, {report.entries} entries) against {against}: "
-               f"{len(report.matched)} matched, {len(report.unmatched)} unmatched")
+    echo(f"match-library {library.name} ({report.format}, {report.entries} entries): {len(report.matched)} matched, "
+         f"{len(report.unmatched)} unmatched; against {against}")
     for m in report.matched:
-        typer.echo(f"  matched   #{m.entry.index:<4} {m.entry.key or '-'} -> {m.paper_id} (by {m.by}) {m.title or ''}")
+        echo(f"  matched   #{m.entry.index:<4} {m.entry.key or '-'} -> {m.paper_id} (by {m.by}) {m.title or ''}", indent=" " * 17)
     for u in report.unmatched:
-        typer.echo(f"  unmatched #{u.entry.index:<4} {u.entry.key or '-'}: {u.entry.title or '(no title)'} [{u.reason}]")
+        echo(f"  unmatched #{u.entry.index:<4} {u.entry.key or '-'}: {u.entry.title or '(no title)'} [{u.reason}]",
+             indent=" " * 17)
     for p in report.problems:
-        typer.echo(f"  problem: {p}")
+        echo(f"  problem: {p}", indent=" " * 11)
 
 
 interests_app = typer.Typer(help="Saved searches and seed sets whose new papers each publish lists as feeds.", no_args_is_help=True)
@@ -136,9 +138,9 @@ def interests_add(
     filters = Filters(year_from=year_from, year_to=year_to, categories=split_categories(category) or [], authors=author or [])
     it = add_interest(get_settings(ctx), name, query=query, filters=filters, seeds=split_categories(seed),
                       library=library, library_format=library_format, threshold=threshold, replace=replace)
-    typer.echo(f"interests: saved {it.name} ({it.describe()})")
+    echo(f"interests: saved {it.name} ({it.describe()})")
     for u in it.unmatched:
-        typer.echo(f"  unmatched #{u['index']:<4} {u['key'] or '-'}: {u['title'] or '(no title)'} [{u['reason']}]")
+        echo(f"  unmatched #{u['index']:<4} {u['key'] or '-'}: {u['title'] or '(no title)'} [{u['reason']}]", indent=" " * 17)
 
 
 @interests_app.command("list")
@@ -151,10 +153,11 @@ def interests_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--js
         print(json.dumps([i.to_dict() for i in items], indent=1, ensure_ascii=False))
         return
     if not items:
-        typer.echo("interests: none (add one with `paperkb interests add NAME --query TEXT | --seed ID | --from FILE`)")
+        echo("interests: none (add one with `paperkb interests add NAME --query TEXT | --seed ID | --from FILE`)")
     for i in items:
         th = f"threshold {i.threshold:.2f}" if i.threshold is not None else "default threshold"
-        typer.echo(f"{i.name:<20} {i.kind:<6} {th:<18} {i.describe()}" + (f" ({len(i.unmatched)} unmatched)" if i.unmatched else ""))
+        echo(f"{i.name:<20} {i.kind:<6} {th:<18} {i.describe()}" + (f" ({len(i.unmatched)} unmatched)" if i.unmatched else ""),
+             indent="    ")
 
 
 @interests_app.command("remove")
@@ -163,7 +166,7 @@ def interests_remove(ctx: typer.Context, name: str = typer.Argument(..., help="I
     from pipeline.feeds.interests import remove_interest
 
     remove_interest(get_settings(ctx), name)
-    typer.echo(f"interests: removed {name}")
+    echo(f"interests: removed {name}")
 
 
 FEED_PRINT_FORMATS = ("md", "atom", "json", "html", "bibtex", "ris", "csl-json")
@@ -173,8 +176,9 @@ FEED_PRINT_FORMATS = ("md", "atom", "json", "html", "bibtex", "ris", "csl-json")
 def feeds_cmd(
     ctx: typer.Context,
     name: Optional[str] = typer.Argument(None, help="A feed (interest) name; omit to list the snapshot's feeds."),
-    feed_format: str = typer.Option("md", "--format", help="md | atom | json (JSON Feed) | html, or the papers for a reference "
-                                     "manager: bibtex | ris | csl-json."),
+    feed_format: Optional[str] = typer.Option(None, "--format", help="md | atom | json (JSON Feed) | html, or the papers for a "
+                                              "reference manager: bibtex | ris | csl-json. Default: the Markdown digest "
+                                              "laid out for the terminal."),
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
     send: bool = typer.Option(False, "--send", help="Mail the snapshot's digest now (settings PAPERKB_FEED_SMTP_*, PAPERKB_FEED_MAIL_TO); "
                               "each recipient gets a snapshot's digest once."),
@@ -189,8 +193,8 @@ def feeds_cmd(
         from pipeline.feeds.mail import deliver
 
         out = deliver(settings, snapshot)
-        typer.echo(f"feeds: snapshot {out['snapshot_id']}: " + (f"mailed to {', '.join(out['sent_to'])}" if out["sent_to"]
-                                                                else f"not mailed: {out['skipped']}"))
+        echo(f"feeds: snapshot {out['snapshot_id']}: " + (f"mailed to {', '.join(out['sent_to'])}" if out["sent_to"]
+                                                          else f"not mailed: {out['skipped']}"))
         return
     path = snapshots.resolve(settings.snapshots_dir, snapshot)
     if name is None:
@@ -199,14 +203,20 @@ def feeds_cmd(
             print(json.dumps(index, indent=1, ensure_ascii=False))
             return
         if not index:
-            typer.echo(f"feeds: snapshot {path.name} has none (interests are added with `paperkb interests add`; "
-                       "feeds appear from the next publish on)")
+            echo(f"feeds: snapshot {path.name} has none (interests are added with `paperkb interests add`; "
+                 "feeds appear from the next publish on)")
             return
         since = index.get("previous_snapshot_id") or "none (first snapshot)"
-        typer.echo(f"feeds of snapshot {path.name}: {index['new_papers']} new paper(s) since {since}")
+        echo(f"feeds of snapshot {path.name}: {index['new_papers']} new paper(s) since {since}")
         for n, f in index["feeds"].items():
-            typer.echo(f"{n:<20} {f['matched']:>4} matching  {f['description']}" + "".join(f"; {x}" for x in f.get("notes", []))
-                       + "".join(f"; FAILED {k}: {v}" for k, v in (f.get("failed") or {}).items()))
+            echo(f"{n:<20} {f['matched']:>4} matching  {f['description']}" + "".join(f"; {x}" for x in f.get("notes", []))
+                 + "".join(f"; FAILED {k}: {v}" for k, v in (f.get("failed") or {}).items()), indent="    ")
+        return
+    if feed_format is None:  # the digest to read: the Markdown laid out to the terminal's width
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(feeds_mod.feed_file(path, name, "md").read_text(encoding="utf-8"), hyperlinks=False))
         return
     if feed_format not in FEED_PRINT_FORMATS:
         raise UserError(f"unknown feed format {feed_format!r}: choose one of {', '.join(FEED_PRINT_FORMATS)}")
@@ -217,6 +227,6 @@ def feeds_cmd(
 
     ids = feeds_mod.item_ids(feeds_mod.read_feed(path, name))
     if not ids:
-        typer.echo(f"feeds: {name} lists no paper in snapshot {path.name}", err=True)
+        echo(f"feeds: {name} lists no paper in snapshot {path.name}", err=True)
         return
     print_export(open_snapshot(settings, path.name), ids, feed_format)

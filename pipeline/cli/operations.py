@@ -1,4 +1,4 @@
-"""Operations: snapshots, serve, the DAG folder, the replay server."""
+"""Operations: snapshots, serve, mcp, the DAG folder, the replay server."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 
 from pipeline.errors import UserError
 
+from pipeline.cli.console import echo
 from pipeline.cli.root import app, get_settings
 
 PANEL = "Operations"
@@ -31,15 +32,16 @@ def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--js
         typer.echo(_json.dumps(rows, indent=1))
         return
     if not rows:
-        typer.echo("no snapshots published yet (run `paperkb publish`)")
+        echo("no snapshots published yet (run `paperkb publish`)")
     for r in rows:
         c = r["counts"]
-        size = f"{r['bytes'] / 1e6:.1f} MB" if r.get("bytes") else "?"
+        size = f"{r['bytes'] / 1e6:.1f} MB" if r.get("bytes") else "? MB"
+        created = (r["created_at"] or "?")[:16].replace("T", " ")
         status = f"damaged: {r['problems'][0]}" if r.get("problems") else "ok"
-        pinned = f"  pinned by {'; '.join(r['pinned_by'])}" if r.get("pinned_by") else ""
-        typer.echo(f"{'*' if r['current'] else ' '} {r['snapshot_id']}  {r['created_at'] or '?'}  "
-                   f"{c.get('lancedb.papers', c.get('papers', 0))} papers  {c.get('lancedb.chunks', 0)} passages  "
-                   f"{size}  {r['model']}  {status}{pinned}")
+        pinned = f"; pinned by {'; '.join(r['pinned_by'])}" if r.get("pinned_by") else ""
+        echo(f"{'*' if r['current'] else ' '} {r['snapshot_id']}  {created}  {c.get('lancedb.papers', c.get('papers', 0))} papers  "
+             f"{c.get('lancedb.chunks', 0)} passages  {size}", indent="    ")
+        echo(f"    {status}; {r['model']}{pinned}", indent="      ")
 
 
 @snapshots_app.command("rollback")
@@ -48,7 +50,7 @@ def snapshots_rollback(ctx: typer.Context, snapshot_id: str = typer.Argument(...
     from pipeline.snapshots import rollback
 
     r = rollback(get_settings(ctx), snapshot_id)
-    typer.echo(f"rollback: CURRENT is {r['snapshot_id']} (was {r['previous'] or 'none'})")
+    echo(f"rollback: CURRENT is {r['snapshot_id']} (was {r['previous'] or 'none'})")
 
 
 @snapshots_app.command("verify")
@@ -61,7 +63,7 @@ def snapshots_verify(ctx: typer.Context, snapshot_id: Optional[str] = typer.Argu
     problems = verify(settings, path=path)
     if problems:
         raise UserError(f"snapshot {path.name}: {len(problems)} problem(s): {'; '.join(problems[:3])}")
-    typer.echo(f"verify: snapshot {path.name} intact ({len(read_manifest(path)['files'])} files)")
+    echo(f"verify: snapshot {path.name} intact ({len(read_manifest(path)['files'])} files)")
 
 
 @app.command("dags-folder", rich_help_panel=PANEL)
@@ -81,8 +83,8 @@ def replay_server(
     """Serve the recorded arXiv/S2 answers; prints the `export PAPERKB_...` lines that point paperkb at it."""
     from pipeline.replay_server import serve_until_interrupted
 
-    serve_until_interrupted(data, host, port, echo=lambda line: print(line, flush=True), started=lambda url: print(
-        f"paperkb: replaying the recorded arXiv/S2 data in {data} at {url}; Ctrl-C stops", file=sys.stderr, flush=True))
+    serve_until_interrupted(data, host, port, echo=lambda line: print(line, flush=True), started=lambda url: echo(
+        f"paperkb: replaying the recorded arXiv/S2 data in {data} at {url}; Ctrl-C stops", err=True))
 
 
 
@@ -106,9 +108,17 @@ def serve(
 
     settings = get_settings(ctx)
     check_listen(host, port)  # a port in use: one line, exit 2 (uvicorn would log it and exit 3)
-    open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
-    typer.echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs) once the "
-               "snapshot and the query model are loaded")
+    from pipeline.serve.multi_holder import split_specs
+
+    several = split_specs(settings.serve_snapshots)
+    if len(several) > 1:  # PAPERKB_SERVE_SNAPSHOTS: fail early on an index that cannot be opened
+        from pipeline.query.multi import open_multi
+
+        open_multi(settings, several).close()
+    else:
+        open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
+    echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs) once the "
+         "snapshot and the query model are loaded")
     try:
         if workers == 1:
             uvicorn.run(create_app(settings, snapshot), host=host, port=port, log_level="warning")
@@ -123,3 +133,36 @@ def serve(
             raise
         check_listen(host, port)
         raise
+
+
+@app.command(rich_help_panel=PANEL)
+def mcp(
+    ctx: typer.Context,
+    transport: str = typer.Option("stdio", "--transport", help="stdio (an agent host starts this command) | http "
+                                  "(streamable HTTP at /mcp, for remote agents)."),
+    host: str = typer.Option("127.0.0.1", help="HTTP: address to bind (loopback unless told otherwise; other Host "
+                             "names need PAPERKB_SERVE_ALLOWED_HOSTS)."),
+    port: int = typer.Option(8001, min=1, max=65535, help="HTTP: port."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Pin a snapshot id instead of following CURRENT."),
+) -> None:
+    """MCP server for LLM agents over the published snapshot (read-only): search, papers, passages, citations, exports."""
+    from pipeline.query import open_snapshot
+
+    settings = get_settings(ctx)
+    if transport not in ("stdio", "http"):
+        raise UserError(f"--transport must be stdio or http, got {transport!r}")
+    from pipeline.agents import server  # needs the [mcp] install profile (a missing `mcp`: one line naming it)
+
+    open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
+    if transport == "stdio":
+        # stdout is the protocol's: say anything on stderr
+        print(f"paperkb: MCP server over stdio on {settings.snapshots_dir} (snapshot {snapshot or 'CURRENT'})",
+              file=sys.stderr, flush=True)
+        server.run_stdio(settings, snapshot)
+        return
+    from pipeline.serve.bind import check_listen
+
+    check_listen(host, port)
+    echo(f"paperkb: MCP server on http://{host}:{port}{server.HTTP_PATH} over {settings.snapshots_dir} once the "
+         "snapshot and the query model are loaded")
+    server.run_http(settings, snapshot, host, port)

@@ -3,17 +3,10 @@ most the terminal's width (80 columns when piped), from the records of :mod:`pip
 
 from __future__ import annotations
 
-import shutil
-import sys
 import textwrap
 from typing import Any
 
 TOP = 5  # references, citing papers, figures and co-authors shown before "... and N more"
-
-
-def width() -> int:
-    """The terminal's columns, or 80 when the output is not a terminal (a file, a pipe)."""
-    return shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
 
 
 def _clip(text: str | None, n: int) -> str:

@@ -1,4 +1,4 @@
-"""Reading and search: search, related, path, recommend, export, eval."""
+"""Reading and search: search, related, path, recommend, export, sql, eval, show, papers, author."""
 
 from __future__ import annotations
 
@@ -14,6 +14,16 @@ from pipeline.errors import UserError
 from pipeline.cli.root import VERBOSE, app, check_export_format, get_settings, print_export, split_categories
 
 PANEL = "Reading and search"
+SNAPSHOTS_HELP = ("Snapshot id (default: CURRENT). Repeat to search several indexes as one ranking, each "
+                  "[NAME=]WHERE: a snapshot folder, a warehouse or an id (each result names its index).")
+NORMALISATION_HELP = "Several snapshots: how their scores are made comparable: raw | minmax | zscore | rrf (default raw)."
+
+
+def _one_snapshot(snapshot: Optional[list[str]], normalisation: Optional[str]) -> Optional[str]:
+    """The one ``--snapshot`` given (None: CURRENT); UserError for --normalisation without several."""
+    if normalisation is not None:
+        raise UserError("--normalisation needs several --snapshot")
+    return snapshot[0] if snapshot else None
 
 
 @app.command(rich_help_panel=PANEL)
@@ -30,7 +40,8 @@ def search(
     year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),
     category: Optional[list[str]] = typer.Option(None, "--category", help="Only these categories (repeat or comma-separate)."),
     author: Optional[list[str]] = typer.Option(None, "--author", help="Only papers with an author name containing this (repeatable)."),
-    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    snapshot: Optional[list[str]] = typer.Option(None, "--snapshot", help=SNAPSHOTS_HELP),
+    normalisation: Optional[str] = typer.Option(None, "--normalisation", help=NORMALISATION_HELP),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Batch: queries file (qid<TAB>text TSV, SMART .QRY or TREC topics)."),
     run_out: Optional[Path] = typer.Option(None, "--run-out", help="Batch: write a TREC run here (qid Q0 docid rank score tag)."),
     tag: str = typer.Option("paperkb", "--tag", help="Run tag in the TREC run."),
@@ -60,7 +71,13 @@ def search(
     filters = Filters(year_from=year_from, year_to=year_to, categories=split_categories(category) or [], authors=author or [])
     kwargs: dict[str, Any] = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost,
                                   config=config)
-    searcher = Searcher(open_snapshot(settings, snapshot), settings, one_shot=queries is None)
+    if snapshot and len(snapshot) > 1:
+        from pipeline.query.multi import open_multi
+
+        searcher: Any = open_multi(settings, snapshot, one_shot=queries is None, normalisation=normalisation)
+    else:
+        searcher = Searcher(open_snapshot(settings, _one_snapshot(snapshot, normalisation)), settings,
+                            one_shot=queries is None)
     clock.lap("open")
     if queries is not None and run_out is not None:
         from pipeline.evaluation.qrels import read_queries
@@ -68,7 +85,9 @@ def search(
 
         qs = read_queries(queries)
         n = search_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
-        typer.echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
+        from pipeline.cli.console import echo
+
+        echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher_id(searcher)})")
         return
     check_export_format(export_format)
     searcher.warm(encoder=True)  # what the first search loads, timed apart from the search (took_ms is the search alone)
@@ -76,9 +95,9 @@ def search(
     clock.lap("load", f"snapshot data {t.get('warm', 0) * 1000:.0f} ms and query encoder {t.get('encoder', 0) * 1000:.0f} ms "
                       f"side by side; encoder: {searcher.encoder_kind}")
     resp = searcher.search(query or "", k=k, **kwargs)
-    clock.lap_split("search", [("encode", t.get("encode", 0.0), "the query")], f"took_ms {resp.took_ms:g} includes encode")
+    clock.lap_split("search", [("encode", searcher.timings.get("encode", 0.0), "the query")], f"took_ms {resp.took_ms:g} includes encode")
     if export_format:
-        print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
+        _print_exports(searcher, resp, export_format)
     elif as_json:
         print(_json.dumps(resp.to_dict(), indent=2, default=str))
     else:
@@ -92,6 +111,23 @@ def search(
     # ONNX Runtime): ~0.25 s of a one-shot search here, to free memory the OS takes back anyway. Frozen objects
     # are left out of them (atexit: in a process that goes on, e.g. tests calling main(), nothing changes).
     atexit.register(gc.freeze)
+
+
+def searcher_id(searcher) -> str:
+    """The snapshot id a Searcher reads, or ``id1+id2`` for several (a MultiSearcher)."""
+    snap = getattr(searcher, "snap", None)
+    return snap.snapshot_id if snap is not None else searcher.snapshot_id
+
+
+def _print_exports(searcher, resp, export_format: str) -> None:
+    """The results for a reference manager, each from its own index's snapshot."""
+    if getattr(searcher, "snap", None) is not None:
+        print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
+        return
+    for name, one in zip(searcher.names, searcher.searchers):
+        ids = [r.paper_id for r in resp.results if r.index == name]
+        if ids:
+            print_export(one.snap, ids, export_format)
 
 
 @app.command(rich_help_panel=PANEL)
@@ -167,17 +203,9 @@ def path_cmd(
     if as_json:
         print(_json.dumps(res.to_dict(), indent=1, ensure_ascii=False, default=str))
         return
-    if res.length is None:
-        typer.echo(f"path: no citation path of at most {max_length} hops between {res.source} and {res.target} "
-                   f"(snapshot {snap.snapshot_id})")
-        return
-    more = " (more not shown: raise --limit)" if res.truncated else ""
-    typer.echo(f"path: {len(res.paths)} shortest path(s) of {res.length} hop(s) between {res.source} and {res.target}{more}")
-    for n, p in enumerate(res.paths, start=1):
-        typer.echo(f"#{n}")
-        for h in p:
-            arrow = {"cites": "  cites  ", "cited_by": "cited by "}.get(h.link or "", "")
-            typer.echo(f"  {arrow:>9} {h.paper_id or h.work_id}  {h.year or '----'}  {h.title or ''}")
+    from pipeline.query.display import print_path
+
+    print_path(res, max_length)
 
 
 @app.command("recommend", rich_help_panel=PANEL)
@@ -205,11 +233,69 @@ def recommend_cmd(
     if as_json:
         print(_json.dumps(resp.to_dict(), indent=1, ensure_ascii=False, default=str))
         return
-    negs = f", away from {', '.join(resp.negatives)}" if resp.negatives else ""
-    typer.echo(f"recommend: {len(resp.results)} paper(s) like {', '.join(resp.positives)}{negs} (snapshot {resp.snapshot_id})")
-    for r in resp.results:
-        typer.echo(f"{r.rank:>3}  {r.score:6.3f}  {r.paper_id}  {r.year or '----'}  {r.title or ''}")
-        typer.echo(f"{'':13}why: {r.why() or '-'}")
+    from pipeline.query.display import print_recommend
+
+    print_recommend(resp)
+
+
+@app.command("sql", rich_help_panel=PANEL)
+def sql_cmd(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="SQL to run (';' between statements). Omit it for -f FILE, SQL on "
+                                          "stdin, or the shell on a terminal."),
+    file: Optional[Path] = typer.Option(None, "--file", "-f", help="Run the SQL script in this file."),
+    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    warehouse_db: bool = typer.Option(False, "--warehouse-db", help="The working warehouse.duckdb instead of a snapshot "
+                                      "(with run_log, rejects, watermarks; not while a step writes it)."),
+    fmt: str = typer.Option("table", "--format", help="table (fits the terminal) | csv | json (an array of rows per statement)."),
+    max_rows: int = typer.Option(40, "--max-rows", min=1, help="Table: rows shown before the middle ones are elided."),
+) -> None:
+    """SQL on a snapshot's catalog (DuckDB), read-only: a query, a script, or a shell (.tables, .schema NAME)."""
+    import duckdb
+
+    from pipeline import sql_shell
+    from pipeline.cli.console import width
+
+    if fmt not in sql_shell.FORMATS:
+        raise UserError(f"unknown --format {fmt!r}: use {', '.join(sql_shell.FORMATS)}")
+    if query is not None and file is not None:
+        raise UserError("give either a QUERY or -f FILE")
+    if warehouse_db and snapshot:
+        raise UserError("give either --snapshot or --warehouse-db")
+    if file is not None:
+        if not file.is_file():
+            raise UserError(f"no SQL file at {file}")
+        query = file.read_text(encoding="utf-8")
+    elif query is None and not sys.stdin.isatty():
+        query = sys.stdin.read()
+    settings = get_settings(ctx)
+    snap = None
+    if warehouse_db:
+        db = settings.warehouse / "warehouse.duckdb"
+        if not db.is_file():
+            raise UserError(f"no warehouse database at {db}")
+        con, what = duckdb.connect(str(db), read_only=True), f"warehouse {db}"
+    else:
+        from pipeline.query import open_snapshot
+
+        snap = open_snapshot(settings, snapshot, need_fts=False, who="paperkb sql")  # pinned while the SQL runs
+        con, what = snap.catalog(), f"snapshot {snap.snapshot_id}"
+    try:
+        if query is None:
+            print(f"paperkb sql: {what}, read-only; statements end with ';'; .help, .quit")
+            with sql_shell.history() as remember:
+                sql_shell.shell(con, fmt=fmt, width=width, max_rows=max_rows, remember=remember)
+            return
+        if not query.strip():
+            raise UserError("no SQL given")
+        try:
+            sql_shell.run_script(con, query, sys.stdout, fmt, width(), max_rows)
+        except sql_shell.SqlError as exc:
+            raise UserError(str(exc)) from None
+    finally:
+        con.close()
+        if snap is not None:
+            snap.close()
 
 
 @app.command("eval", rich_help_panel=PANEL)
@@ -219,7 +305,9 @@ def eval_cmd(
     qrels: Path = typer.Option(..., "--qrels", help="Judgements: SMART (.REL, cranqrel) or TREC (qid 0 docid rel)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="smart | trec (default: detected from each file)."),
     with_ablations: bool = typer.Option(False, "--ablations", help="Also BM25/dense/fusion only, seed, each signal removed, expansion and title boosts on/off."),
-    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    snapshot: Optional[list[str]] = typer.Option(None, "--snapshot", help=SNAPSHOTS_HELP + " The qrels judge the first "
+                                                 "one's papers; the others' count as not relevant."),
+    normalisation: Optional[str] = typer.Option(None, "--normalisation", help=NORMALISATION_HELP),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where TREC runs + qrels go (default: WAREHOUSE/eval/SNAPSHOT)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -229,18 +317,18 @@ def eval_cmd(
     if fmt is not None and fmt not in ("smart", "trec"):
         raise UserError(f"unknown --format {fmt!r}: use smart or trec")
     settings = get_settings(ctx)
-    def progress(done: int, total: int, name: str) -> None:
-        print(f"[{done}/{total}] {name}", file=sys.stderr, flush=True)
-
-    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations, snapshot_id=snapshot,
-                       run_dir=run_dir, progress=progress)
+    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations,
+                       snapshot_id=snapshot if snapshot and len(snapshot) > 1 else _one_snapshot(snapshot, normalisation),
+                       run_dir=run_dir, normalisation=normalisation if snapshot and len(snapshot) > 1 else None)
     if as_json:
         print(summary_json(summary))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"paperkb eval: snapshot {summary['snapshot_id']}, {summary['queries']} judged queries")
+    what = (f"indexes {', '.join(ix['index'] + ' (' + ix['snapshot_id'] + ')' for ix in summary['indexes'])} merged "
+            f"({summary['normalisation']})" if summary.get("indexes") else f"snapshot {summary['snapshot_id']}")
+    table = Table(title=f"paperkb eval: {what}, {summary['queries']} judged queries")
     table.add_column("configuration")
     for m in summary["measures"]:
         table.add_column("MAP" if m == "AP" else m, justify="right")
@@ -248,7 +336,7 @@ def eval_cmd(
     for row in summary["rows"]:
         vals = [f"{row['measures'][m]:.4f}" for m in summary["measures"]] if row["measures"] else ["-"] * len(summary["measures"])
         table.add_row(row["name"], *vals, f"{row['seconds'] / max(row['queries'], 1):.3f}" if row["queries"] else "-")
-    console = Console(width=None if sys.stdout.isatty() else 120)  # piped: wide enough for one line per row
+    console = Console()  # the terminal's width; 80 columns when piped
     console.print(table)
     for note in summary["notes"]:
         console.print(f"note: {note}")
@@ -279,7 +367,8 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections."""
-    from pipeline.cli.paper_views import show_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import show_lines
     from pipeline.query.paper_detail import paper_detail
 
     snap, con = _catalog(ctx, snapshot)
@@ -309,7 +398,8 @@ def papers_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The snapshot's papers, sorted by PageRank, citations, date or title, filtered by author, category, years."""
-    from pipeline.cli.paper_views import papers_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import papers_lines
     from pipeline.query.reading import list_papers
 
     snap, con = _catalog(ctx, snapshot)
@@ -335,7 +425,8 @@ def author_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """An author: papers in the snapshot, co-authors, years, citations and h-index."""
-    from pipeline.cli.paper_views import author_lines, width
+    from pipeline.cli.console import width
+    from pipeline.cli.paper_views import author_lines
     from pipeline.query.reading import author_profile
 
     snap, con = _catalog(ctx, snapshot)

@@ -3,7 +3,6 @@ categories, export formats)."""
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Optional
@@ -28,10 +27,12 @@ VERBOSE = {"on": False}  # -v: errors print their traceback before the one line 
 def _root(
     ctx: typer.Context,
     warehouse: Optional[Path] = typer.Option(None, "--warehouse", help="Data root (env PAPERKB_WAREHOUSE, default ./warehouse)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the logs (DEBUG) and the libraries' warnings on stderr."),
 ) -> None:
+    from pipeline.cli.console import configure
+
     VERBOSE["on"] = verbose
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure(verbose)
     ctx.obj = {"warehouse": warehouse}
 
 
@@ -74,4 +75,6 @@ def print_export(snap, ids: list[str], fmt: str, out: Optional[Path] = None) -> 
         sys.stdout.write(text)
         return
     out.write_text(text, encoding="utf-8")
-    typer.echo(f"export: {len(ids)} paper(s) as {fmt} -> {out}", err=True)
+    from pipeline.cli.console import echo
+
+    echo(f"export: {len(ids)} paper(s) as {fmt} -> {out}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -11,6 +10,7 @@ import typer
 
 from pipeline.errors import UserError
 
+from pipeline.cli.console import echo, short, width
 from pipeline.cli.root import app, get_settings, split_categories
 
 PANEL = "Pipeline steps"
@@ -32,9 +32,9 @@ def harvest(
     try:
         summary = run_harvest(settings, from_date=from_date, until_date=until_date, replay=replay)
     except StepFailed as exc:
-        typer.echo(f"paperkb: harvest stopped: {exc}", err=True)
+        echo(f"paperkb: harvest stopped: {exc}", err=True)
         raise typer.Exit(1)
-    typer.echo(summary_line(summary))
+    echo(summary_line(summary))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -50,9 +50,9 @@ def lookup(
     try:
         summary = run_lookup(settings, ids)
     except StepFailed as exc:
-        typer.echo(f"paperkb: lookup stopped: {exc}", err=True)
+        echo(f"paperkb: lookup stopped: {exc}", err=True)
         raise typer.Exit(1)
-    typer.echo(summary_line(summary))
+    echo(summary_line(summary))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -75,9 +75,9 @@ def enrich(
     try:
         summary = run_enrich(settings, replay=replay, limit=limit)
     except StepFailed as exc:  # everything fetched is loaded and kept; the watermark did not move
-        print(f"paperkb: enrich stopped: {exc}", file=sys.stderr)
+        echo(f"paperkb: enrich stopped: {exc}", err=True)
         raise typer.Exit(1)
-    typer.echo(one_line(summary))
+    echo(one_line(summary))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -90,7 +90,7 @@ def fulltext(
     from pipeline.steps.fulltext import run_fulltext, summary_line
 
     settings = get_settings(ctx)
-    typer.echo(summary_line(run_fulltext(settings, replay=replay, batch_size=batch_size)))
+    echo(summary_line(run_fulltext(settings, replay=replay, batch_size=batch_size)))
 
 
 @app.command(rich_help_panel=PANEL)
@@ -109,12 +109,12 @@ def extract(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=1))
         return
-    typer.echo(f"{pdf.name}: {result.n_pages} pages, {len(result.body)} chars, {len(result.sections)} sections, "
-               f"{len(result.chunks)} chunks, {len(result.figures)} figures, abstract {'found' if result.abstract else 'not found'}")
+    echo(f"{pdf.name}: {result.n_pages} pages, {len(result.body)} chars, {len(result.sections)} sections, "
+         f"{len(result.chunks)} chunks, {len(result.figures)} figures, abstract {'found' if result.abstract else 'not found'}")
     for s in result.sections:
-        typer.echo(f"  p{s['page']:<3} {s['title']}")
+        echo(f"  p{s['page']:<3} {s['title']}", indent=" " * 7)
     for f in result.figures:
-        typer.echo(f"  p{f.page:<3} {f.text[:110]}")
+        echo(f"  p{f.page:<3} {short(f.text, 2 * (width() - 8))}", indent=" " * 7)
 
 
 @app.command(rich_help_panel=PANEL)
@@ -127,15 +127,19 @@ def graph(
     from pipeline.steps.graph import run_graph
 
     settings = get_settings(ctx, graph_damping=damping, graph_top_k=top_k)
-    s = run_graph(settings)
+    echo(graph_line(run_graph(settings)))
+
+
+def graph_line(s: dict) -> str:
+    """The summary of ``run_graph`` (pure)."""
     pl = s["powerlaw"]
     fit = (f"power law xmin={pl['xmin']:g} alpha={pl['alpha']:.3f} KS D={pl['ks_d']:.3f} "
            f"vs lognormal R={pl['loglikelihood_ratio']:.2f} p={pl['p_value']:.3g}") if pl["status"] == "ok" else f"power law: {pl['status']} (weights 1)"
     pdf = s.get("pdf_citations") or {}
     from_pdfs = (f" ({pdf.get('edges', 0)} from {pdf.get('references', 0)} PDF references, "
                  f"{pdf.get('corpus_edges', 0)} between corpus papers)") if pdf.get("references") else ""
-    typer.echo(f"graph: {s['works']} works, {s['citations']} citations{from_pdfs}, {s['corpus_papers']} corpus papers -> "
-               f"{s['metrics']} metrics, {s['related']} related; {fit}; run {s['run_id']}")
+    return (f"graph: {s['works']} works, {s['citations']} citations{from_pdfs}, {s['corpus_papers']} corpus papers -> "
+            f"{s['metrics']} metrics, {s['related']} related; {fit}; run {s['run_id']}")
 
 
 @app.command(rich_help_panel=PANEL)
@@ -153,12 +157,16 @@ def embed(
 
     settings = get_settings(ctx, embed_model=model, embed_query_model=query_model, embed_batch_size=batch_size,
                             embed_device=device, embed_backend=backend, embed_precision=precision)
-    s = run_embed(settings)
+    echo(embed_line(run_embed(settings)))
+
+
+def embed_line(s: dict) -> str:
+    """The summary of ``run_embed`` (pure)."""
     ch = s["changes"]
-    typer.echo(f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; "
-               f"{s['encoded']} texts encoded with {s['model']} ({s['dim']}-d, {s.get('runtime', 'torch-fp32')}); "
-               f"rows written {sum(c['inserted'] + c['updated'] for c in ch.values())}, "
-               f"deleted {sum(c['deleted'] for c in ch.values())}; 0 rejected; {s['seconds']}s")
+    return (f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; "
+            f"{s['encoded']} texts encoded with {s['model']} ({s['dim']}-d, {s.get('runtime', 'torch-fp32')}); "
+            f"rows written {sum(c['inserted'] + c['updated'] for c in ch.values())}, "
+            f"deleted {sum(c['deleted'] for c in ch.values())}; 0 rejected; {s['seconds']}s")
 
 
 @app.command(rich_help_panel=PANEL)
@@ -167,13 +175,32 @@ def publish(ctx: typer.Context) -> None:
     from pipeline.steps.publish import run_publish
 
     settings = get_settings(ctx)
-    s = run_publish(settings)
+    echo(publish_line(run_publish(settings)))
+
+
+def publish_line(s: dict) -> str:
+    """The summary of ``run_publish`` (pure)."""
     c = s["counts"]
-    typer.echo(f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
-               f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
-               f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
-               + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items())
-               + (f"; feeds failed: {', '.join(s['feeds_failed'])} (manifest feeds_failed)" if s.get("feeds_failed") else ""))
+    return (f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
+            f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
+            f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
+            + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items())
+            + (f"; feeds failed: {', '.join(s['feeds_failed'])} (manifest feeds_failed)" if s.get("feeds_failed") else ""))
+
+
+def step_line(step: str, summary: dict) -> str:
+    """A step's own summary (as its command prints it) without the leading ``step: ``; the step's
+    ``key=value`` scalars when the summary is not of that shape."""
+    from pipeline.steps import enrich, fulltext, harvest
+    from pipeline.steps.refresh import one_line
+
+    lines = {"harvest": harvest.summary_line, "enrich": enrich.one_line, "fulltext": fulltext.summary_line,
+             "graph": graph_line, "embed": embed_line, "publish": publish_line}
+    try:
+        line = lines[step](summary)
+    except (KeyError, TypeError):
+        return one_line(summary)
+    return line.removeprefix(f"{step}: ")
 
 
 @app.command(rich_help_panel=PANEL)
@@ -184,7 +211,7 @@ def refresh(
     replay: bool = typer.Option(False, "--replay", help="Rebuild arXiv and S2 tables from the raw zone only (no network)."),
 ) -> None:
     """All steps in order, in this process, as the nightly DAG runs them: harvest .. publish."""
-    from pipeline.steps.refresh import STEP_ORDER, one_line, run_refresh
+    from pipeline.steps.refresh import STEP_ORDER, run_refresh
     from pipeline.dates import parse_day
 
     settings = get_settings(ctx)
@@ -194,12 +221,12 @@ def refresh(
 
     def show(step: str, summary: dict, seconds: float) -> None:
         n = STEP_ORDER.index(step) + 1
-        print(f"[{n}/{len(STEP_ORDER)}] {step} ({seconds:.1f}s): {one_line(summary)}", flush=True)
+        echo(f"[{n}/{len(STEP_ORDER)}] {step} ({seconds:.1f}s): {step_line(step, summary)}", indent="      ")
 
     result = run_refresh(settings, from_date=start, until_date=end, replay=replay, on_step=show)
     total = sum(result["seconds"].values())
     if result.get("not_published"):  # an empty source: a warning, exit 0, CURRENT untouched
-        print(f"paperkb: warning: {result['not_published']}", file=sys.stderr)
-        print(f"refresh: done in {total:.1f}s; nothing published")
+        echo(f"paperkb: warning: {result['not_published']}", err=True)
+        echo(f"refresh: done in {total:.1f}s; nothing published")
         return
-    print(f"refresh: done in {total:.1f}s; published snapshot {result.get('snapshot_id')}")
+    echo(f"refresh: done in {total:.1f}s; published snapshot {result.get('snapshot_id')}")

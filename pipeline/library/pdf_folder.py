@@ -47,6 +47,7 @@ from typing import Any
 
 from pipeline.sources.arxiv.ids import parse_arxiv_id
 from pipeline.sources.pdf.front import first_page_authors, title_case
+from pipeline import progress
 from pipeline.errors import UserError
 from pipeline.sources.pdf.text import PdfRejected
 from pipeline.settings import Settings
@@ -340,28 +341,30 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
                             "detail": f"entry {n['key'] or n['index']}: {n['detail']}"} for n in lib.not_imported] if lib else []
     not_imported = list(lib.not_imported) if lib else []
     imported = []
-    for f, entry in items:
-        try:
-            data = read_limited(f, settings.pdf_max_bytes)
-            paper = read_pdf(data, f.name)
-            if entry is not None:
-                paper = apply_entry(paper, entry)
-        except PdfRejected as rej:
-            rejects.append({"record_key": str(f), "reason": rej.reason, "detail": rej.detail})
-        except OSError as exc:
-            rejects.append({"record_key": str(f), "reason": "unreadable", "detail": f"{type(exc).__name__}: {exc}"})
-        else:
-            if paper.paper_id in papers:
-                rejects.append({"record_key": str(f), "reason": "duplicate_paper",
-                                "detail": f"{paper.paper_id} is also {papers[paper.paper_id][1]}"})
-            else:
-                papers[paper.paper_id] = (paper, f, data)
+    with progress.task("import-pdfs: reading the PDFs", total=len(items), unit="files") as bar:
+        for n, (f, entry) in enumerate(items):
+            bar.update(completed=n)
+            try:
+                data = read_limited(f, settings.pdf_max_bytes)
+                paper = read_pdf(data, f.name)
                 if entry is not None:
-                    imported.append({**entry_label(entry), "paper_id": paper.paper_id, "file": str(f)})
-                continue
-        if entry is not None:
-            not_imported.append({**entry_label(entry), "reason": rejects[-1]["reason"],
-                                 "detail": f"{f}: {rejects[-1]['detail']}"})
+                    paper = apply_entry(paper, entry)
+            except PdfRejected as rej:
+                rejects.append({"record_key": str(f), "reason": rej.reason, "detail": rej.detail})
+            except OSError as exc:
+                rejects.append({"record_key": str(f), "reason": "unreadable", "detail": f"{type(exc).__name__}: {exc}"})
+            else:
+                if paper.paper_id in papers:
+                    rejects.append({"record_key": str(f), "reason": "duplicate_paper",
+                                    "detail": f"{paper.paper_id} is also {papers[paper.paper_id][1]}"})
+                else:
+                    papers[paper.paper_id] = (paper, f, data)
+                    if entry is not None:
+                        imported.append({**entry_label(entry), "paper_id": paper.paper_id, "file": str(f)})
+                    continue
+            if entry is not None:
+                not_imported.append({**entry_label(entry), "reason": rejects[-1]["reason"],
+                                     "detail": f"{f}: {rejects[-1]['detail']}"})
 
     summary: dict = {"files": len(items), "papers": len(papers), "rejected": len(rejects), "ignored": ignored,
                      "rejected_files": [] if lib is not None else [  # a library's are its not_imported entries

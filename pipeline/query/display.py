@@ -1,4 +1,5 @@
-"""Rich tables for ``paperkb search`` and ``paperkb related``."""
+"""What ``paperkb search``, ``related``, ``recommend`` and ``path`` print: rich tables for the first two,
+wrapped lines for the others; all of it fits the terminal (80 columns when piped)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
             if name not in sig_names:
                 sig_names.append(name)
     weights = ", ".join(f"{k}={v:g}" for k, v in resp.weights.items() if v)
-    title = f"{resp.query!r}: {len(resp.results)} papers (snapshot {resp.snapshot_id}, config {resp.config}: {weights})"
+    where = (f"indexes {', '.join(ix['index'] for ix in resp.indexes)} ({resp.normalisation})" if resp.indexes
+             else f"snapshot {resp.snapshot_id}")
+    title = f"{resp.query!r}: {len(resp.results)} papers ({where}, config {resp.config}: {weights})"
     if not wide:
         _print_compact(resp, console, sig_names, title)
         return
@@ -49,11 +52,20 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
     table.add_column("best passage")
     for r in resp.results:
         where = _where(r)
-        head = f"[bold]{_short(r.title, 90)}[/bold]\n{r.paper_id}" + (f" ({r.year})" if r.year else "")
+        head = f"[bold]{_short(r.title, 90)}[/bold]\n{escape(_index(r))}{r.paper_id}" + (f" ({r.year})" if r.year else "")
         table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
                       f"[dim]{where}[/dim] {_short(r.passage)}")
     console.print(table)
     _print_footer(resp, console)
+
+
+def _index(r) -> str:
+    """``[arxiv] `` before a result's id when several indexes were searched (``[arxiv, +library] ``: the
+    paper is in both), else nothing."""
+    index = getattr(r, "index", None)
+    if index is None:
+        return ""
+    return "[" + ", +".join([index, *(getattr(r, "also_in", None) or [])]) + "] "
 
 
 def _where(r) -> str:
@@ -72,7 +84,7 @@ def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> 
     table.add_column("score", justify="right", no_wrap=True)
     for r in resp.results:
         where = _where(r)
-        ident = r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
+        ident = _index(r) + r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
         signals = "  ".join(f"{n}={r.signals.get(n, 0.0):.3f}" for n in sig_names)
         table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n"
                       f"[cyan]{signals}[/cyan]\n[dim]{escape(_short(r.passage, 240))}[/dim]", f"{r.score:.3f}")
@@ -132,3 +144,33 @@ def _print_related_footer(searcher, items, console: Console) -> None:
                   "quality = mean of cit(ations), vel(ocity), aut(hors' record), rec(ency)")
     if not items:
         console.print("no related papers (no citation links and no vectors)")
+
+
+def print_recommend(resp) -> None:
+    """One paper per entry: rank, score, id, year and title, then why, continuation lines under the title."""
+    from pipeline.cli.console import echo
+
+    negs = f", away from {', '.join(resp.negatives)}" if resp.negatives else ""
+    echo(f"recommend: {len(resp.results)} paper(s) like {', '.join(resp.positives)}{negs} (snapshot {resp.snapshot_id})")
+    pad = " " * 13
+    for r in resp.results:
+        echo(f"{r.rank:>3}  {r.score:6.3f}  {r.paper_id}  {r.year or '----'}  {r.title or ''}", indent=pad)
+        echo(f"{pad}why: {r.why() or '-'}", indent=pad + "     ")
+
+
+def print_path(res, max_length: int) -> None:
+    """Every shortest path, one hop a line: how it links to the hop before (``cites``, ``cited by``), id, year
+    and title (continuation lines indented under the id)."""
+    from pipeline.cli.console import echo
+
+    if res.length is None:
+        echo(f"path: no citation path of at most {max_length} hops between {res.source} and {res.target} "
+             f"(snapshot {res.snapshot_id})")
+        return
+    more = " (more not shown: raise --limit)" if res.truncated else ""
+    echo(f"path: {len(res.paths)} shortest path(s) of {res.length} hop(s) between {res.source} and {res.target}{more}")
+    for n, p in enumerate(res.paths, start=1):
+        echo(f"#{n}")
+        for h in p:
+            arrow = {"cites": "  cites  ", "cited_by": "cited by "}.get(h.link or "", "")
+            echo(f"  {arrow:>9} {h.paper_id or h.work_id}  {h.year or '----'}  {h.title or ''}", indent=" " * 12)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 from pipeline.errors import UserError
@@ -14,18 +13,19 @@ log = logging.getLogger(__name__)
 
 def search_trec_run(searcher, queries: dict[str, str], path: Path, k: int = 100, tag: str = "paperkb", **kwargs) -> int:
     """Search every query and write the run; returns the number of lines. Bad queries are skipped and logged."""
-    from rich.progress import Progress
-
+    from pipeline import progress
     from pipeline.evaluation.trec import ranked_run, write_trec_run
 
     if not queries:
         raise UserError("the queries file holds no queries")
     if any(c.isspace() for c in tag) or not tag:
         raise UserError("--tag must be one word")
+    from pipeline.query.multi import run_docid
+
+    judged = (getattr(searcher, "names", None) or [None])[0]  # several indexes: the first one's docnos stay bare
     ranked: dict[str, list[tuple[str, float]]] = {}
     skipped = 0
-    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
-        task = progress.add_task("searching", total=len(queries))
+    with progress.task("search: queries", total=len(queries), unit="queries") as bar:
         for qid, text in queries.items():
             try:
                 resp = searcher.search(text, k=k, **kwargs)
@@ -35,8 +35,8 @@ def search_trec_run(searcher, queries: dict[str, str], path: Path, k: int = 100,
                 skipped += 1
                 log.warning("query %s skipped: %s", qid, exc)
             else:
-                ranked[qid] = [(r.external_id or r.paper_id, float(r.score)) for r in resp.results]
-            progress.advance(task)
+                ranked[qid] = [(run_docid(r, judged), float(r.score)) for r in resp.results]
+            bar.advance()
     run = ranked_run(ranked)
     write_trec_run(run, path, tag)
     if skipped:

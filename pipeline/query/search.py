@@ -228,7 +228,8 @@ class Searcher:
         query encoder too), not on the first query."""
         # the encoder loads on a helper thread meanwhile: ONNX Runtime builds its session without the GIL, so on
         # two cores the two loads overlap (a one-shot CLI search waits for the longer one, not for both)
-        loading = self._pool.submit(getattr, self, "_encode") if encoder and "_encode" not in self.__dict__ else None
+        loading = self._pool.submit(getattr, self, "_encode") \
+            if encoder and "_encode" not in self.__dict__ and self.shares_encoder_with is None else None
         try:
             if "warm" not in self.timings:
                 t0 = time.perf_counter()
@@ -284,6 +285,13 @@ class Searcher:
 
     encoder_kind = ""        # what encodes the queries (set when the encoder loads)
     _torch_encoder = False   # sentence-transformers: torch threads and autocast apply
+    shares_encoder_with: Searcher | None = None  # see share_encoder
+
+    def share_encoder(self, leader: Searcher) -> None:
+        """Encode queries with ``leader``'s encoder and query cache (a snapshot embedded with the same query
+        model, searched beside it: :mod:`pipeline.query.multi`): one model loaded, each query encoded once."""
+        self.shares_encoder_with = leader
+        self.encoder_kind = f"shared with snapshot {leader.snap.snapshot_id}"
 
     @cached_property
     def timings(self) -> dict[str, float]:
@@ -293,6 +301,8 @@ class Searcher:
 
     def encode(self, queries: list[str]) -> np.ndarray:
         """Query vectors, remembered per text (evaluation ablations and repeated queries skip the model)."""
+        if self.shares_encoder_with is not None:
+            return self.shares_encoder_with.encode(queries)
         missing = [q for q in dict.fromkeys(queries) if q not in self._qcache]
         if missing:
             encode = self._encode

@@ -43,9 +43,10 @@ def gone_error(snapshot_id: str) -> DamagedSnapshot:
 
 
 class SnapshotHolder:
-    def __init__(self, settings: Settings, pinned: str | None = None):
+    def __init__(self, settings: Settings, pinned: str | None = None, who: str = WHO):
         self.settings = settings
         self.pinned = pinned
+        self.who = who  # the reader's name in its pins, which retention's messages show
         self._lock = threading.Lock()
         self._current: Opened | None = None
         self._pointer_state: tuple[int, int] | None = None
@@ -83,7 +84,7 @@ class SnapshotHolder:
             path = snapshots.resolve(self.settings.snapshots_dir, self.pinned)
             snapshot_id = path.name
             if cur is None or cur.snapshot_id != snapshot_id or cur.gone():
-                snap = open_snapshot(self.settings, snapshot_id, who=WHO)
+                snap = open_snapshot(self.settings, snapshot_id, who=self.who)
                 self._current = Opened(snapshot_id, path, Searcher(snap, self.settings).warm())
                 log.info("serving snapshot %s", snapshot_id)
                 if cur is not None:  # requests still on the old one finish; retention keeps it a while anyway

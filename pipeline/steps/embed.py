@@ -37,13 +37,14 @@ import uuid
 import warnings
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline import progress
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import Settings
@@ -275,9 +276,11 @@ def plan_shards(settings: Settings, n_shards: int = 1) -> list[dict]:
 SORT_WINDOW_CHECKPOINTS = 4
 
 
-def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, block: int):
+def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, block: int,
+                  on_total: Callable[[int], None] | None = None):
     """This shard's texts that are not cached or staged yet, deduplicated, as (hashes, inputs) blocks of
-    at most ``block``: the DuckDB read and the cache's known hashes first, then hashing block by block."""
+    at most ``block``: the DuckDB read, the cache's known hashes and every text's hash first (``on_total``
+    is told how many texts are new: the progress bar's total), then block by block."""
     con = _open_read(settings)
     try:
         passages = read_passages(con)
@@ -287,8 +290,7 @@ def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, bloc
     inputs = passage_inputs(encoder, passages) + figure_inputs(encoder, figures)
     known = VectorCache(settings, _cache_key(encoder)).known_hashes()
     seen: set[str] = set()
-    hashes: list[str] = []
-    todo: list = []
+    new: list[tuple[str, Any]] = []
     for x in inputs:
         h = input_hash(x)
         if h in known or h in seen:
@@ -296,13 +298,11 @@ def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, bloc
         if shard is not None and shard_of(h, shard["count"]) != shard["index"]:
             continue
         seen.add(h)
-        hashes.append(h)
-        todo.append(x)
-        if len(todo) >= block:
-            yield hashes, todo
-            hashes, todo = [], []
-    if todo:
-        yield hashes, todo
+        new.append((h, x))
+    if on_total is not None:
+        on_total(len(new))
+    for i in range(0, len(new), block):
+        yield [h for h, _ in new[i:i + block]], [x for _, x in new[i:i + block]]
 
 
 def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tuple[list[str], list]:
@@ -375,7 +375,7 @@ def encode_in_length_order(encode, inputs: list) -> np.ndarray:
 
 
 def encode_checkpointed(settings: Settings, encoder: Encoder, cache: "VectorCache", part: str, hashes: list[str],
-                        inputs: list, *, overlap: bool = True) -> int:
+                        inputs: list, *, overlap: bool = True, advance: Callable[[int], None] | None = None) -> int:
     """Encode ``inputs`` in slices of ``embed_checkpoint_texts``, staging each slice's vectors as its own
     Parquet part as soon as it is done: a killed embed keeps every finished slice (the rerun's
     ``_shard_work`` skips staged hashes, and the merge absorbs the parts).
@@ -400,12 +400,29 @@ def encode_checkpointed(settings: Settings, encoder: Encoder, cache: "VectorCach
     slices = [(k, i) for k, i in enumerate(range(0, len(inputs), step))]
     if not overlap or n_parts < 2:
         for k, i in slices:
-            stage(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
+            stage(k, i, encode_pieces(encoder, inputs[i:i + step], advance))
         return len(inputs)
     with StagingWriter(stage, depth=2) as writer:
         for k, i in slices:
-            writer.put(k, i, encoder.encode_docs(inputs[i:i + step], show_progress=_tty()))
+            writer.put(k, i, encode_pieces(encoder, inputs[i:i + step], advance))
     return len(inputs)
+
+
+PROGRESS_TEXTS = 256  # with a progress bar, texts are encoded in pieces of about this many (whole batches)
+
+
+def encode_pieces(encoder: Encoder, inputs: list, advance: Callable[[int], None] | None = None) -> np.ndarray:
+    """``encoder.encode_docs(inputs)``; with ``advance``, in pieces of whole batches (the same batches: the
+    inputs come longest first), calling ``advance(n)`` after each, so a progress bar moves within a checkpoint."""
+    if advance is None or not inputs:
+        return encoder.encode_docs(inputs)
+    batch = max(1, int(getattr(encoder, "batch_size", 64)))
+    piece = batch * max(1, PROGRESS_TEXTS // batch)
+    parts = []
+    for j in range(0, len(inputs), piece):
+        parts.append(encoder.encode_docs(inputs[j:j + piece]))
+        advance(len(parts[-1]))
+    return np.concatenate(parts)
 
 
 class StagingWriter:
@@ -451,16 +468,20 @@ class StagingWriter:
 def embed_shard(settings: Settings, shard: dict) -> dict:
     """Encode this shard's new texts and stage their vectors. Reads DuckDB read-only; no LanceDB writes.
 
-    Three stages overlap: a reader thread reads the warehouse and hashes the texts window by window
-    (``SORT_WINDOW_CHECKPOINTS`` checkpoints each), this thread encodes a window longest text first while the
-    next window is hashed, and a writer thread stages each checkpoint's vectors."""
+    Three stages overlap: a reader thread reads the warehouse, hashes the texts and hands them over window
+    by window (``SORT_WINDOW_CHECKPOINTS`` checkpoints each), this thread encodes a window longest text first
+    while the next window waits, and a writer thread stages each checkpoint's vectors. Progress: one task
+    over the new texts (:mod:`pipeline.progress`)."""
     encoder = get_encoder(settings)
     cache = VectorCache(settings, _cache_key(encoder))
     window = max(1, int(settings.embed_checkpoint_texts)) * SORT_WINDOW_CHECKPOINTS
     encoded = 0
-    for j, (hashes, inputs) in enumerate(prefetch(_shard_blocks(settings, encoder, shard, window))):
-        part = shard["part"] if j == 0 else f"{shard['part']}-w{j:05d}"
-        encoded += encode_checkpointed(settings, encoder, cache, part, hashes, inputs)
+    name = f"embed: encoding (shard {shard['index'] + 1}/{shard['count']})" if shard["count"] > 1 else "embed: encoding"
+    with progress.task(name, unit="texts") as bar:
+        blocks = _shard_blocks(settings, encoder, shard, window, on_total=lambda n: bar.update(total=n))
+        for j, (hashes, inputs) in enumerate(prefetch(blocks)):
+            part = shard["part"] if j == 0 else f"{shard['part']}-w{j:05d}"
+            encoded += encode_checkpointed(settings, encoder, cache, part, hashes, inputs, advance=bar.advance)
     summary = {"shard": shard["index"], "encoded": encoded}
     log.info("embed shard %d/%d: encoded %d new texts", shard["index"] + 1, shard["count"], encoded)
     return summary
@@ -502,25 +523,27 @@ def merge_embeddings(settings: Settings) -> dict:
     f_vec = mat[[index[h] for h in f_hashes]] if f_hashes else np.zeros((0, dim), np.float32)
     facts = model_facts(settings, encoder)
 
-    chunks_t = build_chunks_table(passages, p_hashes, p_vec, dim)
-    papers_t = build_papers_table(papers, passages, p_hashes, p_vec, dim)
-    figures_t = build_figures_table(figures, f_hashes, f_vec, dim)
+    with progress.task("embed: writing the LanceDB tables") as bar:
+        chunks_t = build_chunks_table(passages, p_hashes, p_vec, dim)
+        papers_t = build_papers_table(papers, passages, p_hashes, p_vec, dim)
+        figures_t = build_figures_table(figures, f_hashes, f_vec, dim)
 
-    import lancedb
+        import lancedb
 
-    t_build = time.perf_counter()
-    settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
-    db = lancedb.connect(str(settings.lancedb_dir))
-    changes = {}
-    for name, table, key in (("chunks", chunks_t, "chunk_id"), ("papers", papers_t, "paper_id"),
-                             ("figures", figures_t, "figure_id")):
-        repaired = repair_table(db, settings.lancedb_dir, name, key)
-        changes[name] = sync_table(db, name, table, key, facts)
-        if repaired:
-            changes[name]["repaired"] = repaired
-    t_sync = time.perf_counter()
-    indexes = ensure_indexes(db, settings)
-    t_index = time.perf_counter()
+        t_build = time.perf_counter()
+        settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
+        db = lancedb.connect(str(settings.lancedb_dir))
+        changes = {}
+        for name, table, key in (("chunks", chunks_t, "chunk_id"), ("papers", papers_t, "paper_id"),
+                                 ("figures", figures_t, "figure_id")):
+            repaired = repair_table(db, settings.lancedb_dir, name, key)
+            changes[name] = sync_table(db, name, table, key, facts)
+            if repaired:
+                changes[name]["repaired"] = repaired
+        t_sync = time.perf_counter()
+        bar.stage("embed: indexing the LanceDB tables")
+        indexes = ensure_indexes(db, settings)
+        t_index = time.perf_counter()
 
     summary = {
         "model": facts["name"], "dim": dim, "encoded": len(missing), "runtime": encoder.spec.runtime.label(),
@@ -552,12 +575,6 @@ def run_embed(settings: Settings) -> dict:
              summary["passages"], summary["papers"], summary["figures"], summary["encoded"],
              sum(c["inserted"] + c["updated"] for c in ch.values()), sum(c["deleted"] for c in ch.values()))
     return summary
-
-
-def _tty() -> bool:
-    import sys
-
-    return sys.stderr.isatty()
 
 
 # ---- building the LanceDB tables --------------------------------------------------------------------------

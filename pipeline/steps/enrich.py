@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -32,6 +31,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
+from pipeline import progress
 from pipeline.dates import date_of
 from pipeline.errors import ServiceUnreachable, StepFailed
 from pipeline.raw import RawEntry, RawZone
@@ -208,17 +208,17 @@ class _Enricher:
 
     def fetch(self, lookups: list[str], kinds: list[str]) -> None:
         """Everything the raw zone lacks for ``lookups``: batch answers, then every edge page."""
-        self.fetch_batches(lookups)
-        resolved: dict[str, dict] = {}
-        for lookup in lookups:
-            hit = self.index.batch_hit(lookup, self.cutoff)
-            body = self.index.body(hit[0]) if hit else None
-            rec = body[hit[1]] if hit and isinstance(body, list) and hit[1] < len(body) else None
-            if isinstance(rec, dict) and rec.get("paperId"):
-                resolved.setdefault(rec["paperId"], rec)
-        cap = self.s.s2_batch_edge_cap
-        prog, task = _progress(len(resolved), "Semantic Scholar references/citations")
-        with prog:
+        with progress.task("enrich: Semantic Scholar papers", unit="papers") as bar:
+            self.fetch_batches(lookups, bar)
+            resolved: dict[str, dict] = {}
+            for lookup in lookups:
+                hit = self.index.batch_hit(lookup, self.cutoff)
+                body = self.index.body(hit[0]) if hit else None
+                rec = body[hit[1]] if hit and isinstance(body, list) and hit[1] < len(body) else None
+                if isinstance(rec, dict) and rec.get("paperId"):
+                    resolved.setdefault(rec["paperId"], rec)
+            cap = self.s.s2_batch_edge_cap
+            bar.stage("enrich: Semantic Scholar references/citations", total=len(resolved), unit="papers")
             for work_id, rec in resolved.items():
                 to_page = [k for k in kinds if not self.batch_mode or list_needs_paging(rec, k, cap)]
                 self.over_cap += 1 if self.batch_mode and to_page else 0
@@ -226,14 +226,18 @@ class _Enricher:
                     pages, _ = self.edge_chain(kind, work_id, fetch=True)
                     if pages and pages[-1].status == 404:
                         break  # S2 does not know the paper: no point asking for its other edges
-                prog.advance(task)
+                bar.advance()
 
-    def fetch_batches(self, lookups: list[str]) -> None:
+    def fetch_batches(self, lookups: list[str], bar: progress.Task | None = None) -> None:
         missing = [x for x in dict.fromkeys(lookups) if self.index.batch_hit(x, self.cutoff) is None]
         self.from_raw += len(set(lookups)) - len(missing)
         size = self.s.s2_batch_size
+        if bar is not None:
+            bar.update(total=len(missing))
         for i in range(0, len(missing), size):
             self.index.add(self._s2().fetch_batch(missing[i:i + size], fields=self.fields))
+            if bar is not None:
+                bar.advance(len(missing[i:i + size]))
 
     def edge_chain(self, kind: str, work_id: str, *, fetch: bool) -> tuple[list[RawEntry], bool]:
         """Pages of one paper's references or citations, from the raw zone first, S2 for the rest.
@@ -413,14 +417,6 @@ class _Enricher:
 def _table(rows: list[dict], columns: dict[str, pa.DataType]) -> pa.Table:
     schema = pa.schema(list(columns.items()))
     return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema)
-
-
-def _progress(total: int, description: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    disable=not sys.stderr.isatty(), transient=True)
-    return prog, prog.add_task(description, total=total)
 
 
 def _maps(wh: Warehouse) -> tuple[dict[str, str], dict[str, str]]:

@@ -36,6 +36,7 @@ from pipeline.embedding.chunking import Segment, chunk_records, content_hash
 from pipeline.sources.pdf.figures import FigureLegend, find_figures
 from pipeline.sources.pdf.references import RefString, parse_reference, reference_entries
 from pipeline.sources.pdf.text import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
+from pipeline import progress
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
@@ -249,13 +250,13 @@ def plan_batches(settings: Settings, batch_size: int | None = None, *, replay: b
 
 
 def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
-                targets: dict[str, str] | None = None) -> dict:
+                targets: dict[str, str] | None = None, bar: progress.Task | None = None) -> dict:
     """Land the batch's PDFs in the raw zone (the network half of a batch; papers already there are skipped).
 
     No DuckDB writes and no staging: URLs come from ``targets`` or a read-only look-up in ``papers``.
     Returns ``{"part", "paper_ids", "failures", counts}``; ``failures`` (paper_id, reason, detail,
     permanent) is what :func:`extract_batch` needs to record the papers it cannot extract. ``replay``
-    downloads nothing.
+    downloads nothing. ``bar``: a progress task, told which download is under way.
     """
     from pipeline.raw import RawZone
     from pipeline.sources.pdf.client import PdfFetcher
@@ -277,7 +278,9 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
             targets = _targets(wh.con, missing, settings)
     fetcher: PdfFetcher | None = None
     try:
-        for pid in missing:
+        for n, pid in enumerate(missing, start=1):
+            if bar is not None:
+                bar.update(description=f"fulltext: downloading {n}/{len(missing)}")
             url = targets.get(pid)
             if not url:
                 out["failures"].append({"paper_id": pid, "reason": "no_pdf_url", "detail": "", "permanent": True})
@@ -298,12 +301,12 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
 
 
 def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failures: list[dict] | None = None,
-                  replay: bool = False) -> dict:
+                  replay: bool = False, bar: progress.Task | None = None) -> dict:
     """Extract the batch's PDFs from the raw zone into one staging Parquet part (the CPU half of a batch).
 
     Reads only the raw zone (no network, no DuckDB). ``failures`` come from :func:`fetch_batch`: a
     permanent one is recorded as rejected, any other as to retry next run; a paper whose PDF is not in
-    the raw zone (and did not fail) is retried next run too.
+    the raw zone (and did not fail) is retried next run too. ``bar``: a progress task, advanced per paper.
     """
     from pipeline.raw import RawZone
     from pipeline.sources.pdf.client import raw_relpath
@@ -319,7 +322,9 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
     rejects: list[dict] = []
     stats: dict[str, Any] = {"part": part, "papers": len(paper_ids), "extracted": 0, "rejected": 0, "retry_later": 0, "pages": 0,
              "chunks": 0, "figures": 0, "references": 0}
-    for pid in paper_ids:
+    if bar is not None:
+        bar.update(description="fulltext: extracting")
+    for pid in _each(paper_ids, bar):
         rel = raw_relpath(pid)
         raw_path = f"pdf/{rel}"
         if not raw.has("pdf", rel):
@@ -372,12 +377,20 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
     return stats
 
 
+def _each(items: list[str], bar: progress.Task | None):
+    """``items``, advancing ``bar`` by one as each is done (when the loop asks for the next)."""
+    for item in items:
+        yield item
+        if bar is not None:
+            bar.advance()
+
+
 def fetch_extract_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
-                        targets: dict[str, str] | None = None) -> dict:
+                        targets: dict[str, str] | None = None, bar: progress.Task | None = None) -> dict:
     """:func:`fetch_batch` then :func:`extract_batch`: download (unless in the raw zone already, or
-    ``replay``), extract, write staging Parquet. No DuckDB writes."""
-    fetched = fetch_batch(settings, paper_ids, part, replay=replay, targets=targets)
-    stats = extract_batch(settings, paper_ids, part, failures=fetched["failures"], replay=replay)
+    ``replay``), extract, write staging Parquet. No DuckDB writes. ``bar`` advances one per paper."""
+    fetched = fetch_batch(settings, paper_ids, part, replay=replay, targets=targets, bar=bar)
+    stats = extract_batch(settings, paper_ids, part, failures=fetched["failures"], replay=replay, bar=bar)
     stats.update(downloaded=fetched["downloaded"], from_raw=fetched["from_raw"],
                  seconds=round(fetched["seconds"] + stats["seconds"], 3))
     return stats
@@ -518,15 +531,13 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
             targets = {} if replay else _targets(wh.con, ids, settings)
             totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches)}
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-            progress = _progress(len(ids))
-            with progress:
-                task = progress.add_task("full text", total=len(ids))
+            with progress.task("fulltext: PDFs", total=len(ids), unit="papers") as bar:
                 for k, batch in enumerate(batches):
-                    s = fetch_extract_batch(settings, batch, f"{stamp}-{os.getpid()}-{k:05d}", replay=replay, targets=targets)
+                    s = fetch_extract_batch(settings, batch, f"{stamp}-{os.getpid()}-{k:05d}", replay=replay, targets=targets,
+                                            bar=bar)
                     for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks", "figures",
                                 "references"):
                         totals[key] = totals.get(key, 0) + s[key]
-                    progress.advance(task, len(batch))
             merged = merge_fulltext(settings, wh=wh, run_id=run.run_id)
             totals["merge"] = merged
             run.count("in", len(ids))
@@ -539,15 +550,6 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
              len(ids), totals.get("extracted", 0), totals.get("chunks", 0), totals.get("figures", 0),
              totals.get("rejected", 0), totals.get("retry_later", 0), merged["papers_changed"])
     return totals
-
-
-def _progress(total: int):
-    import sys
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    disable=not sys.stderr.isatty() or total == 0)
 
 
 def extract_file(settings: Settings, path: Path | str, paper_id: str | None = None) -> Extraction:

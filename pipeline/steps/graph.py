@@ -36,6 +36,7 @@ from typing import Iterator
 import numpy as np
 import scipy.sparse as sp
 
+from pipeline import progress
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -605,10 +606,10 @@ def run_graph(settings, meter=None) -> dict:
                 fit, fit_obj = fit_powerlaw(c, discrete=settings.graph_powerlaw_discrete,
                                             min_n=settings.graph_powerlaw_min_n, xmin=settings.graph_powerlaw_xmin)
                 w = survival_weights(c, fit_obj)
-            with meter.stage("ccbc"), _progress(len(corpus), "related papers (CCBC)") as advance:
+            with meter.stage("ccbc"), progress.task("graph: related papers (CCBC)", len(corpus), "papers") as bar:
                 rel = related_top_k(data.a, w, corpus, k=settings.graph_top_k,
                                     max_block_nnz=settings.graph_block_nnz, hub_citers=settings.graph_hub_citers,
-                                    progress=advance)
+                                    progress=bar.advance)
             with meter.stage("write"):
                 work_ids = np.asarray(data.work_ids, dtype=object)
                 paper_ids = np.asarray(data.paper_ids, dtype=object)
@@ -664,16 +665,3 @@ def run_graph(settings, meter=None) -> dict:
     log.info("graph: %d works, %d citations, %d corpus papers -> %d related rows; power law %s (xmin=%s, alpha=%s)",
              n, m, len(corpus), len(rel), pl["status"], pl["xmin"], None if pl["alpha"] is None else round(pl["alpha"], 3))
     return summary
-
-
-@contextmanager
-def _progress(total: int, label: str):
-    """Rich progress bar on a terminal; a no-op otherwise."""
-    if not sys.stderr.isatty() or total == 0:
-        yield lambda n: None
-        return
-    from rich.progress import Progress
-
-    with Progress(transient=True) as prog:
-        task = prog.add_task(label, total=total)
-        yield lambda n: prog.advance(task, n)

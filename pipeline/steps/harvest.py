@@ -49,6 +49,7 @@ from pipeline.sources.arxiv.records import (
     read_atom_feed,
     read_oai_page,
 )
+from pipeline import progress
 from pipeline.dates import parse_day
 from pipeline.errors import StepFailed, UserError
 from pipeline.raw import RawEntry, RawZone
@@ -85,15 +86,6 @@ _COLUMNS = {"oai": OAI_PAPER_COLUMNS, "api": API_PAPER_COLUMNS}
 # ------------------------------------------------------------------------------------------------
 # small helpers
 # ------------------------------------------------------------------------------------------------
-def _console_progress():
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal)
-
-
 def summary_line(s: dict[str, Any]) -> str:
     """The one line the CLI prints (and run_log.message keeps)."""
     parts = [f"{s['step']}{' (replay)' if s.get('mode') == 'replay' else ''}:"]
@@ -566,23 +558,23 @@ def _replay(settings: Settings, wh: Warehouse) -> dict[str, Any]:
                if e.path.startswith(f"{RAW_SOURCE}/oai/") or e.path.startswith(f"{RAW_SOURCE}/api/")]
     with wh.run("harvest") as run:
         loader = _Loader(settings, run, settings.categories)
-        with _console_progress() as progress:
-            task = progress.add_task("re-parsing raw arXiv responses", total=len(entries))
+        with progress.task("harvest: re-parsing the raw arXiv responses", total=len(entries), unit="files") as bar:
             pending: list[str] = []  # consecutive OAI pages, parsed together (in parallel if configured)
             for e in entries:
                 if e.path.startswith(f"{RAW_SOURCE}/oai/"):
                     pending.append(e.path)
                     continue
                 loader.add_oai_pages(raw, pending)
-                progress.advance(task, len(pending))
+                bar.advance(len(pending))
                 pending = []
                 loader.add_api_feed(raw, e.path)
-                progress.advance(task)
+                bar.advance()
             loader.add_oai_pages(raw, pending)
-            progress.advance(task, len(pending))
+            bar.advance(len(pending))
             loader.flush()
-        with wh.transaction():
-            loader.merge(wh)
+            bar.stage("harvest: loading the warehouse")
+            with wh.transaction():
+                loader.merge(wh)
         loader.cleanup()
         summary = {"step": "harvest", "mode": "replay", "run_id": run.run_id, "categories": list(settings.categories),
                    "raw_files": len(entries), **loader.summary()}
@@ -611,9 +603,9 @@ def _harvest(settings: Settings, wh: Warehouse, from_arg: str | None, until_date
         list_truncated = False
         client = ArxivClient(settings, raw)
         try:
-            with _console_progress() as progress:
-                task = progress.add_task(f"harvesting arXiv {settings.oai_set or 'all'} from {from_date or 'the start'}",
-                                         total=None, completed=cp.pages_done)
+            with progress.task(f"harvest: arXiv {settings.oai_set or 'all'} from {from_date or 'the start'}",
+                               unit="records") as bar:
+                bar.update(completed=cp.records_seen, total=cp.complete_list_size)
                 while cp.status == "listing":
                     n = cp.pages_done + 1
                     if cp.resumption_token:
@@ -674,26 +666,27 @@ def _harvest(settings: Settings, wh: Warehouse, from_arg: str | None, until_date
                     if not cp.resumption_token:
                         cp.status = "fetched"
                     cp.save(wh)
-                    progress.update(task, completed=n, description=f"harvesting arXiv: {cp.records_seen} records"
-                                    + (f" of ~{cp.complete_list_size}" if cp.complete_list_size else ""))
+                    bar.update(completed=cp.records_seen, total=cp.complete_list_size)
         finally:
             client.close()
 
         # ---- parse the list's pages from the raw zone and merge them (batched commits, see _Loader.merge) ----
         loader = _Loader(settings, run, settings.categories)
-        loader.add_oai_pages(raw, [f"{RAW_SOURCE}/{cp.page_relpath(n)}" for n in range(1, cp.pages_done + 1)])
-        new_watermark = None
-        move = loader.stats.rejected_pages == 0 and not list_truncated
-        if move:
-            candidate = until_date or (cp.response_date or "")[:10] or None
-            if candidate:
-                new_watermark = max(candidate, old_watermark) if old_watermark else candidate
-        with wh.transaction():
-            loader.merge(wh)
-            if new_watermark and new_watermark != old_watermark:
-                wh.set_watermark(WATERMARK_SOURCE, new_watermark, run_id=run.run_id)
-            cp.status = "merged"
-            cp.save(wh)
+        with progress.task(f"harvest: parsing {cp.pages_done} page(s)") as bar:
+            loader.add_oai_pages(raw, [f"{RAW_SOURCE}/{cp.page_relpath(n)}" for n in range(1, cp.pages_done + 1)])
+            new_watermark = None
+            move = loader.stats.rejected_pages == 0 and not list_truncated
+            if move:
+                candidate = until_date or (cp.response_date or "")[:10] or None
+                if candidate:
+                    new_watermark = max(candidate, old_watermark) if old_watermark else candidate
+            bar.stage("harvest: loading the warehouse")
+            with wh.transaction():
+                loader.merge(wh)
+                if new_watermark and new_watermark != old_watermark:
+                    wh.set_watermark(WATERMARK_SOURCE, new_watermark, run_id=run.run_id)
+                cp.status = "merged"
+                cp.save(wh)
         loader.cleanup()
         summary = {
             "step": "harvest", "mode": "network", "run_id": run.run_id, "harvest_id": cp.harvest_id,

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from pipeline import progress
 from pipeline import snapshots as snap
 from pipeline import writer_lock
 from pipeline.errors import UserError
@@ -412,7 +413,8 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
     t0 = time.perf_counter()
     root = settings.snapshots_dir
     hook = on_stage or (lambda stage, path: None)
-    with writer_lock.hold(settings.warehouse, "publish"):  # reentrant: already held by @writes
+    # the lock is reentrant: already held by @writes
+    with writer_lock.hold(settings.warehouse, "publish"), progress.task("publish: building the catalog") as bar:
         root.mkdir(parents=True, exist_ok=True)
         abandoned = _remove_abandoned(root)
         if abandoned:
@@ -423,6 +425,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
         tmp.mkdir(parents=True)
         try:
             counts, watermarks = build_catalog(settings, tmp / "catalog.duckdb")
+            bar.stage("publish: copying the LanceDB tables")
             model = copy_lancedb(settings, tmp / "lancedb")
             manifest: dict[str, Any] = {
                 "snapshot_id": sid,
@@ -437,6 +440,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
                 "layout": {"catalog": "catalog.duckdb", "lancedb": "lancedb",
                            "lancedb_tables": list(LANCE_TABLES)},
             }
+            bar.stage("publish: checking the tables")
             lance_counts = verify_contents(tmp, counts)
             manifest["counts"].update(lance_counts)
             manifest["indexes"] = lance_indexes(tmp / "lancedb")
@@ -453,6 +457,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
             reused = write_manifest(tmp, manifest, prev_dir)
             hook("built", tmp)
+            bar.stage("publish: verifying the checksums")
             problems = snap.verify(root, path=tmp, trusted=reused)
             if problems:
                 raise UserError(f"snapshot {sid} failed checksum verification: {problems[0]}")

@@ -18,6 +18,7 @@ import time
 from datetime import date
 from typing import Any, Callable
 
+from pipeline import progress
 from pipeline.settings import Settings
 from pipeline.writer_lock import writes
 
@@ -60,9 +61,16 @@ def run_refresh(
     def _fulltext() -> dict:
         plan = fulltext.plan_fulltext_batches(settings, replay=replay)
         batches = plan["download"] + plan["in_raw"]
-        parts = [fulltext.fetch_extract_batch(settings, b["paper_ids"], b["part"], replay=replay) for b in batches]
+        t0 = time.perf_counter()
+        totals: dict[str, Any] = {"papers": sum(len(b["paper_ids"]) for b in batches), "batches": len(batches)}
+        with progress.task("fulltext: PDFs", total=totals["papers"], unit="papers") as bar:
+            for b in batches:
+                part = fulltext.fetch_extract_batch(settings, b["paper_ids"], b["part"], replay=replay, bar=bar)
+                for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks",
+                            "figures", "references"):
+                    totals[key] = totals.get(key, 0) + int(part.get(key, 0))
         merged = fulltext.merge_fulltext(settings)
-        return {"batches": len(batches), "batch_summaries": parts, "merge": merged}
+        return {**totals, "merge": merged, "seconds": round(time.perf_counter() - t0, 2)}  # as run_fulltext's
 
     timed("fulltext", _fulltext)
     timed("graph", lambda: graph.run_graph(settings))
@@ -73,9 +81,11 @@ def run_refresh(
 
     def _embed() -> dict:
         shards = embed.plan_shards(settings, settings.embed_shards)
-        parts = [embed.embed_shard(settings, shard) for shard in shards]
-        merged = embed.merge_embeddings(settings)
-        return {"shards": len(shards), "encoded_in_shards": sum(int(p.get("encoded", 0)) for p in parts), "merge": merged}
+        t0 = time.perf_counter()
+        encoded = sum(int(embed.embed_shard(settings, shard).get("encoded", 0)) for shard in shards)
+        merged = embed.merge_embeddings(settings)  # the shape of run_embed's summary, over every shard
+        return {**merged, "shards": len(shards), "encoded": encoded + int(merged.get("encoded", 0)),
+                "seconds": round(time.perf_counter() - t0, 2)}
 
     timed("embed", _embed)
     timed("publish", lambda: publish.run_publish(settings))

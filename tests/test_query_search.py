@@ -295,7 +295,7 @@ def test_llm_expansion_success(small, httpserver):
     assert resp.expand == "llm"
     assert resp.queries == ["hmm speech", "speech recognition acoustic models", "spoken word recognition", "Viterbi decoding"]
     assert seen["model"] == "test-model" and seen["auth"] == "Bearer sk-test"
-    assert seen["messages"][-1]["content"] == "hmm speech"
+    assert "Query: hmm speech\n" in seen["messages"][-1]["content"] and seen["max_tokens"] == 120
     assert resp.results[0].paper_id == "2101.00006"
     assert resp.results[0].query in resp.queries
 

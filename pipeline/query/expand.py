@@ -159,18 +159,68 @@ class PRFExpander:
         return Expansion([f"{query} {' '.join(terms)}"], [], "prf")
 
 
-_NUMBERING = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|q\d+[:.)])\s*", re.I)
+# What a chat model writes around its queries (measured on SmolLM2-135M-Instruct, tests/fixtures/llm_answers.json,
+# and the usual habits of larger models): reasoning blocks, list markers, Markdown, labels, quotes and chatter.
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)  # reasoning models' thoughts (Ollama's qwen3, deepseek-r1)
+_MARKER = re.compile(r"^\s*(?:(?:[-*+>\u2022\u2013\u2014]|#+)\s+|\(?\d+(?:\.\d+)*[.):]\s*|\(?[a-z]\)\s*)")
+_LABEL = re.compile(r"^(?:(?:sub-?|search |alternative |rewritten )?query\s*\d*|q\d+|search)(?:\s*[:.)]|\s+[-\u2013\u2014]\s)\s*", re.I)
+_QUOTED = re.compile(r'^["\u201c\u201e\'`]+(.+?)["\u201d\'`]+(?=\W|$)')
+_EMPHASIS = re.compile(r"\*\*|__|`")
+_BOLD_TERM = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)\s*[:\-\u2013\u2014]\s+\S")  # "**term**: what it means"
+_CHATTER = re.compile(
+    r"^(?:sure|certainly|of course|okay|ok|great|absolutely|here (?:are|is)|below (?:are|is)|these (?:queries|are)|"
+    r"this (?:query|search)|(?:the )?(?:above|following)|i hope|i've|i have|i can|note|please|let me know|feel free|"
+    r"hope this)\b", re.I)
+#: the longest line taken as a sub-query: longer lines are prose, not queries (an answer to the question, say)
+SUBQUERY_MAX_WORDS = 32
 
 
-def parse_subqueries(content: str, original: str, n: int) -> list[str]:
-    """Lines of the model's answer -> up to ``n`` distinct sub-queries (numbering and quotes removed)."""
+def _words(text: str) -> str:
+    """The key two lines are duplicates by: their words, lower case, without punctuation."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def subquery_of(line: str) -> str | None:
+    """One line of a model's answer as a search query, or None when the line is no query."""
+    q = line.strip()
+    for _ in range(3):  # "1. - **Query 2:** ..." peels in turns
+        peeled = _MARKER.sub("", q).strip()
+        term = _BOLD_TERM.match(peeled)
+        if term and not _LABEL.match(term.group(1) + ":"):  # a bold term explained after it: the term
+            peeled = term.group(1)
+        peeled = _LABEL.sub("", _EMPHASIS.sub("", peeled).strip())
+        if peeled == q:
+            break
+        q = peeled
+    quoted = _QUOTED.match(q)  # '"deep learning for images" - this query looks for ...': the quoted part
+    if quoted:
+        q = quoted.group(1)
+    q = q.strip().strip("\"'`\u201c\u201d\u2018\u2019").strip()
+    if (not q or q.endswith(":") or not re.search(r"[^\W\d_]", q) or _CHATTER.match(q)
+            or len(q.split()) > SUBQUERY_MAX_WORDS):
+        return None
+    return q
+
+
+def parse_subqueries(content: str, original: str, n: int, truncated: bool = False) -> list[str]:
+    """The lines of a model's answer -> up to ``n`` distinct sub-queries, none the original.
+
+    Reasoning (``<think>``) is dropped, then list markers (``1.``, ``-``, ``1.2)``), Markdown emphasis,
+    labels (``Query 2:``) and quotes around a query; a quoted query or a bold term followed by an
+    explanation gives the quoted or bold part. Lines that are no query are skipped: chatter ("Sure! Here are..."), headings ending with
+    ``:``, lines with no letters, prose longer than :data:`SUBQUERY_MAX_WORDS` words. Duplicates (and
+    the original) are recognised by their words alone. ``truncated``: the answer was cut at the token
+    limit, so its last line is incomplete and is dropped."""
+    lines = _THINK.sub("", content or "").splitlines()
+    if truncated and lines:
+        lines = lines[:-1]
     out: list[str] = []
-    seen = {original.strip().lower()}
-    for line in (content or "").splitlines():
-        q = _NUMBERING.sub("", line).strip().strip('"\'`').strip()
-        if not q or len(q) > 300 or q.lower() in seen or q.endswith(":"):
+    seen = {_words(original)}
+    for line in lines:
+        q = subquery_of(line)
+        if q is None or _words(q) in seen:
             continue
-        seen.add(q.lower())
+        seen.add(_words(q))
         out.append(q)
         if len(out) == n:
             break
@@ -181,11 +231,18 @@ class LLMExpander:
     """Sub-queries from an OpenAI-compatible chat endpoint; offline PRF when it is slow or fails."""
 
     name = "llm"
+    #: one user message (no system message: some chat templates have no system role, and small models follow the
+    #: user's turn better). With the query first and the task after it, SmolLM2-135M answered with a list of queries
+    #: far more often than with the task as a system message, where it answered the question in prose instead
+    #: (tests/fixtures/llm_answers.json holds both).
     PROMPT = (
-        "You help search a library of scientific papers. Write {n} different search queries that would find papers "
-        "relevant to the user's query: rephrase it, use the technical terms and synonyms a paper would use. "
-        "Answer with one query per line and nothing else."
+        "Query: {query}\n\n"
+        "Write {n} different search queries for this query, one per line and nothing else. "
+        "Use the technical terms and synonyms a scientific paper would use."
     )
+    #: the answer's token budget per sub-query asked for (``max_tokens`` = this x n): room for a query and its
+    #: list marker, so a model that writes prose or repeats itself stops early
+    TOKENS_PER_SUBQUERY = 40
 
     def __init__(self, settings: Settings, fallback: Expander | None = None):
         if not (settings.llm_base_url and settings.llm_model):
@@ -201,19 +258,21 @@ class LLMExpander:
                                  max_attempts=1, timeout_s=self.timeout_s, headers=key)
         self.fallback = fallback or PRFExpander()
 
+    def request_body(self, query: str) -> dict:
+        """The chat-completions request for ``query``: greedy (temperature 0), a small token budget."""
+        return {"model": self.model, "temperature": 0, "max_tokens": self.TOKENS_PER_SUBQUERY * self.n,
+                "messages": [{"role": "user", "content": self.PROMPT.format(query=query, n=self.n)}]}
+
     def _ask(self, query: str) -> list[str]:
-        body = {"model": self.model, "temperature": 0,
-                "messages": [{"role": "system", "content": self.PROMPT.format(n=self.n)},
-                             {"role": "user", "content": query}]}
         try:
-            r = self.http.request("POST", f"{self.base_url}/chat/completions", json=body)
+            r = self.http.request("POST", f"{self.base_url}/chat/completions", json=self.request_body(query))
         finally:
             self.http.close()
         r.raise_for_status()
-        content = r.json()["choices"][0]["message"]["content"]
-        subs = parse_subqueries(content, query, self.n)
+        content, truncated = answer_content(r)
+        subs = parse_subqueries(content, query, self.n, truncated)
         if not subs:
-            raise ValueError("the answer held no sub-queries")
+            raise AnswerError("the answer held no sub-queries")
         return subs
 
     def expand(self, query: str, feedback: FeedbackSource) -> Expansion:
@@ -225,6 +284,26 @@ class LLMExpander:
             fb = self.fallback.expand(query, feedback)
             fb.notes.insert(0, f"LLM expansion failed ({reason}); used the offline {self.fallback.name.upper()} expansion instead")
             return fb
+
+
+class AnswerError(ValueError):
+    """An answer from the LLM endpoint that holds no usable sub-queries; the message says why."""
+
+
+def answer_content(r: requests.Response) -> tuple[str, bool]:
+    """The first choice's text of a chat-completions answer, and whether it was cut at the token limit."""
+    try:
+        body = r.json()
+    except ValueError:
+        raise AnswerError("the answer was not JSON") from None
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        raise AnswerError("the answer had no choices")
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str) or not content.strip():
+        raise AnswerError("the answer had no text")
+    return content, choices[0].get("finish_reason") == "length"
 
 
 def _failure(exc: Exception, timeout_s: float) -> str:
@@ -242,4 +321,6 @@ def _failure(exc: Exception, timeout_s: float) -> str:
             return f"HTTP {exc.status}"
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
         return f"HTTP {exc.response.status_code}"
-    return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, AnswerError):
+        return str(exc)
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:160]  # one line, whatever the exception says

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Protocol
 from pipeline.errors import ServiceUnreachable
 
 if TYPE_CHECKING:
+    import requests
+
     from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)

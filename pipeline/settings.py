@@ -174,10 +174,12 @@ class Settings(BaseSettings):
     query_rrf_k: int = Field(default=60, ge=1, description="reciprocal rank fusion constant")
     query_max_chars: int = Field(default=1000, ge=1, description="longest accepted query")
     query_torch_threads: int | None = Field(
-        default=1, ge=1, description="torch intra-op threads while encoding a query (process-wide; 1 is 10x+ faster on a busy CPU; None = leave torch alone)")
+        default=1, ge=1, description="threads while encoding a query: ONNX Runtime's (the snapshot's query encoder) or torch's intra-op "
+                                     "threads (process-wide; 1 is 10x+ faster on a busy CPU; None = leave them alone)")
     query_bf16: bool | None = Field(
-        default=None, description="encode queries under bfloat16 autocast (1.6x less CPU per query here; vectors within 2e-5 cosine of "
-                                  "float32); None = when the CPU computes bfloat16 natively (AVX512-BF16/AMX), elsewhere it is slower")
+        default=None, description="encode queries under bfloat16 autocast with sentence-transformers (snapshots without their own query "
+                                  "encoder; 1.6x less CPU per query here; vectors within 2e-5 cosine of float32); None = when the CPU "
+                                  "computes bfloat16 natively (AVX512-BF16/AMX), elsewhere it is slower")
     query_blas_threads: int | None = Field(
         default=1, ge=1, description="BLAS (numpy) threads in a searching process (process-wide; per-query matrix products are small, "
                                      "and idle BLAS threads spinning next to LanceDB's cost 3-10x on this 2-core machine; None = leave numpy alone)")
@@ -208,6 +210,11 @@ class Settings(BaseSettings):
     serve_concurrency: int = Field(
         default=0, ge=0,
         description="searches computed at once by `paperkb serve` (0 = one per CPU core); more requests wait in line")
+    serve_snapshots: str | None = Field(
+        default=None,
+        description="several indexes searched as one by `paperkb serve` (/api/search and the page): comma-separated "
+                    "[NAME=]WHERE, WHERE a snapshot folder (pinned), a warehouse (its CURRENT, followed) or a snapshot id "
+                    "of this warehouse (pinned); the first one also answers the paper pages")
     serve_allowed_hosts: list[str] = Field(
         default=["localhost", "127.0.0.1", "::1"],
         description="Host header values `paperkb serve` answers (others get 400; guards against DNS rebinding): add the "

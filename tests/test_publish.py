@@ -58,7 +58,7 @@ def test_publish_builds_a_verified_snapshot(wh):
     r = run_publish(wh)
     folder = snapshots.resolve(wh)
     assert folder == Path(r["path"]) and folder.name == r["snapshot_id"]
-    assert sorted(p.name for p in folder.iterdir()) == ["catalog.duckdb", "lancedb", "manifest.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["bm25", "catalog.duckdb", "lancedb", "manifest.json", "query_encoder"]
     m = snapshots.read_manifest(folder)
     assert m["schema_version"] == snapshots.SCHEMA_VERSION and m["snapshot_id"] == r["snapshot_id"]
     assert m["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2" and m["model"]["dim"] == 384

@@ -120,14 +120,15 @@ def test_full_text_inside_a_running_event_loop_gives_the_same_results(searchers,
     assert t_async["_score"].to_pylist() == pytest.approx(t_sync["_score"].to_pylist())
 
 
-def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot, cisi_queries):
-    """``query_bf16``: the same query vectors as float32 up to rounding, so the same rankings."""
+def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot_as_before, cisi_queries):
+    """``query_bf16``: the same query vectors as float32 up to rounding, so the same rankings. It applies where
+    sentence-transformers encodes the queries (a snapshot without its own query encoder)."""
     from pipeline.embedding.encoders import bf16_wanted
 
     assert bf16_wanted(True) and not bf16_wanted(False)
-    snap = open_snapshot(cisi_snapshot)
-    f32 = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": False}))
-    b16 = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": True}))
+    snap = open_snapshot(cisi_snapshot_as_before)
+    f32 = Searcher(snap, cisi_snapshot_as_before.model_copy(update={"query_bf16": False}))
+    b16 = Searcher(snap, cisi_snapshot_as_before.model_copy(update={"query_bf16": True}))
     qs = cisi_queries[:8]
     a, b = f32.encode(qs), b16.encode(qs)
     assert a.dtype == b.dtype == np.float32
@@ -137,3 +138,38 @@ def test_bf16_query_encoding_stays_within_float32_noise(cisi_snapshot, cisi_quer
         ra = [r.paper_id for r in f32.search(q, k=10).results]
         rb = [r.paper_id for r in b16.search(q, k=10).results]
         assert len(set(ra) & set(rb)) >= 9
+
+
+def test_bf16_setting_leaves_the_snapshot_encoder_alone(cisi_snapshot, cisi_queries):
+    """The snapshot's own query encoder runs at the precision its documents were embedded with."""
+    snap = open_snapshot(cisi_snapshot)
+    a = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": False})).encode(cisi_queries[:4])
+    b = Searcher(snap, cisi_snapshot.model_copy(update={"query_bf16": True})).encode(cisi_queries[:4])
+    assert np.array_equal(a, b)
+
+
+def test_filtered_bm25_from_memory_matches_lancedbs_prefilter(searchers, cisi_queries):
+    """With filters, the in-memory index answers with the allowed rows (as LanceDB's prefiltered full-text
+    query does, with the whole table's statistics): a filtered search needs no LanceDB call."""
+    from pipeline.query.filters import in_clause
+
+    in_memory, per_query = searchers
+    allowed = set(in_memory.meta["paper_id"].to_pylist()[::3])
+    where = in_clause("paper_id", sorted(allowed))
+    flat = in_memory._resident[2]
+    for q in cisi_queries[:8]:
+        pos, scores = in_memory._sparse_positions(flat, q, 50, where, None, allowed)
+        theirs = per_query.fts.query(q, ["chunk_id", "_score"], 50, where)
+        ours = flat.rows.take(pos)["chunk_id"].to_pylist()
+        assert set(flat.rows.take(pos)["paper_id"].to_pylist()) <= allowed
+        assert scores.tolist() == pytest.approx(theirs["_score"].to_pylist(), rel=1e-6)
+        cut = round(float(scores[-1]), 4)  # a tie at the cut may keep different rows
+        assert {c for c, s in zip(ours, scores) if round(float(s), 4) != cut} == \
+            {c for c, s in zip(theirs["chunk_id"].to_pylist(), theirs["_score"].to_pylist()) if round(s, 4) != cut}
+    authors = [a for names in in_memory.meta["authors"].to_pylist() for a in (names or [])]
+    name = max(set(authors), key=authors.count).split(",")[0].split()[-1]
+    f = Filters(authors=[name])
+    for q in cisi_queries[:4]:
+        a, b = in_memory.search(q, k=10, filters=f), per_query.search(q, k=10, filters=f)
+        assert a.results and [r.paper_id for r in a.results] == [r.paper_id for r in b.results]
+        assert [r.score for r in a.results] == pytest.approx([r.score for r in b.results], abs=1e-5)

@@ -40,6 +40,16 @@ class SearchHit(BaseModel):
     citation_count: int | None = None
     venue: str | None = None
     links: Links | None = Field(None, description="where to read it elsewhere")
+    index: str | None = Field(None, description="several indexes searched as one: the index this paper is from "
+                                                "(the other tools read the first index)")
+    also_in: list[str] | None = Field(None, description="several indexes: the other indexes holding the same paper")
+
+
+class Index(BaseModel):
+    index: str = Field(description="the index's name")
+    snapshot_id: str = Field(description="the snapshot it searched")
+    results: int | None = None
+    took_ms: float | None = None
 
 
 class SearchAnswer(BaseModel):
@@ -48,6 +58,8 @@ class SearchAnswer(BaseModel):
     queries: list[str] = Field(description="the queries run: the query and its expansions")
     notes: list[str] = Field(description="what the search did beside ranking (expansion terms, fallbacks)")
     results: list[SearchHit]
+    indexes: list[Index] | None = Field(None, description="several indexes searched as one (PAPERKB_SERVE_SNAPSHOTS): "
+                                                          "each one's name and snapshot id")
 
 
 class Figure(BaseModel):

@@ -22,6 +22,7 @@ browser Origin whose host is not among them.
 import json
 import os
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Annotated, Any, Callable, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -111,7 +112,11 @@ class _Server(MCPServer):
 
 def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServer:
     """The MCP server over ``settings``' snapshots: ``snapshot_id`` pinned, else following CURRENT."""
-    holder = SnapshotHolder(settings, pinned=snapshot_id, who="paperkb mcp")
+    from pipeline.serve.multi_holder import MultiHolder, split_specs
+
+    specs = split_specs(getattr(settings, "serve_snapshots", None))
+    multi = MultiHolder(settings, specs) if len(specs) > 1 else None  # search spans them; the rest reads the first
+    holder = multi.primary if multi is not None else SnapshotHolder(settings, pinned=snapshot_id, who="paperkb mcp")
     catalogs = Catalogs()
     concurrency = settings.serve_concurrency or os.cpu_count() or 1
     limiter: list[anyio.CapacityLimiter] = []  # made in the event loop, on first use
@@ -121,12 +126,12 @@ def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServe
     async def lifespan(_: MCPServer):
         from pipeline.serve.app import warm_up
 
-        await anyio.to_thread.run_sync(warm_up, holder)  # snapshot, model, one query: before the first request
+        await anyio.to_thread.run_sync(warm_up, multi or holder)  # snapshot, model, one query: before the first request
         try:
             yield {}
         finally:
             catalogs.close()
-            holder.close()  # unpin
+            (multi or holder).close()  # unpin
 
     server = _Server(NAME, title="paperkb", version=_version(), instructions=INSTRUCTIONS, lifespan=lifespan,
                      log_level="WARNING")
@@ -146,7 +151,12 @@ def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServe
     def answer(fn: Callable[[Any], T], error: type[Exception]) -> T:
         try:
             cur = holder.get()
-            return fn(tools.Served(cur.snapshot_id, cur.searcher, lambda: catalogs.cursor(cur.searcher.snap)))
+            served = tools.Served(cur.snapshot_id, cur.searcher, lambda: catalogs.cursor(cur.searcher.snap))
+            if multi is not None:
+                m = multi.get()
+                served.multi = m.searcher
+                served.catalogs = {n: partial(catalogs.cursor, o.searcher.snap) for n, o in zip(m.names, m.opened)}
+            return fn(served)
         except UserError as exc:  # an unknown paper, a bad selection, no snapshot, a damaged one
             line = str(exc) if isinstance(exc, DamagedSnapshot) or holder.served else f"no snapshot to serve: {exc}"
             raise error(line) from None

@@ -20,6 +20,9 @@ class Served:
     snapshot_id: str
     searcher: Any  # pipeline.query.Searcher
     catalog: Callable[[], AbstractContextManager[Any]]  # a cursor on the snapshot's catalog, closed after the block
+    # several indexes searched as one (PAPERKB_SERVE_SNAPSHOTS): their MultiSearcher and each index's catalog
+    multi: Any = None
+    catalogs: dict[str, Callable[[], AbstractContextManager[Any]]] | None = None
 
 
 def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | None, categories: list[str],
@@ -28,16 +31,20 @@ def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | Non
     from pipeline.query.reading import paper_cards
 
     filters = Filters(year_from=year_from, year_to=year_to, categories=list(categories), authors=list(authors))
-    resp = cur.searcher.search(query, k=k, filters=filters, expand=expand)
+    resp = (cur.multi or cur.searcher).search(query, k=k, filters=filters, expand=expand)
     hits = [r.to_dict() for r in resp.results]
-    with cur.catalog() as con:  # citation counts, venues and links of the papers found (as /api/search gives them)
-        cards = paper_cards(con, [h["paper_id"] for h in hits])
-    for h in hits:
-        card = cards.get(h["paper_id"])
-        if card is not None:
-            h.update(citation_count=card.citation_count, venue=card.venue, links=asdict(card.links))
-    return answers.SearchAnswer(snapshot_id=cur.snapshot_id, query=query, queries=list(resp.queries),
-                                notes=list(resp.notes), results=[answers.SearchHit.model_validate(h) for h in hits])
+    for index in dict.fromkeys(h.get("index") for h in hits):
+        # citation counts, venues and links of the papers found (as /api/search gives them), from their own index
+        with (cur.catalog if index is None or not cur.catalogs else cur.catalogs[index])() as con:
+            cards = paper_cards(con, [h["paper_id"] for h in hits if h.get("index") == index])
+        for h in hits:
+            card = cards.get(h["paper_id"]) if h.get("index") == index else None
+            if card is not None:
+                h.update(citation_count=card.citation_count, venue=card.venue, links=asdict(card.links))
+    return answers.SearchAnswer(snapshot_id=resp.snapshot_id if resp.indexes else cur.snapshot_id, query=query,
+                                queries=list(resp.queries), notes=list(resp.notes),
+                                results=[answers.SearchHit.model_validate(h) for h in hits],
+                                indexes=[answers.Index.model_validate(ix) for ix in resp.indexes] if resp.indexes else None)
 
 
 def get_paper(cur, paper_id: str) -> answers.PaperAnswer:

@@ -108,7 +108,15 @@ def serve(
 
     settings = get_settings(ctx)
     check_listen(host, port)  # a port in use: one line, exit 2 (uvicorn would log it and exit 3)
-    open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
+    from pipeline.serve.multi_holder import split_specs
+
+    several = split_specs(settings.serve_snapshots)
+    if len(several) > 1:  # PAPERKB_SERVE_SNAPSHOTS: fail early on an index that cannot be opened
+        from pipeline.query.multi import open_multi
+
+        open_multi(settings, several).close()
+    else:
+        open_snapshot(settings, snapshot, pin=False)  # fail early, one line, when there is nothing (intact) to serve
     echo(f"paperkb: serving {settings.snapshots_dir} on http://{host}:{port}/ (API docs at /docs) once the "
          "snapshot and the query model are loaded")
     try:

@@ -11,9 +11,19 @@ import typer
 
 from pipeline.errors import UserError
 
-from pipeline.cli.root import app, check_export_format, get_settings, print_export, split_categories
+from pipeline.cli.root import VERBOSE, app, check_export_format, get_settings, print_export, split_categories
 
 PANEL = "Reading and search"
+SNAPSHOTS_HELP = ("Snapshot id (default: CURRENT). Repeat to search several indexes as one ranking, each "
+                  "[NAME=]WHERE: a snapshot folder, a warehouse or an id (each result names its index).")
+NORMALISATION_HELP = "Several snapshots: how their scores are made comparable: raw | minmax | zscore | rrf (default raw)."
+
+
+def _one_snapshot(snapshot: Optional[list[str]], normalisation: Optional[str]) -> Optional[str]:
+    """The one ``--snapshot`` given (None: CURRENT); UserError for --normalisation without several."""
+    if normalisation is not None:
+        raise UserError("--normalisation needs several --snapshot")
+    return snapshot[0] if snapshot else None
 
 
 @app.command(rich_help_panel=PANEL)
@@ -30,7 +40,8 @@ def search(
     year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),
     category: Optional[list[str]] = typer.Option(None, "--category", help="Only these categories (repeat or comma-separate)."),
     author: Optional[list[str]] = typer.Option(None, "--author", help="Only papers with an author name containing this (repeatable)."),
-    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    snapshot: Optional[list[str]] = typer.Option(None, "--snapshot", help=SNAPSHOTS_HELP),
+    normalisation: Optional[str] = typer.Option(None, "--normalisation", help=NORMALISATION_HELP),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Batch: queries file (qid<TAB>text TSV, SMART .QRY or TREC topics)."),
     run_out: Optional[Path] = typer.Option(None, "--run-out", help="Batch: write a TREC run here (qid Q0 docid rank score tag)."),
     tag: str = typer.Option("paperkb", "--tag", help="Run tag in the TREC run."),
@@ -40,10 +51,18 @@ def search(
     export_format: Optional[str] = typer.Option(None, "--format", help="Print the results for a reference manager: bibtex | ris | csl-json."),
 ) -> None:
     """Hybrid search of a published snapshot: ranked papers with their signals and the queries used."""
+    import atexit
+    import gc
     import json as _json
+    import logging
 
+    from pipeline.cli.timings import Clock, process_age_s
     from pipeline.query import Filters, Searcher, open_snapshot
 
+    verbose = VERBOSE["on"]
+    if not verbose:  # the results and nothing else: stderr only when something is wrong (-v: logs and timings)
+        logging.getLogger().setLevel(logging.WARNING)
+    clock = Clock(process_age_s())
     settings = get_settings(ctx)
     if (query is None) == (queries is None):
         raise UserError("give either a QUERY or --queries FILE")
@@ -52,7 +71,14 @@ def search(
     filters = Filters(year_from=year_from, year_to=year_to, categories=split_categories(category) or [], authors=author or [])
     kwargs: dict[str, Any] = dict(filters=filters, fusion=fusion, expand=expand, rerank=rerank, title_boost=title_boost,
                                   config=config)
-    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    if snapshot and len(snapshot) > 1:
+        from pipeline.query.multi import open_multi
+
+        searcher: Any = open_multi(settings, snapshot, one_shot=queries is None, normalisation=normalisation)
+    else:
+        searcher = Searcher(open_snapshot(settings, _one_snapshot(snapshot, normalisation)), settings,
+                            one_shot=queries is None)
+    clock.lap("open")
     if queries is not None and run_out is not None:
         from pipeline.evaluation.qrels import read_queries
         from pipeline.query.runs import search_trec_run
@@ -61,19 +87,47 @@ def search(
         n = search_trec_run(searcher, qs, run_out, k=k, tag=tag, **kwargs)
         from pipeline.cli.console import echo
 
-        echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher.snap.snapshot_id})")
+        echo(f"search: {len(qs)} queries -> {n} lines in {run_out} (snapshot {searcher_id(searcher)})")
         return
     check_export_format(export_format)
+    searcher.warm(encoder=True)  # what the first search loads, timed apart from the search (took_ms is the search alone)
+    t = searcher.timings
+    clock.lap("load", f"snapshot data {t.get('warm', 0) * 1000:.0f} ms and query encoder {t.get('encoder', 0) * 1000:.0f} ms "
+                      f"side by side; encoder: {searcher.encoder_kind}")
     resp = searcher.search(query or "", k=k, **kwargs)
+    clock.lap_split("search", [("encode", searcher.timings.get("encode", 0.0), "the query")], f"took_ms {resp.took_ms:g} includes encode")
     if export_format:
+        _print_exports(searcher, resp, export_format)
+    elif as_json:
+        print(_json.dumps(resp.to_dict(), indent=2, default=str))
+    else:
+        from pipeline.query.display import print_search
+
+        print_search(resp, wide=True if wide else None)
+    if verbose:
+        clock.lap("print")
+        print(clock.line(), file=sys.stderr)
+    # At exit, Python's last garbage collections walk every object the imports made (pydantic, pyarrow, Lance,
+    # ONNX Runtime): ~0.25 s of a one-shot search here, to free memory the OS takes back anyway. Frozen objects
+    # are left out of them (atexit: in a process that goes on, e.g. tests calling main(), nothing changes).
+    atexit.register(gc.freeze)
+
+
+def searcher_id(searcher) -> str:
+    """The snapshot id a Searcher reads, or ``id1+id2`` for several (a MultiSearcher)."""
+    snap = getattr(searcher, "snap", None)
+    return snap.snapshot_id if snap is not None else searcher.snapshot_id
+
+
+def _print_exports(searcher, resp, export_format: str) -> None:
+    """The results for a reference manager, each from its own index's snapshot."""
+    if getattr(searcher, "snap", None) is not None:
         print_export(searcher.snap, [r.paper_id for r in resp.results], export_format)
         return
-    if as_json:
-        print(_json.dumps(resp.to_dict(), indent=2, default=str))
-        return
-    from pipeline.query.display import print_search
-
-    print_search(resp, wide=True if wide else None)
+    for name, one in zip(searcher.names, searcher.searchers):
+        ids = [r.paper_id for r in resp.results if r.index == name]
+        if ids:
+            print_export(one.snap, ids, export_format)
 
 
 @app.command(rich_help_panel=PANEL)
@@ -251,7 +305,9 @@ def eval_cmd(
     qrels: Path = typer.Option(..., "--qrels", help="Judgements: SMART (.REL, cranqrel) or TREC (qid 0 docid rel)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="smart | trec (default: detected from each file)."),
     with_ablations: bool = typer.Option(False, "--ablations", help="Also BM25/dense/fusion only, seed, each signal removed, expansion and title boosts on/off."),
-    snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
+    snapshot: Optional[list[str]] = typer.Option(None, "--snapshot", help=SNAPSHOTS_HELP + " The qrels judge the first "
+                                                 "one's papers; the others' count as not relevant."),
+    normalisation: Optional[str] = typer.Option(None, "--normalisation", help=NORMALISATION_HELP),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where TREC runs + qrels go (default: WAREHOUSE/eval/SNAPSHOT)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -261,15 +317,18 @@ def eval_cmd(
     if fmt is not None and fmt not in ("smart", "trec"):
         raise UserError(f"unknown --format {fmt!r}: use smart or trec")
     settings = get_settings(ctx)
-    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations, snapshot_id=snapshot,
-                       run_dir=run_dir)
+    summary = evaluate(settings, queries, qrels, fmt=fmt, with_ablations=with_ablations,
+                       snapshot_id=snapshot if snapshot and len(snapshot) > 1 else _one_snapshot(snapshot, normalisation),
+                       run_dir=run_dir, normalisation=normalisation if snapshot and len(snapshot) > 1 else None)
     if as_json:
         print(summary_json(summary))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"paperkb eval: snapshot {summary['snapshot_id']}, {summary['queries']} judged queries")
+    what = (f"indexes {', '.join(ix['index'] + ' (' + ix['snapshot_id'] + ')' for ix in summary['indexes'])} merged "
+            f"({summary['normalisation']})" if summary.get("indexes") else f"snapshot {summary['snapshot_id']}")
+    table = Table(title=f"paperkb eval: {what}, {summary['queries']} judged queries")
     table.add_column("configuration")
     for m in summary["measures"]:
         table.add_column("MAP" if m == "AP" else m, justify="right")

@@ -148,7 +148,8 @@ def load_model(name_or_path: str, *, device: str = "cpu", truncate_dim: int | No
 
             check_device(device)  # one line naming the setting, not torch's AssertionError
             try:
-                model = SentenceTransformer(name_or_path, device=device, truncate_dim=truncate_dim)
+                with _quiet_loading():
+                    model = SentenceTransformer(name_or_path, device=device, truncate_dim=truncate_dim)
             except (OSError, ValueError) as exc:
                 raise UserError(f"cannot load embedding model {name_or_path!r}: {exc}".splitlines()[0]) from exc
             if max_seq_length:
@@ -165,6 +166,24 @@ def load_model(name_or_path: str, *, device: str = "cpu", truncate_dim: int | No
                 attach(model, name_or_path, export_root, runtime, threads=threads)
             _MODELS[key] = model
     return model
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """No "Loading weights" bar from transformers while the console is quiet (the root logger above INFO, as
+    for a read command without -v); with -v, or in the pipeline steps' logs, it shows as before."""
+    if logging.getLogger().getEffectiveLevel() <= logging.INFO:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 class Encoder:
@@ -265,7 +284,8 @@ def snapshot_query_encoder(path: str, model: dict, settings: Settings):
     m = load_model(path, device=device, truncate_dim=model.get("truncate_dim"), max_seq_length=model.get("max_seq_length"),
                    runtime=rt, export_root=None if rt.backend == "torch" else writable_export_root(settings),
                    threads=getattr(settings, "query_torch_threads", None))
-    return lambda qs: np.asarray(m.encode(list(qs), normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
+    return lambda qs: np.asarray(m.encode(list(qs), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False),
+                                 dtype=np.float32)
 
 
 _ENCODERS: dict[tuple, Encoder] = {}

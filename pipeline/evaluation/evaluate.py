@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from pipeline.errors import UserError
 from pipeline.evaluation.qrels import align_query_ids, read_qrels, read_queries
@@ -138,12 +138,16 @@ def clip_queries(queries: Mapping[str, str], max_chars: int) -> tuple[dict[str, 
 
 
 def run_searcher(searcher, queries: Mapping[str, str], depth: int = RUN_DEPTH, advance=None, **kwargs) -> Run:
-    """Search every query with ``Searcher.search(text, k=depth, **kwargs)``; docid = external id;
+    """Search every query with ``Searcher.search(text, k=depth, **kwargs)``; docid = external id (several
+    indexes: prefixed with the index's name but for the first index's, the one the qrels judge);
     ``advance(1)`` after each query (a progress bar)."""
+    from pipeline.query.multi import run_docid
+
+    judged = (getattr(searcher, "names", None) or [None])[0]
     ranked: dict[str, list[tuple[str, float]]] = {}
     for qid, text in queries.items():
         resp = searcher.search(text, k=depth, **kwargs)
-        ranked[qid] = [(str(r.external_id or r.paper_id), r.score) for r in resp.results]
+        ranked[qid] = [(run_docid(r, judged), r.score) for r in resp.results]
         if advance is not None:
             advance(1)
     return ranked_run(ranked)
@@ -155,14 +159,18 @@ def evaluate(
     qrels_path: Path | str,
     fmt: str | None = None,
     with_ablations: bool = False,
-    snapshot_id: str | None = None,
+    snapshot_id: str | Sequence[str] | None = None,
     run_dir: Path | str | None = None,
     progress=None,
+    normalisation: str | None = None,
 ) -> dict:
     """Evaluate the default configuration (and ablations) of a snapshot; returns a JSON-able summary.
 
     Runs go to ``run_dir`` (default ``<warehouse>/eval/<snapshot id>/``) as ``<row>.trec`` plus the
     qrels as ``qrels.trec``, so any row can be re-scored with ``trec_eval`` or Pyserini.
+
+    Several snapshots (``snapshot_id`` a list of ``[NAME=]WHERE``, :func:`pipeline.query.multi.open_multi`):
+    the merged ranking is evaluated; the qrels judge the first one's papers, the others' count as not relevant.
     """
     from pipeline.query import Searcher, open_snapshot
 
@@ -171,9 +179,19 @@ def evaluate(
     if cut:
         notes.append(f"{len(cut)} queries longer than the search limit were cut at a word boundary ({', '.join(cut[:5])})")
     _single_thread_torch()
-    snap = open_snapshot(settings, snapshot_id)
-    searcher = Searcher(snap, settings)
-    snap_id = str(getattr(snap, "snapshot_id", None) or getattr(snap, "id", None) or Path(getattr(snap, "path", "snapshot")).name)
+    specs = [snapshot_id] if isinstance(snapshot_id, str) else list(snapshot_id or [])
+    searcher: Any
+    if len(specs) > 1:
+        from pipeline.query.multi import open_multi
+
+        searcher = open_multi(settings, specs, normalisation=normalisation)
+        snap_id = searcher.snapshot_id
+    else:
+        if normalisation is not None:
+            raise UserError("--normalisation needs several --snapshot")
+        snap = open_snapshot(settings, specs[0] if specs else None)
+        searcher = Searcher(snap, settings)
+        snap_id = str(getattr(snap, "snapshot_id", None) or getattr(snap, "id", None) or Path(getattr(snap, "path", "snapshot")).name)
     out_dir = Path(run_dir) if run_dir else Path(settings.warehouse) / "eval" / snap_id
     write_trec_qrels(qrels, out_dir / "qrels.trec")
 
@@ -199,8 +217,10 @@ def evaluate(
             log.info("eval %s: %s", ab.name, _fmt_measures(rows[-1].measures))
             if progress:
                 progress(i + 1, len(configs), ab.name)
+    extra = {"indexes": searcher.indexes(), "normalisation": searcher.normalisation} if hasattr(searcher, "indexes") else {}
     return {
         "snapshot_id": snap_id,
+        **extra,
         "queries": len(queries),
         "judged_queries": len(qrels),
         "measures": list(MEASURE_NAMES),

@@ -114,14 +114,18 @@ class CollectionStats:
     @classmethod
     def count(cls, analyzer: Analyzer, texts: Sequence[str], n_docs: int | None = None) -> CollectionStats:
         """Statistics of ``texts``: the whole collection, or a uniform sample of a collection of ``n_docs``."""
+        return cls.of_terms([analyzer.terms(text) for text in texts], n_docs)
+
+    @classmethod
+    def of_terms(cls, docs: Sequence[Sequence[str]], n_docs: int | None = None) -> CollectionStats:
+        """Statistics of passages given as their analysed terms (see :meth:`count`)."""
         df: dict[str, int] = {}
         total = 0
-        for text in texts:
-            terms = analyzer.terms(text)
+        for terms in docs:
             total += len(terms)
             for t in set(terms):
                 df[t] = df.get(t, 0) + 1
-        n = len(texts)
+        n = len(docs)
         return cls(n_docs=n if n_docs is None else n_docs, avgdl=total / n if n else 1.0, df=df, sampled=n)
 
     def idf(self, terms: Sequence[str]) -> np.ndarray:
@@ -151,6 +155,20 @@ class CandidateBM25:
         with self._lock:
             for r, t in zip(rowids, texts):
                 self._docs[int(r)] = self._encode(t)
+
+    def load_vocab(self, vocab: Sequence[str]) -> None:
+        """Start from a stored vocabulary (term id = position), before :meth:`remember_arrays`."""
+        with self._lock:
+            for t in vocab:
+                self._vocab.setdefault(t, len(self._vocab))
+
+    def remember_arrays(self, rowids: Sequence[int] | np.ndarray,
+                        docs: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> None:
+        """Passages already analysed (stored in a snapshot): (term ids sorted, counts, length) by row id, the
+        ids those of :meth:`load_vocab`'s vocabulary."""
+        with self._lock:
+            for r, d in zip(np.asarray(rowids).tolist(), docs):
+                self._docs[r] = d
 
     def _docs_of(self, rowids: Sequence[int] | np.ndarray, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, int]]:
         docs = self._docs

@@ -37,7 +37,9 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
             if name not in sig_names:
                 sig_names.append(name)
     weights = ", ".join(f"{k}={v:g}" for k, v in resp.weights.items() if v)
-    title = f"{resp.query!r}: {len(resp.results)} papers (snapshot {resp.snapshot_id}, config {resp.config}: {weights})"
+    where = (f"indexes {', '.join(ix['index'] for ix in resp.indexes)} ({resp.normalisation})" if resp.indexes
+             else f"snapshot {resp.snapshot_id}")
+    title = f"{resp.query!r}: {len(resp.results)} papers ({where}, config {resp.config}: {weights})"
     if not wide:
         _print_compact(resp, console, sig_names, title)
         return
@@ -50,11 +52,20 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
     table.add_column("best passage")
     for r in resp.results:
         where = _where(r)
-        head = f"[bold]{_short(r.title, 90)}[/bold]\n{r.paper_id}" + (f" ({r.year})" if r.year else "")
+        head = f"[bold]{_short(r.title, 90)}[/bold]\n{escape(_index(r))}{r.paper_id}" + (f" ({r.year})" if r.year else "")
         table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
                       f"[dim]{where}[/dim] {_short(r.passage)}")
     console.print(table)
     _print_footer(resp, console)
+
+
+def _index(r) -> str:
+    """``[arxiv] `` before a result's id when several indexes were searched (``[arxiv, +library] ``: the
+    paper is in both), else nothing."""
+    index = getattr(r, "index", None)
+    if index is None:
+        return ""
+    return "[" + ", +".join([index, *(getattr(r, "also_in", None) or [])]) + "] "
 
 
 def _where(r) -> str:
@@ -73,7 +84,7 @@ def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> 
     table.add_column("score", justify="right", no_wrap=True)
     for r in resp.results:
         where = _where(r)
-        ident = r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
+        ident = _index(r) + r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
         signals = "  ".join(f"{n}={r.signals.get(n, 0.0):.3f}" for n in sig_names)
         table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n"
                       f"[cyan]{signals}[/cyan]\n[dim]{escape(_short(r.passage, 240))}[/dim]", f"{r.score:.3f}")

@@ -26,13 +26,14 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import requests
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.errors import ServiceUnreachable
-from pipeline.settings import Settings
-from pipeline.sources.http import Endpoint, PoliteClient, RetryableHTTP
+
+if TYPE_CHECKING:
+    import requests
+
+    from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +251,9 @@ class LLMExpander:
             raise ValueError("LLMExpander needs llm_base_url and llm_model")
         self.base_url = settings.llm_base_url.rstrip("/")
         self.model, self.n, self.timeout_s = settings.llm_model, settings.llm_subqueries, settings.llm_timeout_s
+        # the HTTP client (and requests) load only here: a search without an LLM never imports them
+        from pipeline.sources.http import Endpoint, PoliteClient
+
         key = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
         # the shared client, one attempt: llm_timeout_s is what a query may wait, so no retries eat into it
         self.http = PoliteClient(settings, Endpoint("the LLM endpoint", self.base_url, "PAPERKB_LLM_BASE_URL"),
@@ -306,6 +310,10 @@ def answer_content(r: requests.Response) -> tuple[str, bool]:
 
 def _failure(exc: Exception, timeout_s: float) -> str:
     """Why the LLM did not help, in a few words."""
+    import requests
+
+    from pipeline.sources.http import RetryableHTTP
+
     if isinstance(exc, ServiceUnreachable):
         return f"cannot reach {exc.url}: {exc.reason}"
     if isinstance(exc, RetryableHTTP):

@@ -28,7 +28,8 @@ def match(text: str, column: str = "text", boost: float = 1.0):
 
 
 class FullText:
-    """BM25 queries against one LanceDB table (``uri`` + ``name``; ``sync_table`` for the fallback)."""
+    """BM25 queries against one LanceDB table (``uri`` + ``name``; ``sync_table``: the table, or a function
+    returning it, for the fallback)."""
 
     def __init__(self, uri: str, name: str, sync_table):
         self._uri, self._name, self._sync = uri, name, sync_table
@@ -57,7 +58,8 @@ class FullText:
             if where:
                 q = q.where(where)
             return loop.run_until_complete(q.to_arrow())
-        q = self._sync.search(query, query_type="fts")
+        table = self._sync() if callable(self._sync) else self._sync
+        q = table.search(query, query_type="fts")
         if where:
             q = q.where(where, prefilter=True)
         return q.select(columns).with_row_id(True).limit(limit).to_arrow()

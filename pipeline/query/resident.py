@@ -55,8 +55,9 @@ def vector_matrix(col: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
 
 
 def scan(table, columns: list[str]) -> pa.Table:
-    """All rows of a few columns plus ``_rowid`` (for ``take_row_ids`` later)."""
-    return table.search().select(columns).with_row_id(True).limit(max(table.count_rows(), 1)).to_arrow()
+    """All rows of a few columns plus ``_rowid`` (for ``take_row_ids`` later) of a
+    :class:`pipeline.query.tables.ReadTable`."""
+    return table.scan(columns)
 
 
 class PaperVectors:
@@ -110,9 +111,12 @@ class FlatChunks:
     """Exact nearest chunks by squared L2 (LanceDB's default metric without an index), in memory."""
 
     def __init__(self, rows: pa.Table, vectors: np.ndarray):
-        order = np.argsort(rows["_rowid"].to_numpy(), kind="stable")  # positions() looks row ids up by bisection
-        self.rows = rows.take(pa.array(order))  # display columns + _rowid, without the vectors
-        self.vectors = np.ascontiguousarray(vectors[order])
+        rowids = rows["_rowid"].to_numpy()
+        if len(rowids) > 1 and not (rowids[1:] > rowids[:-1]).all():  # positions() looks row ids up by bisection
+            order = np.argsort(rowids, kind="stable")
+            rows, vectors = rows.take(pa.array(order)), vectors[order]
+        self.rows = rows  # display columns + _rowid, without the vectors (a scan reads them in row id order)
+        self.vectors = np.ascontiguousarray(vectors)
         self.rowids = self.rows["_rowid"].to_numpy()
         self.sq_norms = np.einsum("ij,ij->i", vectors, vectors)
         codes = rows["paper_id"].combine_chunks().dictionary_encode()
@@ -125,7 +129,7 @@ class FlatChunks:
     @staticmethod
     def has_ann_index(chunks) -> bool:
         try:
-            return any("vector" in (ix.columns or []) and ix.index_type != "FTS" for ix in chunks.list_indices())
+            return bool(chunks.has_vector_index())
         except Exception as exc:  # an older table format without index listing: leave it to LanceDB
             log.debug("could not list the chunks' indexes: %s", exc)
             return True
@@ -140,6 +144,11 @@ class FlatChunks:
         t = scan(chunks, columns)
         vectors = vector_matrix(t["vector"], dim)
         return cls(t.drop_columns(["vector"]), vectors)
+
+    def allowed_mask(self, allowed: set[str]) -> np.ndarray:
+        """Which rows (positions) belong to the papers ``allowed``."""
+        codes = [self.code_of[p] for p in allowed if p in self.code_of]
+        return np.isin(self.paper_code, codes)
 
     def positions(self, rowids: np.ndarray) -> np.ndarray:
         """Positions (in :attr:`rows`, :attr:`vectors`, :attr:`lists`) of the chunks with these row ids."""
@@ -158,8 +167,7 @@ class FlatChunks:
         v = np.asarray(vec, dtype=np.float32)
         dist = self.sq_norms - 2.0 * (self.vectors @ v) + float(v @ v)
         if allowed is not None:
-            codes = [self.code_of[p] for p in allowed if p in self.code_of]
-            dist = np.where(np.isin(self.paper_code, codes), dist, np.inf)
+            dist = np.where(self.allowed_mask(allowed), dist, np.inf)
         k = min(k, int(np.isfinite(dist).sum()))
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)

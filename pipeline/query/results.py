@@ -26,6 +26,8 @@ class Result:
     rank: int = 0
     role: str | None = None  # the part of the paper the passage is from: body, appendix, acknowledgements, abstract
     query: str | None = None  # the (sub-)query whose cosine was highest for the best passage
+    index: str | None = None  # several indexes searched as one (pipeline.query.multi): the one this result is from
+    also_in: list[str] | None = None  # ... and the other indexes that hold the same paper
 
     def to_dict(self) -> dict[str, Any]:
         # written out (the fields in declaration order, as asdict gives them): asdict's recursive deep copy
@@ -33,7 +35,8 @@ class Result:
         return {"paper_id": self.paper_id, "external_id": self.external_id, "title": self.title,
                 "authors": list(self.authors), "year": self.year, "score": _num(self.score),
                 "signals": {k: _num(v) for k, v in self.signals.items()}, "passage": self.passage, "page": self.page,
-                "section": self.section, "chunk_id": self.chunk_id, "rank": self.rank, "query": self.query, "role": self.role}
+                "section": self.section, "chunk_id": self.chunk_id, "rank": self.rank, "query": self.query, "role": self.role,
+                **({"index": self.index, "also_in": list(self.also_in or [])} if self.index is not None else {})}
 
 
 @dataclass
@@ -50,9 +53,12 @@ class SearchResponse:
     weights: dict[str, float] = field(default_factory=dict)
     snapshot_id: str | None = None
     took_ms: float | None = None
+    indexes: list[dict[str, Any]] | None = None  # several indexes searched as one: each one's name and snapshot id
+    normalisation: str | None = None  # ... and how their scores were made comparable (pipeline.query.multi)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k != "results"}
+        d = {k: v for k, v in asdict(self).items() if k != "results"
+             and not (k in ("indexes", "normalisation") and v is None)}
         d["results"] = [r.to_dict() for r in self.results]
         return d
 

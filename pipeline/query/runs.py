@@ -20,6 +20,9 @@ def search_trec_run(searcher, queries: dict[str, str], path: Path, k: int = 100,
         raise UserError("the queries file holds no queries")
     if any(c.isspace() for c in tag) or not tag:
         raise UserError("--tag must be one word")
+    from pipeline.query.multi import run_docid
+
+    judged = (getattr(searcher, "names", None) or [None])[0]  # several indexes: the first one's docnos stay bare
     ranked: dict[str, list[tuple[str, float]]] = {}
     skipped = 0
     with progress.task("search: queries", total=len(queries), unit="queries") as bar:
@@ -32,7 +35,7 @@ def search_trec_run(searcher, queries: dict[str, str], path: Path, k: int = 100,
                 skipped += 1
                 log.warning("query %s skipped: %s", qid, exc)
             else:
-                ranked[qid] = [(r.external_id or r.paper_id, float(r.score)) for r in resp.results]
+                ranked[qid] = [(run_docid(r, judged), float(r.score)) for r in resp.results]
             bar.advance()
     run = ranked_run(ranked)
     write_trec_run(run, path, tag)

@@ -28,7 +28,8 @@ import pyarrow as pa
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
-from pipeline.query.bm25 import Analyzer, CandidateBM25, CollectionStats, ResidentIndex
+from pipeline.query import bm25_stats
+from pipeline.query.bm25 import CandidateBM25, ResidentIndex
 from pipeline.query.candidates import Passages, Pool, Ranked
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
@@ -54,9 +55,9 @@ _PREFILTER_MAX_IDS = 2000  # larger allowed sets are filtered after retrieval (a
 # score the candidates' BM25 from their own text (_rm3).
 _SCORE_ALL_MAX_ROWS = 20_000
 # Collection statistics for BM25 over the candidates' own text (pipeline.query.bm25): every
-# passage up to this many, else a fixed-seed uniform sample of this many (read once when the searcher
-# loads: 4.2 s at 1M chunks on the loaded benchmark machine).
-_STATS_SAMPLE_ROWS = 20_000
+# passage up to this many, else a fixed-seed uniform sample of this many (stored in the snapshot at publish;
+# counted when the searcher loads a snapshot without them: 4.2 s at 1M chunks on the loaded benchmark machine).
+_STATS_SAMPLE_ROWS = bm25_stats.SAMPLE_ROWS
 
 
 def validate_query(query: str, max_chars: int = 1000) -> str:
@@ -71,7 +72,10 @@ def validate_query(query: str, max_chars: int = 1000) -> str:
 class Searcher:
     """Search one opened snapshot. Models load lazily on the first search."""
 
-    def __init__(self, snapshot: Snapshot, settings=None):
+    def __init__(self, snapshot: Snapshot, settings=None, *, one_shot: bool = False):
+        """``one_shot``: this process answers a search or two and exits (the CLI): loading favours start-up over
+        throughput (the query encoder opens ~40 ms sooner and encodes ~4 ms slower)."""
+        self.one_shot = one_shot
         if settings is None:
             from pipeline.settings import Settings
 
@@ -89,24 +93,35 @@ class Searcher:
             threadpool_limits(limits=blas, user_api="blas")
 
     # ---- snapshot data, loaded once --------------------------------------------------------
+    # ``chunks`` and ``papers`` are the LanceDB tables (vector and full-text searches; imports LanceDB);
+    # whole-column reads, takes and counts go through ``_chunks`` / ``_papers`` (Lance itself, see
+    # pipeline.query.tables), so a search that LanceDB need not answer never imports it.
     @cached_property
     def chunks(self):
         return self.snap.table("chunks")
 
     @cached_property
+    def _chunks(self):
+        return self.snap.dataset("chunks")
+
+    @cached_property
     def fts(self) -> FullText:
         """BM25 queries on ``chunks`` (:mod:`pipeline.query.fts`)."""
-        return FullText(str(self.snap.path / "lancedb"), "chunks", self.chunks)
+        return FullText(str(self.snap.path / "lancedb"), "chunks", lambda: self.chunks)
 
     @cached_property
     def papers(self):
         return self.snap.table("papers")
 
     @cached_property
+    def _papers(self):
+        return self.snap.dataset("papers")
+
+    @cached_property
     def meta(self) -> pa.Table:
         """Paper metadata without vectors, in table order (row i = offset i)."""
-        names = set(self.papers.schema.names)
-        t = scan(self.papers, [c for c in _META_COLS if c in names])
+        names = set(self._papers.schema.names)
+        t = scan(self._papers, [c for c in _META_COLS if c in names])
         for c, typ in (("external_id", pa.string()), ("title", pa.string()), ("authors", pa.list_(pa.string())),
                        ("year", pa.int32()), ("categories", pa.list_(pa.string())), ("primary_category", pa.string()),
                        ("citation_count", pa.int64()), ("pagerank", pa.float64())):
@@ -134,9 +149,9 @@ class Searcher:
     @cached_property
     def _figure_rows(self) -> dict[str, list[int]]:
         """paper_id -> row ids in the figures table (empty when there is no table)."""
-        if not self.snap.has_table("figures"):
+        if not self.snap.has_dataset("figures"):
             return {}
-        t = scan(self.snap.table("figures"), ["paper_id"])
+        t = scan(self.snap.dataset("figures"), ["paper_id"])
         out: dict[str, list[int]] = {}
         for pid, rid in zip(t["paper_id"].to_pylist(), t["_rowid"].to_pylist()):
             out.setdefault(pid, []).append(rid)
@@ -145,21 +160,21 @@ class Searcher:
     @cached_property
     def _chunk_cols(self) -> list[str]:
         """The passage columns a search reads: ``role`` only where the snapshot has it (made since chunk roles)."""
-        names = set(self.chunks.schema.names)
+        names = set(self._chunks.schema.names)
         return [c for c in _CHUNK_COLS if c in names or c != "role"]
 
     @cached_property
     def dim(self) -> int:
-        return int(self.chunks.schema.field("vector").type.list_size)
+        return int(self._chunks.schema.field("vector").type.list_size)
 
     @cached_property
     def _resident(self) -> tuple[PaperVectors | None, FigureVectors | None, FlatChunks | None]:
         """Vectors held in memory within ``query_resident_mb`` (:mod:`pipeline.query.resident`)."""
         t0 = time.perf_counter()
         budget = Budget(getattr(self.settings, "query_resident_mb", 0))
-        papers = PaperVectors.load(self.papers, self.paper_row, self.dim, budget)
-        figures = FigureVectors.load(self.snap.table("figures"), self.dim, budget) if self.snap.has_table("figures") else None
-        flat = FlatChunks.load(self.chunks, self._chunk_cols, self.dim, budget)
+        papers = PaperVectors.load(self._papers, self.paper_row, self.dim, budget)
+        figures = FigureVectors.load(self.snap.dataset("figures"), self.dim, budget) if self.snap.has_dataset("figures") else None
+        flat = FlatChunks.load(self._chunks, self._chunk_cols, self.dim, budget)
         log.info("snapshot %s: in memory: papers' vectors %s, figure vectors %s, chunk vectors %s (%.1f s)",
                  self.snap.snapshot_id, papers is not None, figures is not None, flat is not None, time.perf_counter() - t0)
         return papers, figures, flat
@@ -169,39 +184,35 @@ class Searcher:
         flat = self._resident[2]
         return flat is not None and len(flat.rowids) <= _SCORE_ALL_MAX_ROWS
 
-    def _all_scores(self, query, where: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first."""
+    def _all_scores(self, query, where: str | None = None,
+                    allowed_rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, BM25) of every chunk matching ``query`` (text or a LanceDB FTS query), best first.
+        ``allowed_rows``: ``where`` as a mask over the resident rows (the in-memory index then answers it)."""
         index = self._resident_index
-        if index is not None and where is None and isinstance(query, str):  # the same scores, from memory
-            return index.search(query)
+        if index is not None and isinstance(query, str) and (where is None or allowed_rows is not None):
+            # the same scores, from memory (a prefilter leaves the index's statistics as they are: so does the mask)
+            return index.search(query, allowed_rows)
         flat = self._resident[2]
-        every = len(flat.rowids) if flat is not None else self.chunks.count_rows()
+        every = len(flat.rowids) if flat is not None else self._chunks.count_rows()
         t = self.fts.query(fts_match(query) if isinstance(query, str) else query, ["_score"], every, where)
         return t["_rowid"].to_numpy(), t["_score"].to_numpy().astype(np.float64)
 
     @cached_property
     def _cand_bm25(self) -> CandidateBM25:
-        """BM25 over candidate passages from their own text, with the table's statistics (counted once)."""
+        """BM25 over candidate passages from their own text, with the table's statistics: those stored in the
+        snapshot at publish, else counted now (:mod:`pipeline.query.bm25_stats`)."""
         t0 = time.perf_counter()
-        analyzer = Analyzer()
-        flat = self._resident[2]
-        n = self.chunks.count_rows()
-        if flat is not None and len(flat.rowids) <= _STATS_SAMPLE_ROWS:  # every passage, already in memory
-            rowids, texts = flat.rowids, flat.rows["text"].to_pylist()
-        elif n <= _STATS_SAMPLE_ROWS:
-            t = scan(self.chunks, ["text"])
-            rowids, texts = t["_rowid"].to_numpy(), t["text"].to_pylist()
-        else:  # a uniform sample, the same in every process (fixed seed): the same scores everywhere
-            offsets = np.sort(np.random.default_rng(0).choice(n, _STATS_SAMPLE_ROWS, replace=False))
-            t = self.chunks.take_offsets(offsets.tolist()).select(["text"]).to_arrow()
-            rowids, texts = None, t["text"].to_pylist()
-        texts = [x or "" for x in texts]
-        stats = CollectionStats.count(analyzer, texts, n_docs=n)
-        scorer = CandidateBM25(analyzer, stats, capacity=max(100_000, len(texts)))
-        if rowids is not None:
-            scorer.remember(rowids, texts)  # a small table: every passage analysed once, scoring is a look-up
-        log.info("snapshot %s: BM25 statistics from %d of %d passages (%.1f s)", self.snap.snapshot_id,
-                 stats.sampled, n, time.perf_counter() - t0)
+        path = self.snap.bm25_path
+        counted = bm25_stats.read(path) if path is not None else None
+        source = "stored"
+        if counted is None:
+            flat = self._resident[2]
+            held = (flat.rowids, flat.lists["text"]) if flat is not None and len(flat.rowids) <= _STATS_SAMPLE_ROWS else None
+            counted = bm25_stats.count(self._chunks, texts=held)
+            source = "counted"
+        scorer = counted.scorer()
+        log.info("snapshot %s: BM25 statistics of %d of %d passages (%s, %.2f s)", self.snap.snapshot_id,
+                 counted.stats.sampled, counted.stats.n_docs, source, time.perf_counter() - t0)
         return scorer
 
     @cached_property
@@ -212,9 +223,21 @@ class Searcher:
             return None
         return ResidentIndex(self._cand_bm25, flat.rowids)
 
-    def warm(self) -> Searcher:
-        """Load what every search needs now (metadata, resident vectors, BM25 statistics), not on the first query."""
-        _ = self.paper_row, self._meta_lists, self._resident, self._pagerank, self._cand_bm25, self._resident_index
+    def warm(self, encoder: bool = False) -> Searcher:
+        """Load what every search needs now (metadata, resident vectors, BM25 statistics; with ``encoder``, the
+        query encoder too), not on the first query."""
+        # the encoder loads on a helper thread meanwhile: ONNX Runtime builds its session without the GIL, so on
+        # two cores the two loads overlap (a one-shot CLI search waits for the longer one, not for both)
+        loading = self._pool.submit(getattr, self, "_encode") \
+            if encoder and "_encode" not in self.__dict__ and self.shares_encoder_with is None else None
+        try:
+            if "warm" not in self.timings:
+                t0 = time.perf_counter()
+                _ = self.paper_row, self._meta_lists, self._resident, self._pagerank, self._cand_bm25, self._resident_index
+                self.timings["warm"] = time.perf_counter() - t0
+        finally:
+            if loading is not None:
+                loading.result()
         return self
 
     def close(self) -> None:
@@ -231,10 +254,21 @@ class Searcher:
     # ---- encoder ------------------------------------------------------------------------------
     @cached_property
     def _encode(self):
-        """Query encoder matching the snapshot's model (manifest), else the settings' model."""
-        from pipeline.embedding import encoders
+        """Query encoder matching the snapshot's model: the snapshot's own export when it has one
+        (:mod:`pipeline.embedding.query_encoder`: ONNX Runtime / OpenVINO, no torch), else
+        sentence-transformers with the manifest's model (or the settings' model when that is not on this host)."""
+        t0 = time.perf_counter()
+        from pipeline.embedding.query_encoder import open_query_encoder
 
+        threads = getattr(self.settings, "query_torch_threads", None)
+        fast = open_query_encoder(self.snap.query_encoder_dir, threads=threads, one_shot=self.one_shot)
+        if fast is not None:
+            self.encoder_kind = f"{fast.descriptor.backend}-{fast.descriptor.precision} (the snapshot's export)"
+            self.timings["encoder"] = time.perf_counter() - t0
+            return fast
         from pathlib import Path
+
+        from pipeline.embedding import encoders
 
         model = self.snap.manifest.get("model") or {}
         path = model.get("query_path") or model.get("path")
@@ -243,14 +277,38 @@ class Searcher:
             path = spec.query_model
             model = {"truncate_dim": spec.truncate_dim, "max_seq_length": spec.max_seq_length, **model}
         # on the backend and precision the snapshot's documents were embedded with (older snapshots: torch fp32)
-        return encoders.snapshot_query_encoder(path, model, self.settings)
+        self.encoder_kind = "sentence-transformers"
+        self._torch_encoder = True
+        enc = encoders.snapshot_query_encoder(path, model, self.settings)
+        self.timings["encoder"] = time.perf_counter() - t0
+        return enc
+
+    encoder_kind = ""        # what encodes the queries (set when the encoder loads)
+    _torch_encoder = False   # sentence-transformers: torch threads and autocast apply
+    shares_encoder_with: Searcher | None = None  # see share_encoder
+
+    def share_encoder(self, leader: Searcher) -> None:
+        """Encode queries with ``leader``'s encoder and query cache (a snapshot embedded with the same query
+        model, searched beside it: :mod:`pipeline.query.multi`): one model loaded, each query encoded once."""
+        self.shares_encoder_with = leader
+        self.encoder_kind = f"shared with snapshot {leader.snap.snapshot_id}"
+
+    @cached_property
+    def timings(self) -> dict[str, float]:
+        """Seconds spent loading (``warm``: metadata, vectors, BM25 statistics; ``encoder``) and, for the last
+        search, encoding its queries (``encode``) and in all (``search``): what ``paperkb -v search`` prints."""
+        return {}
 
     def encode(self, queries: list[str]) -> np.ndarray:
         """Query vectors, remembered per text (evaluation ablations and repeated queries skip the model)."""
+        if self.shares_encoder_with is not None:
+            return self.shares_encoder_with.encode(queries)
         missing = [q for q in dict.fromkeys(queries) if q not in self._qcache]
         if missing:
+            encode = self._encode
+            t0 = time.perf_counter()
             threads = getattr(self.settings, "query_torch_threads", None)
-            if threads:
+            if threads and self._torch_encoder:
                 import torch
 
                 if torch.get_num_threads() != threads:
@@ -258,17 +316,20 @@ class Searcher:
                     # extra threads cost 10x+ (measured): see the query_torch_threads setting
                     torch.set_num_threads(threads)
             with self._encoder_precision():
-                vecs = np.atleast_2d(np.asarray(self._encode(missing), dtype=np.float32))
+                vecs = np.atleast_2d(np.asarray(encode(missing), dtype=np.float32))
             for q, v in zip(missing, vecs):
                 self._qcache[q] = v
             while len(self._qcache) > _QUERY_CACHE:
                 self._qcache.pop(next(iter(self._qcache)))
+            self.timings["encode"] = self.timings.get("encode", 0.0) + time.perf_counter() - t0
         return np.vstack([self._qcache[q] for q in queries])
 
     def _encoder_precision(self):
         """bfloat16 autocast for query encoding when ``query_bf16`` says so (a context manager)."""
         import contextlib
 
+        if not self._torch_encoder:
+            return contextlib.nullcontext()  # the snapshot's export runs at the precision it was made for
         from pipeline.embedding.encoders import bf16_wanted
 
         if not bf16_wanted(getattr(self.settings, "query_bf16", None)):
@@ -317,7 +378,7 @@ class Searcher:
         s = self.settings
         flat = self._resident[2]
         if flat is not None:  # both sides as positions in the resident table; a thread would cost more
-            sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo)
+            sp_pos, sp_scores = self._sparse_positions(flat, text, k_sparse, where, memo, allowed)
             de_pos, _ = flat.nearest(vec, k_dense, allowed)
             sp_rows, de_rows = pool.add_positions(flat, sp_pos), pool.add_positions(flat, de_pos)
             de_vecs = flat.vectors[de_pos]
@@ -333,11 +394,12 @@ class Searcher:
         return Ranked.of(rows, fused, sp_rows, sp_scores)
 
     def _sparse_positions(self, flat: FlatChunks, text: str, k: int, where: str | None,
-                          memo: dict | None) -> tuple[np.ndarray, np.ndarray]:
+                          memo: dict | None, allowed: set[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """BM25 candidates as (positions in the resident table, raw BM25), best first."""
         try:
             if self._score_all:  # every match scored once (kept in memo for the exact BM25)
-                rids, scores = self._all_scores(text, where)
+                mask = flat.allowed_mask(allowed) if where is not None and allowed is not None else None
+                rids, scores = self._all_scores(text, where, mask)
                 if memo is not None and where is None:
                     memo[text] = rids, scores
                 top = np.lexsort((rids, -scores))[:k]  # best first; ties by row id, as LanceDB's top-k
@@ -385,10 +447,14 @@ class Searcher:
     def search(self, query: str, k: int = 10, filters: Filters | None = None, fusion: str | None = None,
                expand: str | None = None, rerank: bool = False, title_boost: bool | None = None,
                config: str | None = None, weights: dict[str, float] | None = None) -> SearchResponse:
-        """Ranked papers for ``query`` (see the module doc); raises UserError on bad input."""
-        t0 = time.perf_counter()
+        """Ranked papers for ``query`` (see the module doc); raises UserError on bad input. ``took_ms`` is the
+        search alone: what the first search loads (snapshot data, the query encoder) is loaded before it starts
+        (see :attr:`timings`)."""
         s = self.settings
         q = validate_query(query, s.query_max_chars)
+        self.warm(encoder=True)
+        self.timings["encode"] = 0.0
+        t0 = time.perf_counter()
         if not isinstance(k, int) or k < 1 or k > 1000:
             raise UserError(f"k must be between 1 and 1000, got {k!r}")
         config = config or s.query_config
@@ -434,13 +500,16 @@ class Searcher:
         resp.queries = [q, *subs]
 
         # every query's fused candidates, once each, in the order first seen; of papers this snapshot has
-        rows = np.unique(np.concatenate([r.rows for r in per_query]))
+        # (return_index: a plain np.unique asks numpy.ma whether the array is masked, importing it: 25 ms of a
+        # one-shot search)
+        rows = np.unique(np.concatenate([r.rows for r in per_query]), return_index=True)[0]
         only = allowed if post_filter else None  # the filters not applied by the searches themselves
         known = [pool.paper_ids[r] in self.paper_row and (only is None or pool.paper_ids[r] in only)
                  for r in rows.tolist()]
         rows = rows[np.asarray(known, dtype=bool)]
         if not len(rows):
             resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
+            self.timings["search"] = resp.took_ms / 1000
             return resp
         cands = pool.take(rows)
 
@@ -483,6 +552,7 @@ class Searcher:
                 passage=cands.texts[i], page=cands.pages[i], section=cands.sections[i], chunk_id=cands.chunk_ids[i],
                 role=cands.roles[i] or ("abstract" if cands.chunk_ids[i].endswith("#abs") else "body"), rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
         resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
+        self.timings["search"] = resp.took_ms / 1000
         return resp
 
     def lexical_scores(self, query: str, rowids: np.ndarray, memo: dict | None = None) -> np.ndarray:
@@ -547,7 +617,7 @@ class Searcher:
         resident = self._resident[0]
         if resident is not None:
             return resident.get([self.paper_row[p] for p in paper_ids])
-        t = self.papers.take_row_ids([self._rowids[self.paper_row[p]] for p in paper_ids]).select(["paper_id", "doc_vector", "abs_vector"]).to_arrow()
+        t = self._papers.take_row_ids([self._rowids[self.paper_row[p]] for p in paper_ids], ["paper_id", "doc_vector", "abs_vector"])
         pos = {pid: i for i, pid in enumerate(t["paper_id"].to_pylist())}
         idx = [pos[p] for p in paper_ids]
         return vector_matrix(t["doc_vector"], self.dim)[idx], vector_matrix(t["abs_vector"], self.dim)[idx]
@@ -559,7 +629,7 @@ class Searcher:
         offsets = [o for p in paper_ids for o in self._figure_rows.get(p, [])]
         if not offsets:
             return None, None
-        t = self.snap.table("figures").take_row_ids(offsets).select(["paper_id", "vector"]).to_arrow()
+        t = self.snap.dataset("figures").take_row_ids(offsets, ["paper_id", "vector"])
         return vector_matrix(t["vector"], self.dim), np.array([local[p] for p in t["paper_id"].to_pylist()])
 
     def _title_boost(self, q: str, best: list, cands: Passages, f: Filters) -> list:
@@ -618,14 +688,14 @@ class Searcher:
     def paper(self, paper_id: str) -> dict:
         """Metadata, abstract, figures and graph metrics of one paper (UnknownPaper if absent)."""
         row = self._require(paper_id)
-        names = [n for n in self.papers.schema.names if n not in ("doc_vector", "abs_vector")]
-        rec = self.papers.take_row_ids([self._rowids[row]]).select(names).to_arrow().to_pylist()[0]
+        names = [n for n in self._papers.schema.names if n not in ("doc_vector", "abs_vector")]
+        rec = self._papers.take_row_ids([self._rowids[row]], names).to_pylist()[0]
         pid = rec["paper_id"]
         figs = []
         if self._figure_rows.get(pid):
-            ft = self.snap.table("figures")
+            ft = self.snap.dataset("figures")
             cols = [n for n in ft.schema.names if n != "vector"]
-            figs = ft.take_row_ids(self._figure_rows[pid]).select(cols).to_arrow().to_pylist()
+            figs = ft.take_row_ids(self._figure_rows[pid], cols).to_pylist()
             figs.sort(key=lambda r: (r.get("number") is None, r.get("number") or 0))
         metrics = {k: rec.get(k) for k in ("citation_count", "pagerank", "weight") if k in rec}
         for k in ("pagerank", "weight"):

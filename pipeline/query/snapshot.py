@@ -82,6 +82,43 @@ class Snapshot:
     def _tables(self) -> dict:
         return {}
 
+    def dataset(self, name: str):
+        """The LanceDB table ``name`` for reading with Lance itself (:class:`pipeline.query.tables.ReadTable`:
+        scans, takes, counts, index listing; LanceDB is imported only for its searches). UserError if absent."""
+        from pipeline.query.tables import ReadTable
+
+        try:
+            return self._datasets[name]
+        except KeyError:
+            pass
+        if not self.has_dataset(name):
+            raise UserError(f"snapshot {self.snapshot_id} has no {name!r} table")
+        t = self._datasets[name] = ReadTable(self.path / "lancedb", name, lambda: self.table(name))
+        return t
+
+    def has_dataset(self, name: str) -> bool:
+        """Whether the snapshot has the LanceDB table ``name`` (a ``stat``, unlike :meth:`has_table`)."""
+        return (self.path / "lancedb" / f"{name}.lance").is_dir()
+
+    @cached_property
+    def _datasets(self) -> dict:
+        return {}
+
+    def _layout_path(self, key: str) -> Path | None:
+        rel = (self.manifest.get("layout") or {}).get(key)
+        return self.path / rel if isinstance(rel, str) and rel else None
+
+    @property
+    def query_encoder_dir(self) -> Path | None:
+        """The snapshot's own query encoder (``query_encoder/``: :mod:`pipeline.embedding.query_encoder`), or
+        None for snapshots published without one."""
+        return self._layout_path("query_encoder")
+
+    @property
+    def bm25_path(self) -> Path | None:
+        """The BM25 statistics counted at publish (:mod:`pipeline.query.bm25_stats`), or None."""
+        return self._layout_path("bm25")
+
     @property
     def catalog_path(self) -> Path:
         return self.path / "catalog.duckdb"

@@ -239,8 +239,15 @@ IdList = Annotated[str, StringConstraints(pattern=ID_LIST)]
 FilterValue = Annotated[str, StringConstraints(max_length=MAX_FILTER_VALUE, pattern=FILTER_LIST)]
 
 
-def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
-    holder = SnapshotHolder(settings, pinned=snapshot_id)
+def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: list[str] | None = None) -> FastAPI:
+    """The app over ``settings``' CURRENT (or ``snapshot_id``); ``snapshots`` (default: the setting
+    ``serve_snapshots``), two or more ``[NAME=]WHERE``: /api/search and the page search them as one ranking
+    (:mod:`pipeline.serve.multi_holder`), the first one answers everything else."""
+    from pipeline.serve.multi_holder import MultiHolder, split_specs
+
+    specs = snapshots if snapshots is not None else split_specs(getattr(settings, "serve_snapshots", None))
+    multi = MultiHolder(settings, specs) if len(specs) > 1 else None
+    holder = multi.primary if multi is not None else SnapshotHolder(settings, pinned=snapshot_id)
     max_query_chars = min(MAX_QUERY_CHARS, settings.query_max_chars)
     # Searching is CPU-bound (query encoding, LanceDB, numpy). Letting every HTTP thread search at
     # once only makes them fight for the cores; a few at a time gives more requests/s. The rest wait
@@ -254,12 +261,12 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         # Open (and pin: retention must see the pin) the snapshot, load the query model and run one query
         # before the server accepts requests: the first search is then as fast as the tenth (uvicorn
         # binds after this).
-        await asyncio.get_running_loop().run_in_executor(searching, warm_up, holder)
+        await asyncio.get_running_loop().run_in_executor(searching, warm_up, multi or holder)
         yield
         searching.shutdown(wait=False, cancel_futures=True)
         for con in list(catalogs.values()):
             con.close()
-        holder.close()  # unpin
+        (multi or holder).close()  # unpin
 
     app = FastAPI(
         title="paperkb",
@@ -272,6 +279,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.holder = holder
+    app.state.multi = multi
     app.add_middleware(Guard, allowed_hosts=settings.serve_allowed_hosts)
 
     @app.exception_handler(RequestValidationError)
@@ -431,15 +439,25 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
 
         def run():
             cur = opened()
-            resp = cur.searcher.search(q, k=pool, filters=filters, fusion=fusion, expand=expand, rerank=rerank,
-                                       title_boost=title_boost)
+            by_index: dict[str, Any] = {}
+            if multi is not None:  # every index, one ranking; each result's card from its own index's catalog
+                mcur = multi.get()
+                resp = mcur.searcher.search(q, k=pool, filters=filters, fusion=fusion, expand=expand, rerank=rerank,
+                                            title_boost=title_boost)
+                by_index = dict(zip(mcur.names, mcur.opened))
+            else:
+                resp = cur.searcher.search(q, k=pool, filters=filters, fusion=fusion, expand=expand, rerank=rerank,
+                                           title_boost=title_boost)
             found = [r.to_dict() for r in resp.results]
-            # citation counts (sorting, the page) and links of the papers listed
-            known = result_cards(cur, [r["paper_id"] for r in (found if sort != "relevance" else found[offset:offset + k])])
-            for r in found:
-                card = known.get(r["paper_id"])
-                if card is not None:
-                    r["citation_count"], r["venue"], r["links"] = card.citation_count, card.venue, _asdict(card.links)
+            shown = found if sort != "relevance" else found[offset:offset + k]
+            for index in dict.fromkeys(r.get("index") for r in shown):
+                # citation counts (sorting, the page) and links of the papers listed, from their own index
+                known = result_cards(cur if index is None else by_index[index],
+                                     [r["paper_id"] for r in shown if r.get("index") == index])
+                for r in found:
+                    card = known.get(r["paper_id"]) if r.get("index") == index else None
+                    if card is not None:
+                        r["citation_count"], r["venue"], r["links"] = card.citation_count, card.venue, _asdict(card.links)
             if sort == "date":
                 found.sort(key=lambda r: -(r.get("year") or 0))  # stable: relevance within a year
             elif sort == "citations":
@@ -450,8 +468,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
         page = found[offset:offset + k]
         if format:
             return _export_response(cur.searcher.snap, [r["paper_id"] for r in page], format, "search")
+        several = {"indexes": resp.indexes, "normalisation": resp.normalisation} if resp.indexes else {}
         return _json({
-            "snapshot_id": cur.snapshot_id,
+            "snapshot_id": resp.snapshot_id if resp.indexes else cur.snapshot_id,
+            **several,
             "query": q,
             "queries": list(resp.queries),
             "notes": list(resp.notes),
@@ -721,7 +741,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None) -> FastAPI:
     return app
 
 
-def warm_up(holder: SnapshotHolder) -> None:
+def warm_up(holder: Any) -> None:
     """Open the served snapshot and run one query (loads the query model, the resident vectors, the
     BM25 index), so that the first real search is as fast as the tenth. Nothing published yet: the
     server still starts and answers 503 until there is."""

@@ -2,8 +2,10 @@
 
 Stages (a crash at any point leaves the previous snapshot serving)::
 
-    build     snapshots/<id>.tmp/{catalog.duckdb, lancedb/, feeds/, manifest.json}   readers never look here
-              (feeds/: each interest's new matching papers since CURRENT, see ``pipeline.feeds.write``)
+    build     snapshots/<id>.tmp/{catalog.duckdb, lancedb/, query_encoder/, bm25/, feeds/, manifest.json}
+              readers never look here (query_encoder/, bm25/: what readers would otherwise compute at open,
+              see ``write_reader_files``; feeds/: each interest's new matching papers since CURRENT, see
+              ``pipeline.feeds.write``)
     verify    counts match the warehouse, LanceDB tables + indexes open, probe queries answer,
               every file matches its sha256 in the manifest
     rename    <id>.tmp -> <id>          complete but not yet CURRENT (rollback target)
@@ -240,6 +242,62 @@ def lance_indexes(lance_dir: Path) -> dict[str, list[dict]]:
     return out
 
 
+def write_reader_files(settings: Settings, tmp: Path, model: dict) -> dict[str, str]:
+    """What a reader would otherwise compute when it opens the snapshot (DESIGN.md: "Reading is light"): the
+    query encoder (``query_encoder/``) and the BM25 statistics (``bm25/chunks.npz``). Returns their layout
+    entries. Never raises: a snapshot without them is searched as before (sentence-transformers encodes the
+    queries, the statistics are counted at open), so the warning says why and the publish goes on."""
+    from pipeline.embedding.query_encoder import FOLDER
+    from pipeline.query import bm25_stats
+
+    layout: dict[str, str] = {}
+    try:
+        link_query_encoder(settings, model, tmp / FOLDER)
+        layout["query_encoder"] = FOLDER
+    except Exception as exc:  # noqa: BLE001 - a reader's shortcut never blocks a publish
+        shutil.rmtree(tmp / FOLDER, ignore_errors=True)
+        log.warning("snapshot %s goes out without its query encoder (readers encode queries with sentence-transformers): %s",
+                    tmp.name.removesuffix(snap.TMP_SUFFIX), exc)
+    try:
+        t0 = time.perf_counter()
+        counted = bm25_stats.count(_read_table(tmp / "lancedb", "chunks"))
+        bm25_stats.write(tmp / bm25_stats.FILE, counted)
+        layout["bm25"] = bm25_stats.FILE
+        log.info("publish: BM25 statistics of %d of %d passages stored (%.1fs)", counted.stats.sampled,
+                 counted.stats.n_docs, time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001 - as above: readers count them at open
+        shutil.rmtree(tmp / Path(bm25_stats.FILE).parent, ignore_errors=True)
+        log.warning("snapshot %s goes out without BM25 statistics (readers count them when they open it): %s: %s",
+                    tmp.name.removesuffix(snap.TMP_SUFFIX), type(exc).__name__, exc)
+    return layout
+
+
+def link_query_encoder(settings: Settings, model: dict, out: Path) -> None:
+    """Hard-link (else copy) the query encoder of the tables' model into ``out``: made once per model under the
+    vector cache (:func:`pipeline.embedding.query_export.ensure_query_export`), shared by every snapshot."""
+    from pipeline.embedding.encoders import writable_export_root
+    from pipeline.embedding.query_export import ensure_query_export
+
+    src = ensure_query_export(model, writable_export_root(settings))
+    out.mkdir(parents=True)
+    for f in sorted(src.iterdir()):
+        try:
+            os.link(f, out / f.name)
+        except OSError:  # another filesystem
+            shutil.copy2(f, out / f.name)
+
+
+def _read_table(folder: Path, name: str):
+    from pipeline.query.tables import ReadTable
+
+    def open_lancedb():
+        import lancedb
+
+        return lancedb.connect(str(folder)).open_table(name)
+
+    return ReadTable(folder, name, open_lancedb)
+
+
 def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: dict) -> dict:
     """Every interest's feed of new papers (against CURRENT, the snapshot this one follows) into ``tmp/feeds``.
     Never raises: when the feeds cannot be written at all, the snapshot goes out without them and the
@@ -386,6 +444,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             lance_counts = verify_contents(tmp, counts)
             manifest["counts"].update(lance_counts)
             manifest["indexes"] = lance_indexes(tmp / "lancedb")
+            manifest["layout"].update(write_reader_files(settings, tmp, manifest["model"]))
             feeds = write_snapshot_feeds(settings, root, tmp, manifest)
             if feeds.get("feeds") is not None:
                 manifest["layout"]["feeds"] = "feeds"

@@ -42,10 +42,14 @@ function render(data) {
     let text = r.passage || "";
     if (r.role === "abstract" && r.title && text.startsWith(r.title)) text = text.slice(r.title.length).replace(/^[.:\s]+/, "");
     const passage = text.length > 480 ? text.slice(0, 480) + "…" : text;
-    const meta = [authorLinks(r.authors, 6), r.year ? `<span class="year">${esc(r.year)}</span>` : "", r.venue ? `<i>${esc(r.venue)}</i>` : "",
+    // several indexes searched as one: each result names its own (the paper pages read the first one)
+    const index = r.index ? `<span class="index" title="the index this paper is from${r.also_in && r.also_in.length ? "; also in " + esc(r.also_in.join(", ")) : ""}">${esc([r.index].concat(r.also_in || []).join(" + "))}</span>` : "";
+    const linked = !r.index || (data.indexes && data.indexes[0].index === r.index);
+    const meta = [index, authorLinks(r.authors, 6), r.year ? `<span class="year">${esc(r.year)}</span>` : "", r.venue ? `<i>${esc(r.venue)}</i>` : "",
       r.citation_count != null ? plural(r.citation_count, "citation") : ""].filter(Boolean).join(" · ");
     return `<li class="result">
-      <a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${highlight(r.title || r.paper_id, stems)}</a> ${seedButtons(r.paper_id, r.title)}
+      ${linked ? `<a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${highlight(r.title || r.paper_id, stems)}</a> ${seedButtons(r.paper_id, r.title)}`
+        : `<span class="title">${highlight(r.title || r.paper_id, stems)}</span> <span class="meta">${esc(r.paper_id)}</span>`}
       <div class="meta">${meta} ${linkChips(r.links)}</div>
       <p class="passage">${where(r)} ${highlight(passage, stems)}</p>
       <div class="signals">${signalChip("score", r.score, "score")}${keys.filter((k) => k in sig).map((k) => signalChip(k, sig[k])).join("")}</div>

@@ -36,6 +36,9 @@ def configure(verbose: bool) -> None:
     root, warns = logging.getLogger(), logging.getLogger("py.warnings")
     _saved.update(level=root.level, warnings_level=warns.level)
     handler = _StderrHandler()
+    # the handler's own level too: a library logger set to INFO (werkzeug's, say) reaches the root's
+    # handlers whatever the root's level
+    handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _OneLine())
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)

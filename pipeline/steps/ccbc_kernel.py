@@ -33,37 +33,91 @@ _CIT_MASK = 2 ** (_CITES_BIT - _CIT_SHIFT) - 1
 
 
 @nb.njit(nogil=True, cache=True)
-def _grow(x, n):
-    y = np.empty(max(n, 2 * len(x)), dtype=x.dtype)
-    y[:len(x)] = x
-    return y
+def _emit(i, a, sel, ns, no, inv, acc, w, hubs, h_ptr, h_idx, o_row, o_col, o_sw, o_pk, o_hw, o_hn):
+    """Write row ``i``'s picks ``sel[:ns]`` at ``no``, with their hub shares (CCBC.hub_shares) when ``hubs``."""
+    for t in range(ns):
+        p = sel[t]
+        b = inv[p]
+        o_row[no + t] = i
+        o_col[no + t] = b
+        o_sw[no + t] = acc[p, 0]
+        o_pk[no + t] = np.int64(acc[p, 1])
+        hw = 0.0
+        hn = 0
+        if hubs:  # shared hub references, in increasing id
+            x, xe = h_ptr[a], h_ptr[a + 1]
+            y, ye = h_ptr[b], h_ptr[b + 1]
+            while x < xe and y < ye:
+                hx, hy = h_idx[x], h_idx[y]
+                if hx == hy:
+                    hw += w[hx]
+                    hn += 1
+                    x += 1
+                    y += 1
+                elif hx < hy:
+                    x += 1
+                else:
+                    y += 1
+        o_hw[no + t] = hw
+        o_hn[no + t] = hn
+
+
+@nb.njit(nogil=True, cache=True)
+def _sift_down(h, i, n):
+    """Restore the min-heap ``h[:n]`` below position ``i``."""
+    while True:
+        l = 2 * i + 1
+        if l >= n:
+            return
+        j = l
+        if l + 1 < n and h[l + 1] < h[l]:
+            j = l + 1
+        if h[j] < h[i]:
+            h[i], h[j] = h[j], h[i]
+            i = j
+        else:
+            return
+
+
+@nb.njit(nogil=True, cache=True)
+def _kth_largest(vals, m, kk, h):
+    """The kk-th largest of ``vals[:m]`` (counting repeats; m >= kk): the value ``np.partition`` puts at
+    ``m - kk``, with a min-heap of the kk largest so far (O(m) when most values are small, as here)."""
+    for t in range(kk):
+        h[t] = vals[t]
+    for i in range(kk // 2 - 1, -1, -1):
+        _sift_down(h, i, kk)
+    for t in range(kk, m):
+        v = vals[t]
+        if v > h[0]:
+            h[0] = v
+            _sift_down(h, 0, kk)
+    return h[0]
 
 
 @nb.njit(nogil=True, cache=True)
 def top_candidates(rows, slack, k, light, hubs,
                    a_ptr, a_idx, a_idx_p, at_ptr, at_idx, at_idx_p, heavy, inv,
-                   w, wref, indeg, w_p, wref_p, indeg_p, h_ptr, h_idx,
-                   acc_w, acc_pk, touched, vals):
+                   w, wref, indeg, attr, h_ptr, h_idx,
+                   acc, touched, vals, sel, o_row, o_col, o_sw, o_pk, o_hw, o_hn, full):
     """Candidates of ``rows`` (see the module docstring).
 
-    ``slack[i] > 0`` only in light mode. ``acc_w``/``acc_pk`` (zeros, one per vertex) and ``touched``/``vals``
-    (scratch, one per vertex) are this thread's workspace; they are left zeroed. Returns (local row index,
-    column, shared_w, packed, hub w, hub count, full) - the last two zero unless ``hubs``; ``full[i]``: the
-    row needs a full recomputation (no candidates returned for it)."""
+    Vertices are accumulator slots ``p`` (``inv[p]`` is the vertex; ``a_idx_p``/``at_idx_p`` are ``a_idx``/``at_idx``
+    as slots); ``attr[p]`` = (w, wref, indeg) of slot p, side by side so one cache line serves a score.
+    ``slack[i] > 0`` only in light mode. ``acc[p]`` = (shared_w, packed as a float: exact below 2**53), zeros,
+    and ``touched``/``vals``/``sel`` (scratch, one per vertex) are this thread's workspace; ``acc`` is left
+    zeroed. Writes each pick's local row index, column, shared_w, packed, hub w and hub count (the last two
+    zero unless ``hubs``) to the ``o_*`` buffers, and ``full[i]`` (the row needs a full recomputation; no
+    picks for it). Returns (rows done, picks written, picks of the row that did not fit): rows stop at the
+    first whose picks overflow the buffers (no array is reallocated in here: that slows every loop down)."""
     nr = len(rows)
-    cap = nr * (k + 2) + 16
-    o_row = np.empty(cap, dtype=np.int64)
-    o_col = np.empty(cap, dtype=np.int64)
-    o_sw = np.empty(cap, dtype=np.float64)
-    o_pk = np.empty(cap, dtype=np.int64)
-    o_hw = np.zeros(cap, dtype=np.float64)
-    o_hn = np.zeros(cap, dtype=np.int64)
-    full = np.zeros(nr, dtype=np.bool_)
+    cap = len(o_row)
     no = 0
-    one_ref = np.int64(1)
-    one_cit = np.int64(1) << _CIT_SHIFT
-    cites_bit = np.int64(1) << _CITES_BIT
-    cited_bit = np.int64(1) << _CITED_BIT
+    heap = np.empty(k + 1, dtype=np.float64)
+    one_ref = 1.0
+    one_cit = float(2**_CIT_SHIFT)
+    cites_bit = float(2**_CITES_BIT)
+    cited_bit = float(2**_CITED_BIT)
     for i in range(nr):
         a = rows[i]
         m = 0
@@ -71,99 +125,79 @@ def top_candidates(rows, slack, k, light, hubs,
         for jj in range(a_ptr[a], a_ptr[a + 1]):
             r = a_idx[jj]
             p = a_idx_p[jj]
-            if acc_pk[p] == 0:
+            if acc[p, 1] == 0:
                 touched[m] = p
                 m += 1
-            acc_pk[p] += cites_bit
+            acc[p, 1] += cites_bit
             if light and heavy[r]:
                 continue
             wr = w[r]
             for kk in range(at_ptr[r], at_ptr[r + 1]):
                 q = at_idx_p[kk]
-                if acc_pk[q] == 0:
+                if acc[q, 1] == 0:
                     touched[m] = q
                     m += 1
-                acc_w[q] += wr
-                acc_pk[q] += one_ref
+                acc[q, 0] += wr
+                acc[q, 1] += one_ref
         # citers c of a: (a, c) is a direct link; the references of c share the citer c with a
         for jj in range(at_ptr[a], at_ptr[a + 1]):
             p = at_idx_p[jj]
-            if acc_pk[p] == 0:
+            if acc[p, 1] == 0:
                 touched[m] = p
                 m += 1
-            acc_pk[p] += cited_bit
+            acc[p, 1] += cited_bit
         for jj in range(at_ptr[a], at_ptr[a + 1]):
             c = at_idx[jj]
             for kk in range(a_ptr[c], a_ptr[c + 1]):
                 q = a_idx_p[kk]
-                if acc_pk[q] == 0:
+                if acc[q, 1] == 0:
                     touched[m] = q
                     m += 1
-                acc_pk[q] += one_cit
+                acc[q, 1] += one_cit
         # the score of CCBC.block, operation by operation
         wa, wrefa, indega = w[a], wref[a], indeg[a]
         for t in range(m):
             p = touched[t]
-            sw = acc_w[p]
-            pk = acc_pk[p]
+            sw = acc[p, 0]
+            pk = np.int64(acc[p, 1])
+            wb, wrefb, indegb = attr[p, 0], attr[p, 1], attr[p, 2]
             den = wrefa
-            den += wref_p[p]
+            den += wrefb
             den -= sw
             den = max(den, 1e-300)
             v = sw / den
             v /= 3.0
-            if pk >= one_cit:
+            if pk >= 2**_CIT_SHIFT:
                 sc = np.float64((pk >> _CIT_SHIFT) & _CIT_MASK)
-                v += wa * w_p[p] * (sc / max(indega + indeg_p[p] - sc, 1e-300)) / 3.0
-                if pk >= cites_bit:
+                v += wa * wb * (sc / max(indega + indegb - sc, 1e-300)) / 3.0
+                if pk >= 2**_CITES_BIT:
                     bits = pk >> _CITES_BIT
-                    v += ((bits & 1) * w_p[p] + ((bits >> 1) & 1) * wa) / 6.0
+                    v += ((bits & 1) * wb + ((bits >> 1) & 1) * wa) / 6.0
             vals[t] = v
         # the threshold and the picks of _top_candidates
         sk = slack[i] if light else 0.0
         thr = -np.inf
         if m > k + 1:
-            thr = np.partition(vals[:m], m - (k + 1))[m - (k + 1)]
+            thr = _kth_largest(vals, m, k + 1, heap)
         if sk > 0 and sk >= thr:
             full[i] = True
         else:
             lim = thr - sk
+            ns = 0
             for t in range(m):
                 if thr == -np.inf or vals[t] >= lim:
-                    if no == len(o_row):
-                        o_row = _grow(o_row, no + 1)
-                        o_col = _grow(o_col, no + 1)
-                        o_sw = _grow(o_sw, no + 1)
-                        o_pk = _grow(o_pk, no + 1)
-                        o_hw = _grow(o_hw, no + 1)
-                        o_hn = _grow(o_hn, no + 1)
+                    sel[ns] = touched[t]
+                    ns += 1
+            if no + ns > cap:  # the buffers are full: the caller comes back for row i with larger ones
+                for t in range(m):
                     p = touched[t]
-                    b = inv[p]
-                    o_row[no] = i
-                    o_col[no] = b
-                    o_sw[no] = acc_w[p]
-                    o_pk[no] = acc_pk[p]
-                    hw = 0.0
-                    hn = 0
-                    if hubs:  # shared hub references, in increasing id (CCBC.hub_shares)
-                        x, xe = h_ptr[a], h_ptr[a + 1]
-                        y, ye = h_ptr[b], h_ptr[b + 1]
-                        while x < xe and y < ye:
-                            hx, hy = h_idx[x], h_idx[y]
-                            if hx == hy:
-                                hw += w[hx]
-                                hn += 1
-                                x += 1
-                                y += 1
-                            elif hx < hy:
-                                x += 1
-                            else:
-                                y += 1
-                    o_hw[no] = hw
-                    o_hn[no] = hn
-                    no += 1
+                    acc[p, 0] = 0.0
+                    acc[p, 1] = 0.0
+                return i, no, ns
+            _emit(i, a, sel, ns, no, inv, acc, w, hubs, h_ptr, h_idx, o_row, o_col, o_sw, o_pk, o_hw, o_hn)
+            no += ns
         for t in range(m):
             p = touched[t]
-            acc_w[p] = 0.0
-            acc_pk[p] = 0
-    return o_row[:no], o_col[:no], o_sw[:no], o_pk[:no], o_hw[:no], o_hn[:no], full
+            acc[p, 0] = 0.0
+            acc[p, 1] = 0.0
+    return nr, no, 0

@@ -451,7 +451,7 @@ class _KernelCandidates:
         self.a_idx_p = pos[c.a.indices].astype(np.int32)
         self.at_ptr, self.at_idx_p = c.at.indptr.astype(np.int64), pos[c.at.indices].astype(np.int32)
         del pos
-        self.w_p, self.wref_p, self.indeg_p = c.w[order], c.wref[order], c.indeg[order]
+        self.attr = np.ascontiguousarray(np.stack([c.w[order], c.wref[order], c.indeg[order], np.zeros(n)], axis=1))
         if c.has_hubs:
             # CCBC.hub_shares sums a pair's shared hubs in increasing id (a_heavy's rows come out of the
             # product in decreasing id; the general elementwise product reverses them): the kernel merges
@@ -464,8 +464,8 @@ class _KernelCandidates:
         self.threads = max(1, threads)
         self.spaces: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(self.threads):
-            self.spaces.put((np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.int64),
-                             np.empty(n, dtype=np.int64), np.empty(n, dtype=np.float64)))
+            self.spaces.put((np.zeros((n, 2), dtype=np.float64), np.empty(n, dtype=np.int64),
+                             np.empty(n, dtype=np.float64), np.empty(n, dtype=np.int64)))
         self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
     def close(self) -> None:
@@ -475,15 +475,26 @@ class _KernelCandidates:
     def _run(self, rows: np.ndarray, slack: np.ndarray, k: int, light: bool) -> tuple[np.ndarray, ...]:
         from pipeline.steps.ccbc_kernel import top_candidates
 
+        c = self.c
+        full = np.zeros(len(rows), dtype=bool)
+        parts: list[tuple[np.ndarray, ...]] = []
+        done, cap = 0, len(rows) * (k + 2) + 64
         space = self.spaces.get()
         try:
-            c = self.c
-            return top_candidates(rows, slack, k, light, light and c.has_hubs,
-                                  self.a_ptr, self.a_idx, self.a_idx_p, self.at_ptr, c.at.indices, self.at_idx_p, c.heavy,
-                                  self.inv, c.w, c.wref, c.indeg, self.w_p, self.wref_p, self.indeg_p,
-                                  self.h_ptr, self.h_idx, *space)
+            while done < len(rows):
+                buf = (np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64),
+                       np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.int64))
+                nd, no, need = top_candidates(
+                    rows[done:], slack[done:], k, light, light and c.has_hubs,
+                    self.a_ptr, self.a_idx, self.a_idx_p, self.at_ptr, c.at.indices, self.at_idx_p, c.heavy, self.inv,
+                    c.w, c.wref, c.indeg, self.attr, self.h_ptr, self.h_idx, *space, *buf,
+                    full[done:])
+                parts.append((buf[0][:no] + done,) + tuple(x[:no] for x in buf[1:]))
+                done += nd
+                cap = max(cap, 2 * need)
         finally:
             self.spaces.put(space)
+        return tuple(np.concatenate([p[f] for p in parts]) for f in range(6)) + (full,)
 
     def __call__(self, rows: np.ndarray, slack: np.ndarray | None, k: int,
                  light: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

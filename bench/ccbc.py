@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", type=Path, default=None, help="write the result to this .npz")
     ap.add_argument("--limit", type=int, default=None, help="only the first N corpus rows")
     ap.add_argument("--compare", type=Path, nargs=2, default=None, help="compare two saved results and exit")
+    ap.add_argument("--threads", type=int, default=None, help="kernel threads (new code; default all CPUs)")
     ap.add_argument("--profile", type=Path, default=None, help="write a cProfile of the stage here")
     args = ap.parse_args(argv)
     if args.compare:
@@ -97,12 +98,14 @@ def main(argv: list[str] | None = None) -> int:
 
         prof = cProfile.Profile()
         prof.enable()
-    rel = G.related_top_k(a, w, rows, k=s.graph_top_k, max_block_nnz=s.graph_block_nnz, hub_citers=s.graph_hub_citers)
+    extra = {"threads": args.threads} if args.threads else {}
+    rel = G.related_top_k(a, w, rows, k=s.graph_top_k, max_block_nnz=s.graph_block_nnz, hub_citers=s.graph_hub_citers,
+                          **extra)
     if prof is not None:
         prof.disable()
         prof.dump_stats(str(args.profile))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    out = {"code": str(args.code or "this checkout"), "works": n, "corpus": len(rows), "edges": int(a.nnz),
+    out = {"code": str(args.code or "this checkout"), "threads": args.threads, "works": n, "corpus": len(rows), "edges": int(a.nnz),
            "xmin": fit.xmin, "alpha": fit.alpha, "ccbc_wall_s": round(wall, 2), "ccbc_cpu_s": round(cpu, 2),
            "peak_rss_gib": round(_peak_rss_gib(), 2), "related_rows": len(rel),
            "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()]}

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -473,8 +473,9 @@ class _KernelCandidates:
             self.pool.shutdown()
 
     def _run(self, rows: np.ndarray, slack: np.ndarray, k: int, light: bool) -> tuple[np.ndarray, ...]:
-        from pipeline.steps.ccbc_kernel import top_candidates
+        from pipeline.steps.ccbc_kernel import top_candidates as kernel_fn
 
+        top_candidates: Any = kernel_fn  # a numba dispatcher: mypy sees no signature
         c = self.c
         full = np.zeros(len(rows), dtype=bool)
         parts: list[tuple[np.ndarray, ...]] = []

@@ -18,7 +18,8 @@ survival function of the power law fitted to citation counts, with ``w = 1`` bel
 Both scores lie in [0, 1]. Only pairs sharing a reference, a citer or a direct link are scored:
 one sparse product ``[A | A.T][rows] @ [[A.T], [A]]`` (plus diagonals for the direct links) yields
 exactly those pairs with all their counts (see ``CCBC``), for blocks of corpus rows so memory stays
-bounded at RACP scale.
+bounded at RACP scale. ``related_top_k`` does the same per row in one compiled pass that keeps only the
+pairs that can rank (pipeline/steps/ccbc_kernel.py, numba), with bit-identical results.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Starlette's TestClient sends ``Host: testserver``; the server answers loopback names only by default.
 TEST_HOSTS = '["localhost", "127.0.0.1", "::1", "testserver"]'
 os.environ.setdefault("PAPERKB_SERVE_ALLOWED_HOSTS", TEST_HOSTS)
-KEEP_ENV = ("PAPERKB_SHARED_DATA", "PAPERKB_SERVE_ALLOWED_HOSTS")
+# Exported models (above all the default openvino int8 one, whose quantization costs ~10 s of CPU) are made once per
+# test session in one temporary model cache, shared by every warehouse and vector cache the tests make and by the
+# subprocesses that inherit the environment (those that drop PAPERKB_* use the user's ~/.cache/paperkb/models:
+# once per host). The rename into place and a file lock keep concurrent exporters from reading half a folder.
+_MODEL_CACHE = tempfile.mkdtemp(prefix="paperkb-test-models-")
+atexit.register(shutil.rmtree, _MODEL_CACHE, True)
+os.environ.setdefault("PAPERKB_MODEL_CACHE_DIR", _MODEL_CACHE)
+KEEP_ENV = ("PAPERKB_SHARED_DATA", "PAPERKB_SERVE_ALLOWED_HOSTS", "PAPERKB_MODEL_CACHE_DIR")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))

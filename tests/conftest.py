@@ -60,6 +60,12 @@ def isolated_settings(warehouse: Path, **overrides):
         return Settings.load(warehouse=warehouse, **overrides)
 
 
+# The shared snapshots embed with torch fp32, not the CPU default (openvino int8): the search, evaluation and query
+# encoder tests that read them were written against its vectors (exact scores, nDCG margins, an ONNX fp32 query
+# export), and their vectors stay cached under .pytest_cache across sessions. The default's own vectors are tested in
+# test_embed.py and test_embed_backends.py (and every test warehouse that embeds with the `settings` fixture).
+SNAPSHOT_BACKEND = "torch"
+
 # ---- embed / publish (issue 6) ------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def cisi_snapshot(shared_data, tmp_path_factory, request):
@@ -73,7 +79,8 @@ def cisi_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cisi_snapshot") / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cisi_snapshot") / "warehouse", embed_cache_dir=cache,
+                                 embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cisi")
     try:
         from pipeline.steps.graph import run_graph
@@ -92,7 +99,7 @@ def cacm_warehouse(shared_data, tmp_path_factory):
     graph, vectors or snapshot. Session-scoped: treat it as read-only."""
     from pipeline.sources.local_corpus import import_collection
 
-    settings = isolated_settings(tmp_path_factory.mktemp("cacm_warehouse") / "warehouse")
+    settings = isolated_settings(tmp_path_factory.mktemp("cacm_warehouse") / "warehouse", embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cacm")
     return settings
 
@@ -109,7 +116,8 @@ def cacm_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cacm_snapshot") / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cacm_snapshot") / "warehouse", embed_cache_dir=cache,
+                                 embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cacm")
     run_graph(settings)
     run_embed(settings)
@@ -158,7 +166,8 @@ def cranfield_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cranfield_snapshot") / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cranfield_snapshot") / "warehouse", embed_cache_dir=cache,
+                                 embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cranfield")
     run_graph(settings)
     run_embed(settings)

@@ -95,12 +95,15 @@ def test_cache_key_differs_per_backend_and_precision(tmp_path, export_cache):
 def test_auto_resolves_by_device():
     from pipeline.embedding.backends import cpu_has_native_bf16, resolve
 
-    assert resolve(None, None, "cpu").label() == "openvino-int8"  # the default on a CPU
+    from pipeline.embedding.backends import cpu_has_int8_dot
+
+    # the default on a CPU with int8 dot products (VNNI / AMX); torch fp32 on an AVX2-only one, where int8 is slower
+    assert resolve(None, None, "cpu").label() == ("openvino-int8" if cpu_has_int8_dot() else "torch-fp32")
     assert resolve("torch", None, "cpu").label() == "torch-fp32"   # one setting away
     assert resolve(None, "fp32", "cpu").label() == "torch-fp32"    # (or the precision alone)
     if cpu_has_native_bf16():
         assert resolve(None, "bf16", "cpu").label() == "torch-bf16"
-    assert resolve(None, "int8", "cpu").label() == "openvino-int8"
+    assert resolve(None, "int8", "cpu").label() == "openvino-int8"  # int8 alone: openvino on any CPU
     ov = resolve("openvino", None, "cpu")
     assert ov.precision == ("bf16" if cpu_has_native_bf16() else "fp32")
     assert resolve(None, None, "cuda").label() == "torch-fp16"
@@ -162,7 +165,7 @@ def test_missing_extra_is_one_line_naming_it(shared_data, tmp_path, backend, pre
     lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "Warning" not in ln and not ln.startswith(" ")]
     assert res.returncode == 2, res.stderr[-2000:]
     assert lines[-1].startswith(f"paperkb: error: {words}")
-    assert (f"pip install '{extra}'" in lines[-1] or f"pip install {extra}" in lines[-1]) and sum(ln.startswith("paperkb:") for ln in lines) == 1
+    assert (f"pip install '{extra}'" in lines[-1] or f"pip install {extra}" in lines[-1]) and sum(ln.startswith("paperkb: error") for ln in lines) == 1
 
 
 # ---- exports and vectors --------------------------------------------------------------------------------
@@ -412,13 +415,17 @@ def test_search_uses_the_snapshot_backend_for_queries(shared_data, tmp_path, exp
 
 
 # ---- the default on a CPU: openvino int8 -----------------------------------------------------------------
-def test_the_cpu_default_is_openvino_int8_close_to_torch_fp32(texts, torch_vectors, tmp_path, export_cache, caplog):
+def test_the_cpu_default_is_openvino_int8_close_to_torch_fp32(texts, torch_vectors, tmp_path, export_cache, caplog, monkeypatch):
     """Nothing set: openvino int8, logged once, vectors within the int8 tolerance of torch fp32 (measured on 300
     CISI abstracts: cosine min 0.9916, mean 0.9957); PAPERKB_EMBED_BACKEND=torch gives torch fp32 exactly."""
     import logging
 
     from pipeline.embedding.encoders import get_encoder
 
+    from pipeline.embedding import backends
+
+    if not backends.cpu_has_int8_dot():
+        monkeypatch.setattr(backends, "cpu_has_int8_dot", lambda: True)  # what a VNNI CPU gets
     with caplog.at_level(logging.INFO, logger="pipeline.embedding.encoders"):
         enc = get_encoder(_settings(tmp_path, export_cache))
         get_encoder(_settings(tmp_path / "again", export_cache))
@@ -443,6 +450,7 @@ def test_a_model_that_cannot_be_quantized_falls_back_to_torch_fp32(tmp_path, exp
         raise RuntimeError("this architecture does not trace\nsecond line")
 
     monkeypatch.setattr(backends, "_export", broken)
+    monkeypatch.setattr(backends, "cpu_has_int8_dot", lambda: True)  # a CPU where auto means openvino int8
     monkeypatch.setattr(encoders, "_AUTO", {})
     s = _settings(tmp_path, export_cache, model_cache_dir=tmp_path / "models")
     with caplog.at_level(logging.WARNING, logger="pipeline.embedding.encoders"):

@@ -2,8 +2,8 @@
 
 ``PAPERKB_EMBED_BACKEND`` and ``PAPERKB_EMBED_PRECISION`` pick it; :func:`resolve` checks the pair
 against the device and turns ``auto`` (unset) into a concrete choice. Both unset: **openvino int8 on a
-CPU** (~3x less CPU than torch fp32 at the same nDCG@10, BENCHMARKS.md), torch fp16 on CUDA (torch fp32
-on other devices). ``PAPERKB_EMBED_BACKEND=torch`` (or ``PAPERKB_EMBED_PRECISION=fp32``) gives plain
+CPU with int8 dot products** (AVX512-VNNI, AVX-VNNI or AMX: ~3x less CPU than torch fp32, BENCHMARKS.md),
+torch fp32 on other CPUs (AVX2 only: int8 is slower there), torch fp16 on CUDA. ``PAPERKB_EMBED_BACKEND=torch`` (or ``PAPERKB_EMBED_PRECISION=fp32``) gives plain
 PyTorch fp32. A backend set alone: fp16 for torch on CUDA, bf16 for openvino on CPUs with native bfloat16,
 else fp32. A model that cannot be exported or quantized while the backend is auto falls back to torch
 fp32 with one warning (:func:`pipeline.embedding.encoders.model_spec`). What each precision means:
@@ -71,9 +71,8 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnx", "openvino")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
-# what backend and precision unset ('auto') mean on a CPU: static int8 on OpenVINO costs 2.5-3x less CPU than
-# torch fp32 with the same nDCG@10 (BENCHMARKS.md, "The fast encoder as the default"). Without NNCF (an install that
-# left it out) auto means torch fp32.
+# what backend and precision unset ('auto') mean on a CPU with int8 dot products (VNNI / AMX): static int8 on OpenVINO
+# costs 2.5-3x less CPU than torch fp32 there (BENCHMARKS.md). Without them, or without NNCF, auto means torch fp32.
 DEFAULT_CPU = ("openvino", "int8")
 ONNX_EXTRA = "paperkb[onnx]"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -102,6 +101,18 @@ def cpu_has_native_bf16() -> bool:
     except OSError:  # not Linux
         return False
     return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+
+
+@functools.cache
+def cpu_has_int8_dot() -> bool:
+    """Whether this CPU has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX), which make OpenVINO int8
+    fast. Without them (AVX2 only) int8 measured 1.8x *more* CPU than torch fp32 (BENCHMARKS.md, "The fast encoder as
+    the default"), so auto stays torch fp32 there."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:  # not Linux
+        return False
+    return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
 
 
 def _device_kind(device: str | None) -> str:
@@ -154,7 +165,7 @@ def resolve(backend: str | None, precision: str | None, device: str | None = "cp
     if p not in PRECISIONS + ("auto",):
         raise UserError(f"embed_precision must be one of auto, {', '.join(PRECISIONS)}, not {precision!r}")
     if b == "auto":
-        if dev == "cpu" and p in ("auto", "int8") and can_quantize_openvino():
+        if dev == "cpu" and p == "auto" and cpu_has_int8_dot() and can_quantize_openvino():
             b, p = DEFAULT_CPU
         elif p == "int8" and dev == "cpu":
             b = "openvino"  # and require_backend / the quantizer name what is missing

@@ -12,6 +12,10 @@
    ``merge_embeddings`` (ANN index included past ``embed_vector_index_min_rows``), then
    ``run_publish`` timed and the snapshot's size measured.
 
+5. ``--cold-export openvino:int8 [--before DIR]``: the first run's export (calibration included) into an
+   empty model cache, each round in a fresh process; with ``--before`` the same for a checkout of earlier
+   code, alternated.
+
 4. ``--backends torch:fp32,onnx:int8,openvino:bf16``: the embed step (``run_embed`` on a fresh warehouse,
    as in 1) once per backend/precision on the same texts, rotated within each round so all see the same
    load; texts/s and the ratio to torch fp32 of the same round, the one-off export time, and how close
@@ -79,7 +83,7 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int, copies: int = 1
     src.parent.mkdir(parents=True)
     src.write_text(cisi_docs(n_texts, copies), encoding="utf-8")
     # the texts exactly as the step will see them, read once from a template warehouse
-    template = fresh_settings(tmp / "template", embed_batch_size=batch_size, **runtime)
+    template = fresh_settings(tmp / "template", embed_batch_size=batch_size, model_cache_dir=tmp / "models", **runtime)
     import_collection(template, src, fmt="smart", name="cisi")
     enc = get_encoder(template)
     con = _open_read(template)
@@ -97,8 +101,8 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int, copies: int = 1
 
         run_root = tmp / f"run{r}"
         shutil.copytree(template.warehouse, run_root / "warehouse")  # imported, never embedded
-        s = fresh_settings(run_root, embed_batch_size=batch_size, embed_cache_dir=tmp / f"cache{r}", **runtime)
-        _share_exports(template, s)
+        s = fresh_settings(run_root, embed_batch_size=batch_size, embed_cache_dir=tmp / f"cache{r}", model_cache_dir=tmp / "models",
+                           **runtime)  # the template's model cache: the export was made before timing
         t0, c0 = time.perf_counter(), time.process_time()
         first = run_embed(s)
         step.append(time.perf_counter() - t0)
@@ -123,15 +127,42 @@ def bench_throughput(n_texts: int, rounds: int, batch_size: int, copies: int = 1
     return res
 
 
-def _share_exports(src, dest) -> None:
-    """Point ``dest``'s export folder at ``src``'s, so a timed run loads the export made before timing."""
-    from pipeline.steps.embed import vector_cache_root
+# One cold export in a fresh process: load the bundled model, then export it for (backend, precision) into an
+# empty folder, timed (wall and the process's CPU, all threads). The same call works on the code before the
+# model cache existed (its root was the vector cache), so --before runs it side by side.
+_COLD_EXPORT = """
+import json, sys, tempfile, time
+from pathlib import Path
+from sentence_transformers import SentenceTransformer
+from pipeline.embedding.backends import Runtime, ensure_export
+from pipeline.embedding.encoders import default_model_path
+path = default_model_path()
+m = SentenceTransformer(path, device="cpu")
+t0, c0 = time.perf_counter(), time.process_time()
+ensure_export(m, path, Path(tempfile.mkdtemp()), Runtime(sys.argv[1], sys.argv[2]))
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}))
+"""
 
-    a, b = vector_cache_root(src) / "models", vector_cache_root(dest) / "models"
-    a.mkdir(parents=True, exist_ok=True)
-    b.parent.mkdir(parents=True, exist_ok=True)
-    if not b.exists():
-        b.symlink_to(a, target_is_directory=True)
+
+def bench_cold_export(config: str, rounds: int, before: Path | None) -> dict:
+    """The first run's export (+ calibration for int8) into an empty model cache, in a fresh process each
+    time; with ``before`` (a checkout of earlier code) that code's export too, alternated in one run."""
+    import subprocess
+    import sys
+
+    b, p = config.split(":")
+    sides = {"this": ROOT, **({"before": Path(before)} if before else {})}
+    out: dict = {"config": config, "rounds": rounds}
+    for r in range(rounds):
+        for name, src in (sides.items() if r % 2 == 0 else reversed(list(sides.items()))):
+            env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
+            res = subprocess.run([sys.executable, "-c", _COLD_EXPORT, b, p], cwd=src, env=env, capture_output=True,
+                                 text=True, check=True)
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+            out.setdefault(name, []).append({k: round(v, 1) for k, v in got.items()} | {"load": round(os.getloadavg()[0], 1)})
+            print(f"round {r + 1} {name} {config}: export {got['wall_s']:.1f}s wall, {got['cpu_s']:.1f}s CPU, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    return out
 
 
 def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: int) -> dict:
@@ -144,7 +175,8 @@ def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: in
     src = tmp / "cisi" / "CISI.ALL"
     src.parent.mkdir(parents=True)
     src.write_text(cisi_docs(n_texts), encoding="utf-8")
-    base = fresh_settings(tmp / "template", embed_batch_size=batch_size)
+    # a model cache of its own: the exports are made (and timed) here, then shared by every timed run
+    base = fresh_settings(tmp / "template", embed_batch_size=batch_size, model_cache_dir=tmp / "models")
     import_collection(base, src, fmt="smart", name="cisi")
     pairs = [tuple(c.split(":")) for c in configs]
     if ("torch", "fp32") not in pairs:
@@ -180,7 +212,6 @@ def bench_backends(configs: list[str], n_texts: int, rounds: int, batch_size: in
             shutil.copytree(base.warehouse, run_root / "warehouse")  # imported, never embedded
             s = settings[(b, p)].model_copy(update={"warehouse": run_root / "warehouse",
                                                     "embed_cache_dir": run_root / "vector_cache"})
-            _share_exports(settings[(b, p)], s)
             t0, c0 = time.perf_counter(), time.process_time()
             summary = run_embed(s)
             times[(b, p)] = time.perf_counter() - t0
@@ -281,12 +312,18 @@ def main() -> int:
     ap.add_argument("--backend", default=None, help="embed_backend for the step vs bare comparison")
     ap.add_argument("--precision", default=None, help="embed_precision for the step vs bare comparison (fp16 on CUDA)")
     ap.add_argument("--copies", type=int, default=1, help="repeat the CISI texts under new ids (distinct texts) for more work")
+    ap.add_argument("--cold-export", default="", help="time the first run's export of backend:precision (e.g. "
+                    "openvino:int8) into an empty model cache, in a fresh process per round")
+    ap.add_argument("--before", type=Path, default=None, help="with --cold-export: a checkout of earlier code, timed alternately")
     ap.add_argument("--out", type=Path, default=OUT / "embed.json")
     a = ap.parse_args()
     import torch
 
     res: dict[str, Any] = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                        "load_avg_at_start": os.getloadavg()}}
+    if a.cold_export:
+        res["cold_export"] = bench_cold_export(a.cold_export, a.rounds, a.before)
+        print(json.dumps(res["cold_export"], indent=1), flush=True)
     if a.backends:
         res["backends"] = bench_backends([c for c in a.backends.split(",") if c], a.texts, a.rounds, a.batch_size)
         print(json.dumps(res["backends"], indent=1), flush=True)

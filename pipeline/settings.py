@@ -140,15 +140,19 @@ class Settings(BaseSettings):
         description="texts encoded between two checkpoints into the vector cache: a killed embed resumes from the last one")
     embed_cache_dir: Path | None = Field(
         default=None, description="vector cache by (model, content hash); None = <warehouse>/vector_cache. Safe to share")
+    model_cache_dir: Path | None = Field(
+        default=None, description="exported and quantized models (ONNX, OpenVINO IR, the snapshots' query encoders), made "
+        "once per model + backend + precision and shared by every warehouse and process on the host; None = "
+        "$XDG_CACHE_HOME/paperkb/models (~/.cache/paperkb/models), or a temporary folder when that is not writable")
     embed_device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1, mps")
     embed_backend: str | None = Field(
-        default=None, description="where the model runs: torch | onnx | openvino (None = torch). openvino bf16 costs 2.2x "
-        "less CPU on CPUs with native bfloat16 at the same quality (BENCHMARKS.md). Part of the vector space's identity, "
-        "recorded in the snapshot: queries use the same")
+        default=None, description="where the model runs: torch | onnx | openvino (None = auto: openvino int8 on a CPU with "
+        "VNNI/AMX, torch fp32 on other CPUs, torch fp16 on a GPU). openvino int8 costs ~3x less CPU than torch fp32 there (BENCHMARKS.md); "
+        "torch = plain PyTorch fp32 on a CPU. Part of the vector space's identity, recorded in the snapshot: queries use the same")
     embed_precision: str | None = Field(
-        default=None, description="fp32 | bf16 | fp16 | int8 (None = auto: fp16 on CUDA, bf16 with openvino on a CPU "
-        "with native bfloat16, else fp32). torch: fp32, bf16, fp16 (CUDA); onnx: fp32, int8 (dynamic quantization); "
-        "openvino: fp32, bf16. Part of the vector space's identity")
+        default=None, description="fp32 | bf16 | fp16 | int8 (None = auto: int8 when embed_backend is auto too, on a CPU with VNNI/AMX; "
+        "fp16 for torch on CUDA; bf16 for openvino on a CPU with native bfloat16; else fp32). torch: fp32, bf16, fp16 (CUDA); onnx: fp32, int8 (dynamic quantization); openvino: fp32, bf16, int8 "
+        "(static, NNCF). Part of the vector space's identity")
     embed_vector_index_min_rows: int = Field(default=100_000, description="build an ANN index on a vector column past this many rows")
     embed_index_max_deltas: int = Field(
         default=20, ge=0, description="each embed indexes its new rows as small index deltas (no existing file is "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Starlette's TestClient sends ``Host: testserver``; the server answers loopback names only by default.
 TEST_HOSTS = '["localhost", "127.0.0.1", "::1", "testserver"]'
 os.environ.setdefault("PAPERKB_SERVE_ALLOWED_HOSTS", TEST_HOSTS)
-KEEP_ENV = ("PAPERKB_SHARED_DATA", "PAPERKB_SERVE_ALLOWED_HOSTS")
+# Exported models (above all the default openvino int8 one, whose quantization costs ~10 s of CPU) are made once per
+# test session in one temporary model cache, shared by every warehouse and vector cache the tests make and by the
+# subprocesses that inherit the environment (those that drop PAPERKB_* use the user's ~/.cache/paperkb/models:
+# once per host). The rename into place and a file lock keep concurrent exporters from reading half a folder.
+_MODEL_CACHE = tempfile.mkdtemp(prefix="paperkb-test-models-")
+atexit.register(shutil.rmtree, _MODEL_CACHE, True)
+os.environ.setdefault("PAPERKB_MODEL_CACHE_DIR", _MODEL_CACHE)
+KEEP_ENV = ("PAPERKB_SHARED_DATA", "PAPERKB_SERVE_ALLOWED_HOSTS", "PAPERKB_MODEL_CACHE_DIR")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
@@ -50,6 +60,12 @@ def isolated_settings(warehouse: Path, **overrides):
         return Settings.load(warehouse=warehouse, **overrides)
 
 
+# The shared snapshots embed with torch fp32, not the CPU default (openvino int8): the search, evaluation and query
+# encoder tests that read them were written against its vectors (exact scores, nDCG margins, an ONNX fp32 query
+# export), and their vectors stay cached under .pytest_cache across sessions. The default's own vectors are tested in
+# test_embed.py and test_embed_backends.py (and every test warehouse that embeds with the `settings` fixture).
+SNAPSHOT_BACKEND = "torch"
+
 # ---- embed / publish (issue 6) ------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def cisi_snapshot(shared_data, tmp_path_factory, request):
@@ -63,7 +79,8 @@ def cisi_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cisi_snapshot") / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cisi_snapshot") / "warehouse", embed_cache_dir=cache,
+                                 embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cisi")
     try:
         from pipeline.steps.graph import run_graph
@@ -82,7 +99,7 @@ def cacm_warehouse(shared_data, tmp_path_factory):
     graph, vectors or snapshot. Session-scoped: treat it as read-only."""
     from pipeline.sources.local_corpus import import_collection
 
-    settings = isolated_settings(tmp_path_factory.mktemp("cacm_warehouse") / "warehouse")
+    settings = isolated_settings(tmp_path_factory.mktemp("cacm_warehouse") / "warehouse", embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cacm")
     return settings
 
@@ -99,7 +116,8 @@ def cacm_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cacm_snapshot") / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cacm_snapshot") / "warehouse", embed_cache_dir=cache,
+                                 embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cacm")
     run_graph(settings)
     run_embed(settings)
@@ -148,7 +166,8 @@ def cranfield_snapshot(shared_data, tmp_path_factory, request):
     from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cranfield_snapshot") / "warehouse", embed_cache_dir=cache)
+    settings = isolated_settings(tmp_path_factory.mktemp("cranfield_snapshot") / "warehouse", embed_cache_dir=cache,
+                                 embed_backend=SNAPSHOT_BACKEND)
     import_collection(settings, shared_data / "collections" / "cranfield")
     run_graph(settings)
     run_embed(settings)

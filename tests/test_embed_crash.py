@@ -72,6 +72,8 @@ def _env(settings, **extra) -> dict:
     env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", PAPERKB_WAREHOUSE=str(settings.warehouse), **extra)
     if settings.embed_cache_dir:
         env["PAPERKB_EMBED_CACHE_DIR"] = str(settings.embed_cache_dir)
+    if settings.model_cache_dir:  # the session's model cache: the int8 export is made once (conftest)
+        env["PAPERKB_MODEL_CACHE_DIR"] = str(settings.model_cache_dir)
     return env
 
 

@@ -35,6 +35,8 @@ def _env(settings) -> dict:
                PAPERKB_SNAPSHOT_KEEP="3", PAPERKB_SNAPSHOT_MIN_AGE_H="0")
     if settings.embed_cache_dir:
         env["PAPERKB_EMBED_CACHE_DIR"] = str(settings.embed_cache_dir)
+    if settings.model_cache_dir:  # the session's model cache: the int8 export is made once (conftest)
+        env["PAPERKB_MODEL_CACHE_DIR"] = str(settings.model_cache_dir)
     return env
 
 

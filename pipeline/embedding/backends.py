@@ -1,8 +1,12 @@
 """Where a sentence-transformers model runs: torch, ONNX Runtime or OpenVINO, at which precision.
 
 ``PAPERKB_EMBED_BACKEND`` and ``PAPERKB_EMBED_PRECISION`` pick it; :func:`resolve` checks the pair
-against the device and turns ``auto`` (unset) into a concrete choice: backend torch; precision fp16
-on CUDA, bf16 for openvino on CPUs with native bfloat16, else fp32. What each precision means:
+against the device and turns ``auto`` (unset) into a concrete choice. Both unset: **openvino int8 on a
+CPU with int8 dot products** (AVX512-VNNI, AVX-VNNI or AMX: ~3x less CPU than torch fp32, BENCHMARKS.md),
+torch fp32 on other CPUs (AVX2 only: int8 is slower there), torch fp16 on CUDA. ``PAPERKB_EMBED_BACKEND=torch`` (or ``PAPERKB_EMBED_PRECISION=fp32``) gives plain
+PyTorch fp32. A backend set alone: fp16 for torch on CUDA, bf16 for openvino on CPUs with native bfloat16,
+else fp32. A model that cannot be exported or quantized while the backend is auto falls back to torch
+fp32 with one warning (:func:`pipeline.embedding.encoders.model_spec`). What each precision means:
 
 ============  ==============================================  =======================================
 backend       precision                                       what runs
@@ -26,7 +30,7 @@ openvino      int8                                            the IR quantized b
                                                               activation ranges calibrated once on a
                                                               fixed text set, see :func:`calibration_texts`);
                                                               the rest runs bf16 where the CPU has it
-                                                              (needs ``paperkb[int8]``)
+                                                              (NNCF, a dependency of paperkb)
 ============  ==============================================  =======================================
 
 Every other pair is refused with one line (int8 with torch, half precision with ONNX Runtime, fp16
@@ -36,15 +40,18 @@ Only the transformer inside the sentence-transformers model is replaced (``model
 tokenizer, truncation, pooling, normalisation and Matryoshka truncation stay sentence-transformers'
 own code, so a backend changes nothing but the arithmetic of the transformer.
 
-Exports are made once per model + backend + precision and kept beside the vector cache
-(``<vector cache>/models/<model id>/<backend>-<precision>/``): a second run, another shard, or a
-searcher reading the same cache loads the file. Exports are deterministic (openvino int8 calibrates
-on texts that ship with Python, not on the corpus), so a host that lacks the cached file exports the
-same model again.
+Exports are made once per model + backend + precision and kept in the model cache
+(``PAPERKB_MODEL_CACHE_DIR``, by default ``~/.cache/paperkb/models``; ``<model cache>/<model id>/<backend>-<precision>/``),
+shared by every warehouse, vector cache and process on the host: a second run, another shard or a searcher
+loads the file. An export is written into a private folder renamed into place, under a file lock, so
+concurrent processes wait for one export instead of each making their own, and nobody reads a half-written
+one. Exports are deterministic (openvino int8 calibrates on texts that ship with Python, not on the
+corpus), so a host that lacks the cached file exports the same model again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -64,13 +71,10 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnx", "openvino")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
-# the backend where the setting is unset ('auto') and the device is the CPU. OpenVINO bf16 measured
-# 2.2-2.3x less CPU than torch fp32 (1.5-3.2x wall) with the same rankings (BENCHMARKS.md, "Embedding backends and the GPU path"),
-# but it stays opt-in for now: bf16 vectors move with batch composition (~4e-4 per component), which tests across the suite
-# that compare vectors at 1e-5, or expect torch's bf16 autocast on queries, would have to allow for first.
-DEFAULT_CPU_BACKEND = "torch"
+# what backend and precision unset ('auto') mean on a CPU with int8 dot products (VNNI / AMX): static int8 on OpenVINO
+# costs 2.5-3x less CPU than torch fp32 there (BENCHMARKS.md). Without them, or without NNCF, auto means torch fp32.
+DEFAULT_CPU = ("openvino", "int8")
 ONNX_EXTRA = "paperkb[onnx]"
-INT8_EXTRA = "paperkb[int8]"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -97,6 +101,18 @@ def cpu_has_native_bf16() -> bool:
     except OSError:  # not Linux
         return False
     return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+
+
+@functools.cache
+def cpu_has_int8_dot() -> bool:
+    """Whether this CPU has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX), which make OpenVINO int8
+    fast. Without them (AVX2 only) int8 measured 1.8x *more* CPU than torch fp32 (BENCHMARKS.md, "The fast encoder as
+    the default"), so auto stays torch fp32 there."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:  # not Linux
+        return False
+    return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
 
 
 def _device_kind(device: str | None) -> str:
@@ -149,7 +165,12 @@ def resolve(backend: str | None, precision: str | None, device: str | None = "cp
     if p not in PRECISIONS + ("auto",):
         raise UserError(f"embed_precision must be one of auto, {', '.join(PRECISIONS)}, not {precision!r}")
     if b == "auto":
-        b = DEFAULT_CPU_BACKEND if dev == "cpu" else "torch"
+        if dev == "cpu" and p == "auto" and cpu_has_int8_dot() and can_quantize_openvino():
+            b, p = DEFAULT_CPU
+        elif p == "int8" and dev == "cpu":
+            b = "openvino"  # and require_backend / the quantizer name what is missing
+        else:
+            b = "torch"
     if b != "torch" and dev != "cpu":
         raise UserError(f"embed_backend {b} runs on the CPU only; device {device} takes embed_backend torch")
     if p == "auto":
@@ -173,10 +194,14 @@ def resolve(backend: str | None, precision: str | None, device: str | None = "cp
 
 
 def can_quantize_openvino() -> bool:
-    """Whether NNCF (``paperkb[int8]``) is installed: only making the int8 export needs it, loading one does not."""
+    """Whether NNCF is installed (a dependency of paperkb, which an install may leave out): only making the int8
+    export needs it, loading one does not."""
     import importlib.util
 
-    return importlib.util.find_spec("nncf") is not None
+    try:
+        return importlib.util.find_spec("nncf") is not None and importlib.util.find_spec("openvino") is not None
+    except ValueError:  # sys.modules['nncf'] = None (tests hiding it)
+        return False
 
 
 def query_runtime(backend: str | None, precision: str | None) -> Runtime:
@@ -206,8 +231,13 @@ def model_id(name_or_path: str) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# a new number when an export's recipe changes what it computes (a cached export of the old recipe is then left alone)
+_RECIPES = {"openvino-int8": "openvino-int8-r2"}
+
+
 def export_dir(root: Path, name_or_path: str, rt: Runtime) -> Path:
-    return Path(root) / "models" / model_id(name_or_path) / rt.label()
+    """``root``: the model cache (:func:`pipeline.embedding.encoders.model_cache`)."""
+    return Path(root) / model_id(name_or_path) / _RECIPES.get(rt.label(), rt.label())
 
 
 _EXPORT_FILES = {"onnx": "model.onnx", "openvino": "openvino_model.xml"}
@@ -297,20 +327,12 @@ def _export(st_model, name_or_path: str, root: Path, rt: Runtime, tmp: Path) -> 
             quantize_dynamic(str(fp32), str(tmp / "model.onnx"), weight_type=QuantType.QInt8, per_channel=True,
                              op_types_to_quantize=["MatMul"])
     elif rt.backend == "openvino" and rt.precision == "int8":
-        _quantize_openvino(st_model, name_or_path, root, tmp)
+        _quantize_openvino(st_model, name_or_path, tmp)
     elif rt.backend == "openvino":
         import openvino as ov
-        import torch
 
-        import warnings
-
-        names = _input_names(st_model)
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the tracer's, as in _export_onnx_fp32
-            ovm = ov.convert_model(_Traceable.make(st_model[0].model, names), example_input=_example(st_model, names),
-                                   input=[(n, [-1, -1], ov.Type.i64) for n in names])
         # the IR keeps fp32 weights for both precisions: bf16 is an inference-time choice of OpenVINO's CPU plugin
-        ov.save_model(ovm, str(tmp / "openvino_model.xml"), compress_to_fp16=False)
+        ov.save_model(_openvino_fp32(st_model), str(tmp / "openvino_model.xml"), compress_to_fp16=False)
     else:  # pragma: no cover - resolve() never asks for it
         raise ValueError(rt.backend)
 
@@ -320,7 +342,14 @@ def _export(st_model, name_or_path: str, root: Path, rt: Runtime, tmp: Path) -> 
 # this took the worst cosine to torch fp32 from 0.990 to 0.997 for ~10 % of the speed-up. A model
 # with other layer names simply has every MatMul quantized.
 _INT8_KEEP_FLOAT = [r".*layer\.\d+\.output\.dense/.*"]
-CALIBRATION_TEXTS = 300
+# The calibration set: how many texts, in batches of how many, cut at how many tokens. Statistics collection
+# (inference of the fp32 graph recording every quantized input) is the export's main cost. 32 texts of at most
+# 128 tokens, without SmoothQuant, quantize in ~12 s of CPU where 300 texts of up to 256 tokens with SmoothQuant
+# took ~126 s, with vectors as close to torch fp32 (300 CISI abstracts: cosine min 0.9916 / mean 0.9957, was
+# 0.9910 / 0.9963) and the same nDCG@10 (BENCHMARKS.md, "The fast encoder as the default").
+CALIBRATION_TEXTS = 32
+CALIBRATION_BATCH = 8
+CALIBRATION_MAX_TOKENS = 128
 
 
 def calibration_texts(n: int = CALIBRATION_TEXTS) -> list[str]:
@@ -337,50 +366,94 @@ def calibration_texts(n: int = CALIBRATION_TEXTS) -> list[str]:
     return [p for _, p in zip(range(n), paras)]
 
 
-def _quantize_openvino(st_model, name_or_path: str, root: Path, tmp: Path) -> None:
-    """Static int8 of the fp32 IR (itself cached) with NNCF's transformer preset: symmetric int8 weights
-    per channel, activations per tensor, softmax / layer norm / GELU left in float."""
+def _openvino_fp32(st_model):
+    """The transformer converted to an OpenVINO model in memory (fp32 weights)."""
+    import warnings
+
+    import openvino as ov
+    import torch
+
+    names = _input_names(st_model)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's, as in _export_onnx_fp32
+        return ov.convert_model(_Traceable.make(st_model[0].model, names), example_input=_example(st_model, names),
+                                input=[(n, [-1, -1], ov.Type.i64) for n in names])
+
+
+def _quantize_openvino(st_model, name_or_path: str, tmp: Path) -> None:
+    """Static int8 with NNCF's transformer preset: symmetric int8 weights per channel, activations per
+    tensor, softmax / layer norm / GELU left in float; quantizes the model converted in memory (no fp32 IR
+    on disk) and skips SmoothQuant, whose extra statistics pass doubled the export's cost for no measurable
+    gain here."""
     import openvino as ov
 
     try:
         import nncf
+        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
     except ImportError as exc:
-        raise UserError(f"embed_backend openvino with precision int8 needs NNCF to quantize the model once: "
-                        f"pip install '{INT8_EXTRA}'") from exc
-    fp32 = ensure_export(st_model, name_or_path, root, Runtime("openvino", "fp32"))
+        raise UserError("embed_backend openvino with precision int8 needs NNCF to quantize the model once: "
+                        "pip install nncf (or PAPERKB_EMBED_BACKEND=torch)") from exc
     names = _input_names(st_model)
     texts = calibration_texts()
+    max_len = min(CALIBRATION_MAX_TOKENS, int(st_model.max_seq_length or CALIBRATION_MAX_TOKENS))
 
     def feeds(batch: list[str]) -> dict:
-        t = st_model.tokenizer(batch, padding=True, truncation=True, max_length=st_model.max_seq_length,
-                               return_tensors="np")
+        t = st_model.tokenizer(batch, padding=True, truncation=True, max_length=max_len, return_tensors="np")
         return {k: (t[k] if k in t else np.zeros_like(t["input_ids"])).astype(np.int64) for k in names}
 
-    data = nncf.Dataset([feeds(texts[i:i + 16]) for i in range(0, len(texts), 16)])
+    batches = [feeds(texts[i:i + CALIBRATION_BATCH]) for i in range(0, len(texts), CALIBRATION_BATCH)]
     nncf.set_log_level(logging.WARNING)  # its per-layer tables and progress bars would flood the embed log
     log.info("embed: quantizing %s to int8 for OpenVINO (once; calibrated on %d texts)", name_or_path, len(texts))
-    model = nncf.quantize(ov.Core().read_model(str(fp32)), data, subset_size=len(texts),
+    model = nncf.quantize(_openvino_fp32(st_model), nncf.Dataset(batches), subset_size=len(batches),
                           preset=nncf.QuantizationPreset.MIXED, model_type=nncf.ModelType.TRANSFORMER,
-                          ignored_scope=nncf.IgnoredScope(patterns=_INT8_KEEP_FLOAT, validate=False))
+                          ignored_scope=nncf.IgnoredScope(patterns=_INT8_KEEP_FLOAT, validate=False),
+                          advanced_parameters=AdvancedQuantizationParameters(
+                              smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=-1)))
     ov.save_model(model, str(tmp / "openvino_model.xml"), compress_to_fp16=False)
 
 
-_EXPORT_LOCK = threading.RLock()  # reentrant: the int8 export first makes (or takes) the fp32 one
+_EXPORT_LOCK = threading.RLock()  # reentrant: the onnx int8 export first makes (or takes) the fp32 one
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive lock between processes (``flock`` on ``path``, created if missing), held for the block;
+    where the OS or filesystem has none, no lock (the rename into place still keeps exports whole)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:  # a read-only cache: the caller's write fails with its own message
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a filesystem without locks (some network mounts)
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def ensure_export(st_model, name_or_path: str, root: Path, rt: Runtime) -> Path:
     """The exported model file for (model, backend, precision): made once, then read from the cache.
 
-    Concurrent exporters (parallel embed shards) each write a private folder and rename it into place;
-    the first rename wins and the others discard theirs."""
+    Concurrent exporters (parallel embed shards, test processes) take a file lock beside the folder: one
+    exports while the others wait, then find its folder. The export is written into a private folder and
+    renamed into place, so a reader (or a process the lock could not hold, as on a filesystem without
+    locks) never sees half of it; when two renames race, the first wins and the other discards its copy."""
     target = exported_file(root, name_or_path, rt)
     if target.exists():
         return target
-    with _EXPORT_LOCK:
+    final = target.parent
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with _EXPORT_LOCK, file_lock(final.with_name(f".{final.name}.lock")):
         if target.exists():
             return target
-        final = target.parent
-        final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
         tmp.mkdir()
         try:

@@ -100,19 +100,108 @@ def model_spec(settings: Settings) -> ModelSpec:
     if rt.backend == "torch":
         check_device(settings.embed_device)  # before any work: one line naming the setting
     doc = settings.embed_model or default_model_path()
-    return ModelSpec(doc_model=doc, query_model=settings.embed_query_model or doc, doc_format=fmt,
+    query = settings.embed_query_model or doc
+    if (settings.embed_backend or "auto").strip().lower() == "auto" and rt.backend != "torch":
+        rt = _auto_cpu_runtime(rt, (doc, query), settings)
+    _log_choice(rt, settings)
+    return ModelSpec(doc_model=doc, query_model=query, doc_format=fmt,
                      truncate_dim=settings.embed_truncate_dim, max_seq_length=settings.embed_max_seq_length,
                      backend=rt.backend, precision=rt.precision)
 
 
+_AUTO: dict[tuple, Runtime] = {}
+_LOGGED: set[Runtime] = set()
+
+
+def _log_choice(rt: Runtime, settings: Settings) -> None:
+    """Which backend and precision embed with, once per process and choice."""
+    if rt in _LOGGED:
+        return
+    _LOGGED.add(rt)
+    if settings.embed_backend or settings.embed_precision:
+        log.info("embed: backend %s, precision %s (as set)", rt.backend, rt.precision)
+    elif rt.backend == "torch":
+        log.info("embed: backend torch, precision %s (auto)", rt.precision)
+    else:
+        log.info("embed: backend %s, precision %s (auto, the CPU default; PAPERKB_EMBED_BACKEND=torch for PyTorch fp32)",
+                 rt.backend, rt.precision)
+
+
+def _auto_cpu_runtime(rt: Runtime, models: tuple[str, ...], settings: Settings) -> Runtime:
+    """``rt`` (the CPU default, openvino int8) for these models when they can be exported, else torch fp32 with one
+    warning. Decided once per model cache: by the cached exports when they exist (a stat), else by exporting
+    now (the model is loaded and kept for the encoder); a failed export leaves a ``.failed`` file beside the
+    exports, so every later process (the merge of a fanned-out embed, a searcher) resolves the same vector space."""
+    from pipeline.embedding.backends import exported_file
+
+    root = model_cache(settings)
+    key = (models, str(root), rt)
+    with _LOCK:
+        got = _AUTO.get(key)
+    if got is not None:
+        return got
+    got = rt
+    for name in dict.fromkeys(models):
+        target = exported_file(root, name, rt)
+        failed = target.parent.with_name(target.parent.name + ".failed")
+        if target.is_file():
+            continue
+        if not failed.is_file():
+            try:
+                load_model(name, truncate_dim=settings.embed_truncate_dim, max_seq_length=settings.embed_max_seq_length,
+                           runtime=rt, export_root=root)
+                continue
+            except Exception as exc:  # noqa: BLE001 - any model the exporter or quantizer cannot take
+                if isinstance(exc, (OSError, MemoryError)) or "cannot load embedding model" in str(exc):
+                    raise  # the disk, the memory or the model itself: not a property of the model's export
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                try:
+                    failed.parent.mkdir(parents=True, exist_ok=True)
+                    failed.write_text(why + "\n")
+                except OSError:
+                    pass
+        else:
+            why = failed.read_text().strip()
+        log.warning("embed: %s cannot run on %s (%s): embedding with torch fp32 (delete %s to try again)",
+                    name, rt.label(), why[:200], failed)
+        got = Runtime("torch", "fp32")
+        break
+    with _LOCK:
+        _AUTO[key] = got
+    return got
+
+
 def cache_root(settings: Settings) -> Path:
-    """The vector cache's folder; exported models live in its ``models/`` subfolder."""
+    """The vector cache's folder."""
     return Path(settings.embed_cache_dir) if settings.embed_cache_dir else settings.warehouse / "vector_cache"
 
 
+def model_cache_dir(settings: Settings) -> Path:
+    """The model cache as set: ``model_cache_dir``, else ``$XDG_CACHE_HOME/paperkb/models`` (``~/.cache/...``)."""
+    if settings.model_cache_dir:
+        return Path(settings.model_cache_dir).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(base) / "paperkb" / "models"
+
+
+def model_cache(settings: Settings) -> Path:
+    """Where exports are kept (:func:`model_cache_dir`), or a temporary folder when that cannot be written
+    (a read-only home: such a host exports once per boot)."""
+    root = model_cache_dir(settings)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if os.access(root, os.W_OK):
+            return root
+    except OSError:
+        pass
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"paperkb-models-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+
+
 def writable_export_root(settings: Settings) -> Path:
-    """Where exports are kept: beside the vector cache, or a temporary folder when that is read-only
-    (a searcher on a read-only warehouse exports once per host)."""
+    """The vector cache's ``models/`` parent, where the snapshots' query encoder folders are made (on the
+    warehouse's filesystem, so snapshots hard-link them), or a temporary folder when it is read-only."""
     root = cache_root(settings)
     try:
         (root / "models").mkdir(parents=True, exist_ok=True)
@@ -200,7 +289,7 @@ class Encoder:
     def _load(self, path: str):
         s = self.spec
         return load_model(path, device=self.device, truncate_dim=s.truncate_dim, max_seq_length=s.max_seq_length,
-                          runtime=s.runtime, export_root=None if s.runtime.backend == "torch" else writable_export_root(self.settings))
+                          runtime=s.runtime, export_root=None if s.runtime.backend == "torch" else model_cache(self.settings))
 
     @property
     def doc_model(self):
@@ -273,7 +362,7 @@ def snapshot_query_encoder(path: str, model: dict, settings: Settings):
 
     rt = query_runtime(model.get("backend"), model.get("precision"))
     if rt.label() == "openvino-int8" and not can_quantize_openvino() \
-            and not exported_file(writable_export_root(settings), path, rt).is_file():
+            and not exported_file(model_cache(settings), path, rt).is_file():
         # a base-profile searcher without NNCF and without the pipeline's cached int8 export: float queries
         # against int8 documents (vectors within ~0.997 cosine) rather than no search at all
         log.info("snapshot embedded with openvino int8; NNCF is not installed here: queries are encoded in float")
@@ -282,7 +371,7 @@ def snapshot_query_encoder(path: str, model: dict, settings: Settings):
     if rt.backend == "torch" and rt.precision != "fp32" and not device.startswith("cuda"):
         rt = Runtime("torch", "fp32")  # bf16 on the CPU is autocast, which the searcher applies (query_bf16)
     m = load_model(path, device=device, truncate_dim=model.get("truncate_dim"), max_seq_length=model.get("max_seq_length"),
-                   runtime=rt, export_root=None if rt.backend == "torch" else writable_export_root(settings),
+                   runtime=rt, export_root=None if rt.backend == "torch" else model_cache(settings),
                    threads=getattr(settings, "query_torch_threads", None))
     return lambda qs: np.asarray(m.encode(list(qs), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False),
                                  dtype=np.float32)

@@ -1,15 +1,17 @@
 """Make the query encoder a snapshot carries (``query_encoder/``, read by :mod:`pipeline.embedding.query_encoder`).
 
 Publish calls :func:`ensure_query_export` for the model stamped on the snapshot's tables. The folder is
-made once per model, runtime, sequence length and dimension, beside the other exports under the vector
-cache (``<cache>/models/<model id>/query-<backend>-<precision>-seq<N>-dim<D>/``, :func:`folder_name`), and each snapshot
-hard-links its files (no disk per snapshot, like the LanceDB files). What it holds:
+made once per model, runtime, sequence length and dimension under the vector cache
+(``<cache>/models/<model id>/query-<backend>-<precision>-seq<N>-dim<D>/``, :func:`folder_name`), on the warehouse's
+filesystem, so each snapshot hard-links its files (no disk per snapshot, like the LanceDB files). The exported
+transformer it is made from comes from the model cache (``PAPERKB_MODEL_CACHE_DIR``, shared by every warehouse on
+the host; :func:`pipeline.embedding.encoders.model_cache`). What it holds:
 
 - the transformer exported by :func:`pipeline.embedding.backends.ensure_export` for the runtime the snapshot's
   queries run on (:func:`export_runtime`): the documents' own backend and precision for ONNX Runtime and
   OpenVINO; ONNX fp32 for torch (any precision: queries on a CPU are fp32). ONNX graphs are saved again with
   their weights as external data (``model.onnx`` + ``model.onnx.data``: memory-mapped when a reader opens
-  them); OpenVINO's files are hard links to the export's;
+  them); OpenVINO's files are hard links to the export's (copies when the model cache is on another filesystem);
 - ``tokenizer.json``: the model's fast tokenizer, as transformers holds it;
 - ``query_encoder.json``: pooling, sequence length, Matryoshka dimension, padding (:class:`Descriptor`).
 
@@ -115,11 +117,12 @@ _MADE: dict[tuple[str, str], Path] = {}  # (model id, folder name) -> a folder m
 _LOCK = threading.Lock()
 
 
-def ensure_query_export(model: dict, root: Path) -> Path:
+def ensure_query_export(model: dict, root: Path, models: Path | None = None) -> Path:
     """The query encoder folder for a snapshot whose tables are stamped ``model`` (the manifest's ``model``:
     ``query_path``/``path``, ``truncate_dim``, ``max_seq_length``, ``backend``, ``precision``), under
-    ``root/models``. Made once (sentence-transformers and torch load only then); later calls find it with a
-    ``stat``. Raises :class:`NotExportable`."""
+    ``root/models`` (``root``: the vector cache), made from the exported transformer in the model cache
+    ``models`` (None: ``root/models`` too). Made once (sentence-transformers and torch load only then); later
+    calls find it with a ``stat``. Raises :class:`NotExportable`."""
     path = model.get("query_path") or model.get("path")
     if not path:
         raise NotExportable("the model stamp names no model path")
@@ -138,7 +141,7 @@ def ensure_query_export(model: dict, root: Path) -> Path:
                 for f in made.iterdir():
                     _link_or_copy(f, tmp / f.name)
             else:
-                _make(_load(path, model), path, model, rt, Path(root), tmp)
+                _make(_load(path, model), path, model, rt, Path(models) if models else Path(root) / "models", tmp)
             try:
                 os.rename(tmp, want)
             except OSError:  # another process made it meanwhile: keep theirs
@@ -160,7 +163,8 @@ def _load(path: str, model: dict):
 
 
 def _make(st_model, path: str, model: dict, rt: Runtime, root: Path, out: Path) -> None:
-    """Write the folder into ``out`` and check it against sentence-transformers on the probe texts."""
+    """Write the folder into ``out`` and check it against sentence-transformers on the probe texts (``root``:
+    the model cache)."""
     from pipeline.embedding.encoders import load_model
 
     d = pipeline_of(st_model, rt, model.get("truncate_dim"))

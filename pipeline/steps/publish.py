@@ -274,11 +274,11 @@ def write_reader_files(settings: Settings, tmp: Path, model: dict) -> dict[str, 
 
 def link_query_encoder(settings: Settings, model: dict, out: Path) -> None:
     """Hard-link (else copy) the query encoder of the tables' model into ``out``: made once per model under the
-    vector cache (:func:`pipeline.embedding.query_export.ensure_query_export`), shared by every snapshot."""
-    from pipeline.embedding.encoders import writable_export_root
+    vector cache (:func:`pipeline.embedding.query_export.ensure_query_export`) from the model cache's export, shared by every snapshot."""
+    from pipeline.embedding.encoders import model_cache, writable_export_root
     from pipeline.embedding.query_export import ensure_query_export
 
-    src = ensure_query_export(model, writable_export_root(settings))
+    src = ensure_query_export(model, writable_export_root(settings), model_cache(settings))
     out.mkdir(parents=True)
     for f in sorted(src.iterdir()):
         try:

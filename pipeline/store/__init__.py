@@ -5,7 +5,8 @@ Layout in the store (the contract for readers on other hosts)::
     <prefix>/objects/<sha256>               every file of every snapshot, named by its content (the sha256
                                             its manifest lists): a file shared by two snapshots is stored once
     <prefix>/snapshots/<id>/manifest.json   the snapshot's manifest (``files`` {relative path: sha256})
-    <prefix>/CURRENT                        one line: the id readers following the store open
+    <prefix>/CURRENT                        the id readers following the store open, on its first line
+                                            (a second line, when and by whom, makes each write's ETag new)
     <prefix>/pins/<id>@<holder>.json        a reader's lease on snapshot <id> ({"expires_at": ...}): retention
                                             keeps a snapshot while an unexpired lease names it
 

@@ -153,8 +153,8 @@ class S3Store:
                 if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                     return None, None
                 raise
-            value = r["Body"].read().decode("utf-8", "replace").strip()
-            return (value or None), r.get("ETag")
+            lines = r["Body"].read().decode("utf-8", "replace").strip().splitlines()
+            return (lines[0].strip() if lines else None) or None, r.get("ETag")
 
     def manifest(self, snapshot_id: str) -> dict | None:
         raw = self.get_bytes(self.manifest_key(snapshot_id))
@@ -201,7 +201,7 @@ class S3Store:
         cond = {"IfMatch": expected_etag} if expected_etag else {"IfNoneMatch": "*"}
         with self.errors("write", key):
             try:
-                self.client.put_object(Bucket=self.url.bucket, Key=key, Body=(snapshot_id + "\n").encode(),
+                self.client.put_object(Bucket=self.url.bucket, Key=key, Body=_current_body(snapshot_id),
                                        ContentType="text/plain", **cond)
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code")
@@ -232,3 +232,14 @@ class S3Store:
 
     def request_count(self) -> int:
         return sum(self.requests.values())
+
+
+def _current_body(snapshot_id: str) -> bytes:
+    """CURRENT's content: the id on the first line, then when and where it was written. The second line makes
+    every write's ETag new, so a publisher whose read of CURRENT is stale loses even when CURRENT went from
+    its id to another and back (the ABA case of a conditional write on an ETag)."""
+    import socket
+    from datetime import timezone
+
+    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return f"{snapshot_id}\n# {now} {socket.gethostname()} pid {os.getpid()}\n".encode()

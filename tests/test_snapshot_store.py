@@ -351,3 +351,59 @@ def test_bad_store_urls_and_unreachable_endpoints_are_one_line_errors(wh, store_
     assert "is published here but not in the store" in line and "paperkb snapshots push" in line
     no_creds = {k: v for k, v in env.items() if not k.startswith("AWS_ACCESS") and not k.startswith("AWS_SECRET")}
     assert "no AWS credentials" in _one_error(_cli(*wh_args, "search", "x", "--snapshot", store_url, env=no_creds))
+
+
+def _health(base: str) -> dict | None:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{base}/api/health", timeout=30) as r:
+            return json.loads(r.read())
+    except OSError:
+        return None
+
+
+def _wait_for(check, what: str, timeout: float = 300.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_two_serve_processes_follow_the_stores_current(wh, store_url, shared_data, tmp_path):
+    """Two `paperkb serve --snapshot s3://...` processes, each with its own cache and no warehouse (two hosts)."""
+    from pipeline.store.leases import read_pins
+
+    r1 = _night(wh, shared_data, 30)
+    procs, bases = [], []
+    try:
+        for i in (1, 2):
+            port = _free_port()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_")}
+            env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                       PAPERKB_SNAPSHOT_CACHE=str(tmp_path / f"host{i}"), PAPERKB_SNAPSHOT_STORE_POLL_S="0",
+                       PAPERKB_WAREHOUSE=str(tmp_path / f"host{i}-warehouse"))
+            procs.append(subprocess.Popen([sys.executable, "-m", "pipeline.cli", "serve", "--port", str(port),
+                                           "--snapshot", store_url], env=env, cwd=REPO,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            bases.append(f"http://127.0.0.1:{port}")
+        for base, p in zip(bases, procs):
+            h = _wait_for(lambda: p.poll() is None and _health(base) or (p.poll() is not None and {"exit": p.poll()}),
+                          f"{base} to serve")
+            assert h.get("snapshot_id") == r1["snapshot_id"], (h, p.stderr.read() if p.poll() is not None else "")
+        r2 = _night(wh, shared_data, 33)
+        for base in bases:
+            _wait_for(lambda: (_health(base) or {}).get("snapshot_id") == r2["snapshot_id"], f"{base} to switch")
+        live = read_pins(_store(store_url))[0]
+        assert len(live.get(r2["snapshot_id"], [])) == 2 and r1["snapshot_id"] not in live
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()

@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                        "objects": st["objects"], "objects_uploaded": st["objects_uploaded"],
                        "bytes_total": st["bytes_total"], "bytes_uploaded": st["bytes_uploaded"],
                        "upload_share": round(st["bytes_uploaded"] / st["bytes_total"], 4),
-                       "requests_upload": st["requests"], "requests_with_retention": st["requests_total"],
+                       "requests_upload": st["requests"], "requests_by_operation": st["requests_by_operation"],
+                       "requests_with_retention": st["requests_total"],
                        "store_s": st["seconds"]})
         print(f"night {len(nights)}: {n} papers, uploaded {st['objects_uploaded']}/{st['objects']} objects, "
               f"{st['bytes_uploaded'] / 1e6:.2f}/{st['bytes_total'] / 1e6:.2f} MB, {st['requests']} requests "

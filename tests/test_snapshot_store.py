@@ -123,7 +123,10 @@ def test_publish_uploads_the_snapshot_and_a_reader_opens_it(wh, store_url):
     assert store.object_names() == shas  # content-addressed: one object per distinct content
     assert up["objects_uploaded"] == up["objects"] == len(shas) and up["objects_skipped"] == 0
     assert up["bytes_uploaded"] == sum(_sizes(folder).values())
-    assert up["requests"] >= len(shas) + 3  # objects, manifest, CURRENT, and the reads before them
+    ops = up["requests_by_operation"]  # a GET of CURRENT, two LISTs, a PUT per object (multipart past 64 MiB)
+    assert ops["GetObject"] == 1 and ops["ListObjectsV2"] == 2  # ... the manifest and CURRENT
+    assert ops["PutObject"] + ops.get("CreateMultipartUpload", 0) == len(shas) + 2
+    assert up["requests"] == sum(ops.values())
     # a reader elsewhere: the store's CURRENT, materialised in its cache, verified and pinned in the store
     snap = open_snapshot(wh, store_url)
     try:
@@ -225,6 +228,11 @@ def test_a_killed_publish_process_leaves_current(wh, store_url, shared_data):
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert p.returncode == 0, p.stderr
     assert store.current()[0] == r2["snapshot_id"]
+    p = subprocess.run([sys.executable, "-m", "pipeline.cli", "snapshots", "list", "--store", store_url, "--json"],
+                       env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    rows = json.loads(p.stdout)
+    assert [(r["snapshot_id"], r["current"], r["status"]) for r in rows] == [
+        (r1["snapshot_id"], False, "ok"), (r2["snapshot_id"], True, "ok")]
 
 
 def test_two_publishers_only_one_wins_current(wh, store_url, shared_data):

@@ -21,13 +21,20 @@ app.add_typer(snapshots_app, name="snapshots", rich_help_panel=PANEL)
 
 
 @snapshots_app.command("list")
-def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+                   store: Optional[str] = typer.Option(None, "--store", help="List a snapshot store's instead "
+                                                       "(s3://bucket/prefix; docs/object-storage.md).")) -> None:
     """Published snapshots, oldest first; * marks CURRENT; status ok or damaged (what is wrong), and who pins it."""
     import json as _json
 
     from pipeline.snapshots import list_snapshots
 
-    rows = list_snapshots(get_settings(ctx))
+    if store is not None:
+        from pipeline.store.listing import list_store
+
+        rows = list_store(store)
+    else:
+        rows = list_snapshots(get_settings(ctx))
     if as_json:
         typer.echo(_json.dumps(rows, indent=1))
         return

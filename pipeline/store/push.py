@@ -49,6 +49,7 @@ def push(settings: Settings, folder: Path, *, store: S3Store | None = None, on_u
     sid = str(manifest.get("snapshot_id") or folder.name)
     files: dict[str, str] = manifest["files"]
     before = store.request_count()
+    by_op = dict(store.requests)
 
     prev_id, etag = store.current()
     by_sha = {sha: rel for rel, sha in sorted(files.items())}  # a content stored once, whatever its paths
@@ -56,7 +57,8 @@ def push(settings: Settings, folder: Path, *, store: S3Store | None = None, on_u
     todo = [sha for sha in by_sha if sha not in have]
     sent_bytes = _upload(store, folder, by_sha, todo, on_upload)
     store.put_bytes(store.manifest_key(sid), manifest_bytes)
-    lost = [sha for sha in by_sha if sha not in store.object_names()]
+    now = store.object_names()
+    lost = [sha for sha in by_sha if sha not in now]
     if lost:  # deleted by another publisher's garbage collection meanwhile
         log.info("store: %d object(s) of %s vanished during the upload: uploading them again", len(lost), sid)
         sent_bytes += _upload(store, folder, by_sha, lost, on_upload)
@@ -66,7 +68,8 @@ def push(settings: Settings, folder: Path, *, store: S3Store | None = None, on_u
         "objects_uploaded": len(todo) + len(lost), "bytes_uploaded": sent_bytes,
         "objects_skipped": len(by_sha) - len(todo), "objects": len(by_sha),
         "bytes_total": sum((manifest.get("sizes") or {}).values()),
-        "requests": store.request_count() - before}
+        "requests": store.request_count() - before,
+        "requests_by_operation": {op: n - by_op.get(op, 0) for op, n in store.requests.items() if n > by_op.get(op, 0)}}
     if retain:
         from pipeline.store.retention import apply_store_retention
 

@@ -415,3 +415,19 @@ def test_two_serve_processes_follow_the_stores_current(wh, store_url, shared_dat
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def test_serve_snapshots_accepts_store_urls(tmp_path):
+    """PAPERKB_SERVE_SNAPSHOTS: s3://bucket/prefix follows the store's CURRENT, s3://bucket/prefix@id holds one
+    (parsed without asking the store); a bad URL is one line."""
+    from pipeline.errors import UserError
+    from pipeline.serve.multi_holder import spec_holder
+    from pipeline.settings import Settings
+
+    s = Settings(warehouse=tmp_path / "wh")
+    follow, name = spec_holder(s, "s3://my-bucket/team/papers")
+    assert follow.store is not None and follow.pinned is None and name == "papers"
+    one, name = spec_holder(s, "s3://my-bucket@20261126T010000Z-ab12")
+    assert one.pinned == "20261126T010000Z-ab12" and name == "my-bucket"
+    with pytest.raises(UserError, match="not an S3 bucket name"):
+        spec_holder(s, "s3://x/p")

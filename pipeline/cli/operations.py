@@ -29,12 +29,13 @@ def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--js
 
     from pipeline.snapshots import list_snapshots
 
+    settings = get_settings(ctx)  # an invalid setting is one line, whatever is listed
     if store is not None:
         from pipeline.store.listing import list_store
 
         rows = list_store(store)
     else:
-        rows = list_snapshots(get_settings(ctx))
+        rows = list_snapshots(settings)
     if as_json:
         typer.echo(_json.dumps(rows, indent=1))
         return

@@ -316,10 +316,14 @@ def _one_error(p: subprocess.CompletedProcess) -> str:
 
 
 def test_cli_search_from_the_store_answers_as_the_local_snapshot(wh, store_url, tmp_path):
-    from pipeline.steps.publish import run_publish
+    import re
 
-    sid = run_publish(wh)["snapshot_id"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_")}
+    p = _cli("--warehouse", str(wh.warehouse), "publish", env=dict(env, PAPERKB_SNAPSHOT_STORE=store_url))
+    assert p.returncode == 0, p.stderr
+    out = " ".join(p.stdout.split())  # (wrapped to the terminal's width)
+    sid = re.search(r"publish: snapshot (\S+) is CURRENT", out).group(1)
+    assert f"CURRENT in {store_url} too: uploaded" in out
     env["PAPERKB_SNAPSHOT_CACHE"] = str(tmp_path / "cli-cache")
     answers = []
     for where in (sid, store_url):

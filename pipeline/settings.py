@@ -165,6 +165,19 @@ class Settings(BaseSettings):
     snapshot_min_age_h: float = Field(
         default=24.0, ge=0, description="never delete a snapshot published less than this many hours ago, even beyond "
         "snapshot_keep: readers get a day to move to a newer one (0 = snapshot_keep alone decides)")
+    snapshot_store: str | None = Field(
+        default=None, description="S3-compatible store that `paperkb publish` also uploads each snapshot to, "
+        "s3://bucket/prefix (docs/object-storage.md); the endpoint and credentials are boto3's own settings "
+        "(AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_PROFILE...). Readers open s3://bucket/prefix[@id] wherever a "
+        "snapshot is asked for")
+    snapshot_store_lease_s: float = Field(
+        default=900.0, gt=0, description="lease of a reader's pin in the store (renewed every third of it while "
+        "the reader lives); also the age an unreferenced object must reach before the store's retention deletes it")
+    snapshot_store_poll_s: float = Field(
+        default=30.0, ge=0, description="how often `paperkb serve` asks the store which snapshot CURRENT names")
+    snapshot_cache: Path | None = Field(
+        default=None, description="local cache of snapshots read from the store (content-addressed); "
+        "None = $XDG_CACHE_HOME/paperkb/snapshots (~/.cache/paperkb/snapshots)")
 
     # --- query (issue 7) ----------------------------------------------------------------------
     query_config: str = Field(default="default", description="named scoring configuration: 'default', 'hybrid' (the default without the nbr score regularisation), 'seed' (the design's five-signal formula), or the single-signal ablations 'bm25', 'dense', 'fusion'")
@@ -261,6 +274,23 @@ class Settings(BaseSettings):
     lock_wait_s: float = Field(
         default=3600.0, description="how long an Airflow task waits for the warehouse writer lock held by another "
         "step before it fails (and is retried); 0 = no limit. The CLI never waits: it refuses at once")
+
+    @field_validator("snapshot_store")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        """``s3://bucket/prefix``: the store publish writes to (a URL naming one snapshot is a reader's)."""
+        if value is None or not value.strip():
+            return None
+        from pipeline.errors import UserError
+        from pipeline.store.url import parse_store_url
+
+        try:
+            url = parse_store_url(value)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
+        if url.snapshot_id:
+            raise ValueError(f"{value!r} names a snapshot (@{url.snapshot_id}): give s3://bucket/prefix")
+        return url.root
 
     @field_validator("feed_mail_from", "feed_mail_to")
     @classmethod

@@ -23,7 +23,7 @@ COMMANDS = {
     "eval": ["eval", "--queries", "q", "--qrels", "r"], "refresh": ["refresh"], "serve": ["serve"],
     "mcp": ["mcp"], "show": ["show", "cisi:1"], "papers": ["papers"], "author": ["author", "Salton"], "sql": ["sql", "SELECT 1"], "ask": ["ask", "q"],
     "snapshots list": ["snapshots", "list"], "snapshots verify": ["snapshots", "verify"],
-    "snapshots rollback": ["snapshots", "rollback", "x"], "interests add": ["interests", "add", "n", "--query", "q"],
+    "snapshots rollback": ["snapshots", "rollback", "x"], "snapshots push": ["snapshots", "push"], "interests add": ["interests", "add", "n", "--query", "q"],
     "interests list": ["interests", "list"], "interests remove": ["interests", "remove", "n"],
 }
 NO_SETTINGS = {"dags-folder", "replay-server"}  # print a folder of the package; serve recorded answers

@@ -15,7 +15,8 @@ from pipeline.cli.root import VERBOSE, app, check_export_format, get_settings, p
 
 PANEL = "Reading and search"
 SNAPSHOTS_HELP = ("Snapshot id (default: CURRENT). Repeat to search several indexes as one ranking, each "
-                  "[NAME=]WHERE: a snapshot folder, a warehouse or an id (each result names its index).")
+                  "[NAME=]WHERE: a snapshot folder, a warehouse or an id (each result names its index). "
+                  "s3://bucket/prefix[@ID]: a snapshot store's CURRENT (or one id), read through the local cache.")
 NORMALISATION_HELP = "Several snapshots: how their scores are made comparable: raw | minmax | zscore | rrf (default raw)."
 
 

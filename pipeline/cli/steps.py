@@ -185,7 +185,9 @@ def publish_line(s: dict) -> str:
             f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
             f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
             + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items())
-            + (f"; feeds failed: {', '.join(s['feeds_failed'])} (manifest feeds_failed)" if s.get("feeds_failed") else ""))
+            + (f"; feeds failed: {', '.join(s['feeds_failed'])} (manifest feeds_failed)" if s.get("feeds_failed") else "")
+            + (f"; CURRENT in {st['store']} too: uploaded {st['objects_uploaded']} of {st['objects']} objects "
+               f"({st['bytes_uploaded'] / 1e6:.1f} MB) in {st['requests']} requests" if (st := s.get("store")) else ""))
 
 
 def step_line(step: str, summary: dict) -> str:

@@ -140,8 +140,16 @@ def open_snapshot(settings_or_root, snapshot_id: str | None = None, *, pin: bool
     snapshot folder itself (one holding ``manifest.json``). ``pin``: hold a lease on it while it is
     open (``who`` names this reader in retention's messages; a read-only folder opens unpinned, with
     a warning). Raises UserError when there is no such snapshot, and DamagedSnapshot (a UserError)
-    when it fails the open check.
+    when it fails the open check. ``snapshot_id`` (or ``settings_or_root``) may be a store URL,
+    ``s3://bucket/prefix`` (its CURRENT) or ``s3://bucket/prefix@<id>``: see :mod:`pipeline.store.reader`.
     """
+    from pipeline.store.url import is_store_url
+
+    if is_store_url(snapshot_id) or (snapshot_id is None and is_store_url(settings_or_root)):
+        from pipeline.store.reader import open_store_snapshot
+
+        return open_store_snapshot(settings_or_root, snapshot_id or settings_or_root, pin=pin, who=who,
+                                   need_fts=need_fts)
     path = _snapshots.resolve(settings_or_root, snapshot_id).resolve()
     manifest = _snapshots.read_manifest(path)  # DamagedSnapshot when truncated or not an object
     lease = _pin(path, who) if pin else None

@@ -23,6 +23,11 @@ def split_specs(value: str | None) -> list[str]:
 def spec_holder(settings: Settings, where: str, who: str | None = None) -> tuple[SnapshotHolder, str]:
     """A holder for ``where`` and the index's default name: a snapshot folder (pinned to it), a warehouse or
     snapshots folder (its CURRENT, followed), else a snapshot id of ``settings``' warehouse (pinned)."""
+    from pipeline.store.url import is_store_url, parse_store_url
+
+    if is_store_url(where):  # s3://bucket/prefix (its CURRENT, followed) or s3://bucket/prefix@id (pinned)
+        url = parse_store_url(where, what="PAPERKB_SERVE_SNAPSHOTS:")
+        return SnapshotHolder(settings, pinned=where), (url.prefix.rsplit("/", 1)[-1] or url.bucket)
     p = Path(where).expanduser()
     if p.is_dir() and (p / snapshots.MANIFEST).is_file():
         root = p.resolve().parent

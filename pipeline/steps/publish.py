@@ -482,6 +482,10 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
              sid, manifest["counts"].get("lancedb.chunks", 0), manifest["counts"].get("lancedb.papers", 0),
              size / 1e6, summary["seconds"], len(removed), len(kept))
     _record_run(settings, summary)
+    if settings.snapshot_store:  # and on object storage (pipeline.store.push): objects, manifest, CURRENT last
+        from pipeline.store.push import push_published
+
+        summary["store"] = push_published(settings, final)
     return summary
 
 

@@ -65,11 +65,24 @@ def partition_fingerprints(con, source: str, key: str, columns: str, part_rows: 
             FROM {source} s)
         SELECT coalesce(part, 0), count(*), CAST(sum(CAST(hash(r) AS HUGEINT)) AS VARCHAR), CAST(bit_xor(hash(r)) AS VARCHAR)
         FROM p GROUP BY ALL ORDER BY 1""").fetchall()
-    out = {}
-    for part, n, total, xor in rows:
-        digest = hashlib.sha256(f"{columns}|{n}|{total}|{xor}".encode()).hexdigest()[:32]
-        out[int(part)] = (digest, int(n))
-    return out
+    return {int(part): (_digest(columns, int(n), total, xor), int(n)) for part, n, total, xor in rows}
+
+
+def _digest(columns: str, rows: int, total: str, xor: str) -> str:
+    """The name of a partition: its columns, row count, and the sum and xor of its rows' hashes."""
+    return hashlib.sha256(f"{columns}|{rows}|{total}|{xor}".encode()).hexdigest()[:32]
+
+
+def _link_previous(previous: Path | None, table: str, name: str, folder: Path) -> bool:
+    """Hard-link (else copy) ``previous``'s file ``catalog/<table>/<name>`` into ``folder``; False if it has none."""
+    prev = previous / FOLDER / table / name if previous is not None else None
+    if prev is None or not prev.is_file():
+        return False
+    try:
+        os.link(prev, folder / name)
+    except OSError:  # another filesystem
+        shutil.copy2(prev, folder / name)
+    return True
 
 
 def _columns(con, source: str) -> tuple[str, str]:
@@ -88,18 +101,16 @@ def write_table(con, table: str, out: Path, previous: Path | None, part_rows: in
     folder.mkdir(parents=True)
     done = {"rows": sum(n for _, n in parts.values()), "linked": 0, "written": 0}
     if not parts:  # an empty table: one empty file keeps its columns
-        con.execute(f"COPY (SELECT * FROM {source} LIMIT 0) TO '{snap.sql_quote(str(folder / 'empty.parquet'))}' (FORMAT parquet)")
-        done["written"] += 1
+        name = f"{_digest(columns, 0, '0', '0')}.parquet"
+        if _link_previous(previous, table, name, folder):
+            done["linked"] += 1
+        else:
+            con.execute(f"COPY (SELECT * FROM {source} LIMIT 0) TO '{snap.sql_quote(str(folder / name))}' (FORMAT parquet)")
+            done["written"] += 1
         return done
     todo = []
     for part, (digest, _n) in parts.items():
-        name = f"{digest}.parquet"
-        prev = previous / FOLDER / table / name if previous is not None else None
-        if prev is not None and prev.is_file():
-            try:
-                os.link(prev, folder / name)
-            except OSError:  # another filesystem
-                shutil.copy2(prev, folder / name)
+        if _link_previous(previous, table, f"{digest}.parquet", folder):
             done["linked"] += 1
         else:
             todo.append(part)

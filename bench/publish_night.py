@@ -338,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    name = f"publish_night_{args.kind}" + (f"_{args.papers}" if args.kind == "synthetic" else "") + ".json"
+    name = (f"publish_night_{args.kind}" + (f"_{args.papers}" if args.kind == "synthetic" else "")
+            + (f"_{args.layout}" if args.layout != "both" else "") + ".json")
     (OUT / name).write_text(json.dumps(res, indent=1))
     ok = True
     for layout in ("new", "old"):

@@ -8,8 +8,9 @@ Layout (inside a snapshot folder, see :mod:`pipeline.snapshots`)::
 
 Partitions are content-defined, so that a night's new rows touch few of them: rows are ordered by the
 table's first column (its key: ``paper_id``, ``chunk_id``, ``citing_work_id``...), and a new partition
-starts at every key whose hash is a multiple of ``PART_ROWS`` (about ``PART_ROWS`` rows a partition; the
-boundaries depend on the keys alone, so inserting or deleting rows moves no boundary elsewhere). Each
+starts at every key whose hash is a multiple of the table's partition size (:func:`part_rows`: about a
+sixteenth of the table's distinct keys, a power of two from 128 to 65,536; the boundaries depend on the keys
+alone, so inserting or deleting rows moves no boundary elsewhere). Each
 partition is named by a fingerprint of its content (the table's column names and types, its row count,
 and the sum and xor of DuckDB's 64-bit ``hash`` of each row: order-independent, computed in one grouped
 scan). A partition whose file the previous snapshot holds under the same name is hard-linked from it; the
@@ -38,7 +39,12 @@ from pipeline.warehouse import scalar
 log = logging.getLogger(__name__)
 
 FOLDER = "catalog"
-PART_ROWS = 65_536  # about this many rows a partition (a power of two: the boundary test is a modulo)
+# About keys / PARTS_PER_TABLE distinct keys a partition, rounded up to a power of two between MIN_PART_ROWS and
+# MAX_PART_ROWS (the boundary test is a modulo). It changes only when a table doubles (or halves): that night the
+# table's partitions are all written anew, once.
+PARTS_PER_TABLE = 16
+MIN_PART_ROWS = 128
+MAX_PART_ROWS = 65_536
 # tables that describe runs of the pipeline rather than papers: not copied into a snapshot
 OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
 
@@ -55,12 +61,20 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def partition_fingerprints(con, source: str, key: str, columns: str, part_rows: int = PART_ROWS) -> dict[int, tuple[str, int]]:
+def part_rows(keys: int) -> int:
+    """The partition size, in keys, of a table of ``keys`` distinct keys (a power of two; see the module doc)."""
+    size = MIN_PART_ROWS
+    while size < MAX_PART_ROWS and size * PARTS_PER_TABLE < keys:
+        size *= 2
+    return size
+
+
+def partition_fingerprints(con, source: str, key: str, columns: str, size: int) -> dict[int, tuple[str, int]]:
     """``{partition: (fingerprint, rows)}`` of ``source`` (a qualified table name) partitioned on ``key``."""
     rows = con.execute(f"""
         WITH p AS (
             SELECT s AS r,
-                   sum(CASE WHEN hash({_ident(key)}) % {part_rows} = 0 THEN 1 ELSE 0 END)
+                   sum(CASE WHEN hash({_ident(key)}) % {size} = 0 THEN 1 ELSE 0 END)
                        OVER (ORDER BY {_ident(key)} NULLS FIRST) AS part
             FROM {source} s)
         SELECT coalesce(part, 0), count(*), CAST(sum(CAST(hash(r) AS HUGEINT)) AS VARCHAR), CAST(bit_xor(hash(r)) AS VARCHAR)
@@ -91,12 +105,13 @@ def _columns(con, source: str) -> tuple[str, str]:
     return cols[0][0], ", ".join(f"{c[0]} {c[1]}" for c in cols)
 
 
-def write_table(con, table: str, out: Path, previous: Path | None, part_rows: int = PART_ROWS) -> dict[str, int]:
+def write_table(con, table: str, out: Path, previous: Path | None) -> dict[str, int]:
     """Write ``wh.table`` under ``out/catalog/<table>/``: partitions the ``previous`` snapshot holds are
     hard-linked (copied across filesystems), the others written. Returns counts of rows, files linked, written."""
     source = f"wh.main.{_ident(table)}"
     key, columns = _columns(con, source)
-    parts = partition_fingerprints(con, source, key, columns, part_rows)
+    size = part_rows(scalar(con, f"SELECT count(DISTINCT {_ident(key)}) FROM {source}"))  # boundaries fall on keys
+    parts = partition_fingerprints(con, source, key, columns, size)
     folder = out / FOLDER / table
     folder.mkdir(parents=True)
     done = {"rows": sum(n for _, n in parts.values()), "linked": 0, "written": 0}
@@ -119,7 +134,7 @@ def write_table(con, table: str, out: Path, previous: Path | None, part_rows: in
         con.execute(f"""
             COPY (
                 SELECT * EXCLUDE (_part), _part FROM (
-                    SELECT s.*, coalesce(sum(CASE WHEN hash({_ident(key)}) % {part_rows} = 0 THEN 1 ELSE 0 END)
+                    SELECT s.*, coalesce(sum(CASE WHEN hash({_ident(key)}) % {size} = 0 THEN 1 ELSE 0 END)
                                OVER (ORDER BY {_ident(key)} NULLS FIRST), 0) AS _part
                     FROM {source} s)
                 WHERE _part IN ({", ".join(str(p) for p in todo)})
@@ -140,8 +155,8 @@ def view_sql(table: str) -> str:
     return f"CREATE VIEW main.{_ident(table)} AS SELECT * FROM read_parquet('{path}')"
 
 
-def build_catalog(settings: Settings, out: Path, previous: Path | None = None,
-                  part_rows: int = PART_ROWS) -> tuple[dict[str, int], dict[str, str], dict[str, dict[str, int]]]:
+def build_catalog(settings: Settings, out: Path, previous: Path | None = None
+                  ) -> tuple[dict[str, int], dict[str, str], dict[str, dict[str, int]]]:
     """Write the snapshot folder ``out``'s catalog (``catalog.duckdb`` + ``catalog/``) from the warehouse,
     linking partitions of the ``previous`` snapshot folder. Returns (counts, watermarks, per-table files
     linked / written)."""
@@ -156,7 +171,7 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None,
         counts: dict[str, int] = {}
         files: dict[str, dict[str, int]] = {}
         for t in published_tables(con):
-            done = write_table(con, t, out, previous, part_rows)
+            done = write_table(con, t, out, previous)
             counts[t] = done.pop("rows")
             files[t] = done
             con.execute(view_sql(t))
@@ -176,9 +191,39 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None,
             if scalar(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]):
                 counts[f"view:{name}"] = scalar(con, f"SELECT count(*) FROM {_ident(name)}")
         con.execute("CHECKPOINT")
+        definitions = views_digest(con)
     finally:
         con.close()
+    if previous is not None and (previous / snap.CATALOG).is_file() and _views_digest_of(previous) == definitions:
+        _link_over(previous / snap.CATALOG, out / snap.CATALOG)  # the same views: share the file too
     linked = sum(f["linked"] for f in files.values())
     written = sum(f["written"] for f in files.values())
     log.info("publish: catalog of %d table(s): %d partition file(s) hard-linked, %d written", len(files), linked, written)
     return counts, watermarks, files
+
+
+def views_digest(con) -> str:
+    """A digest of every view's definition on ``con`` (what ``catalog.duckdb`` holds)."""
+    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+def _views_digest_of(folder: Path) -> str | None:
+    try:
+        con = snap.open_catalog(folder)
+    except Exception:  # noqa: BLE001 - an unreadable previous catalog is only not shared
+        return None
+    try:
+        return views_digest(con)
+    finally:
+        con.close()
+
+
+def _link_over(src: Path, dest: Path) -> None:
+    """Replace ``dest`` by a hard link to ``src`` (left as it is when the link fails: another filesystem)."""
+    tmp = dest.with_name(f".{dest.name}.link")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        return
+    os.replace(tmp, dest)

@@ -116,7 +116,8 @@ def test_kill_minus_nine_concurrent_writers_and_deleted_files_never_break_the_wa
     rng = random.Random(SEED)
     settings = warehouse
     embed_s = _timed(settings, "embed")  # first embed: encodes 60 abstracts
-    publish_s = _timed(settings, "publish")
+    _timed(settings, "publish")  # the first publish also exports the query encoder into the cache
+    publish_s = _timed(settings, "publish")  # what every later publish costs: the kills are drawn within it
     assert _serving_state(settings) == "verified"
     grown = 60
     log: list[tuple] = []

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pipeline import snapshots as snap
 from pipeline.errors import UserError
-from pipeline.settings import Settings
+from pipeline.settings import SQL_DIR, Settings
 from pipeline.warehouse import scalar
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ FOLDER = "catalog"
 PARTS_PER_TABLE = 16
 MIN_PART_ROWS = 128
 MAX_PART_ROWS = 65_536
+RANKS_SQL = "marts/094_paper_ranks.sql"  # the view readers take citation counts, PageRank and weights from
 # tables that describe runs of the pipeline rather than papers: not copied into a snapshot
 OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
 
@@ -88,15 +89,19 @@ def _digest(columns: str, rows: int, total: str, xor: str) -> str:
 
 
 def _link_previous(previous: Path | None, table: str, name: str, folder: Path) -> bool:
-    """Hard-link (else copy) ``previous``'s file ``catalog/<table>/<name>`` into ``folder``; False if it has none."""
-    prev = previous / FOLDER / table / name if previous is not None else None
-    if prev is None or not prev.is_file():
+    """Hard-link (else copy) ``previous``'s partition ``catalog/<table>/<name>`` (``<digest>.parquet``, or its
+    pieces ``<digest>.<i>.parquet``) into ``folder``; False if it has none."""
+    if previous is None:
         return False
-    try:
-        os.link(prev, folder / name)
-    except OSError:  # another filesystem
-        shutil.copy2(prev, folder / name)
-    return True
+    src = previous / FOLDER / table
+    digest = name.removesuffix(".parquet")
+    found = [src / name] if (src / name).is_file() else sorted(src.glob(f"{digest}.*.parquet"))
+    for prev in found:
+        try:
+            os.link(prev, folder / prev.name)
+        except OSError:  # another filesystem
+            shutil.copy2(prev, folder / prev.name)
+    return bool(found)
 
 
 def _columns(con, source: str) -> tuple[str, str]:
@@ -142,10 +147,12 @@ def write_table(con, table: str, out: Path, previous: Path | None) -> dict[str, 
             ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""")
         for part in todo:
             files = sorted((stage / f"_part={part}").glob("*.parquet"))
-            if len(files) != 1:  # one file a partition (DuckDB writes more only past a file-size setting we do not set)
-                raise UserError(f"catalog table {table}: partition {part} was written as {len(files)} files")
-            os.replace(files[0], folder / f"{parts[part][0]}.parquet")
-            done["written"] += 1
+            if len(files) == 1:
+                os.replace(files[0], folder / f"{parts[part][0]}.parquet")
+            else:  # DuckDB closed and reopened the partition's file (many partitions open at once)
+                for i, f in enumerate(files):
+                    os.replace(f, folder / f"{parts[part][0]}.{i}.parquet")
+            done["written"] += len(files)
         shutil.rmtree(stage)
     return done
 
@@ -187,6 +194,10 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None
                 con.execute(sql)
             except duckdb.Error as exc:
                 log.warning("view %s not copied into the snapshot: %s", name, str(exc).splitlines()[0])
+        if "paper_ranks" not in {name for name, _ in views} and "papers" in counts and "paper_metrics" in counts:
+            # a warehouse no step of this version has opened yet: readers take the ranks from this view
+            con.execute((SQL_DIR / RANKS_SQL).read_text(encoding="utf-8"))
+            views.append(("paper_ranks", ""))
         for name, _ in views:
             if scalar(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]):
                 counts[f"view:{name}"] = scalar(con, f"SELECT count(*) FROM {_ident(name)}")

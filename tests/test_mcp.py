@@ -26,7 +26,7 @@ from conftest import KEEP_ENV, REPO_ROOT, isolated_settings  # noqa: E402
 from pipeline.agents.server import HTTP_PATH  # noqa: E402
 from live_server import free_port  # noqa: E402
 
-TOOLS = {"search", "get_paper", "get_passages", "get_citations", "related", "recommend", "citation_path", "export"}
+TOOLS = {"search", "get_paper", "get_passages", "get_citations", "related", "recommend", "citation_path", "export", "ask"}
 PDF = "1409.0473"  # Bahdanau et al.: 15 pages, sections, an appendix
 CALL_LIMIT_S = 600  # a hung server fails the test instead of hanging it
 
@@ -171,6 +171,10 @@ def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_s
             csl = (await c.call_tool("export", {"paper_ids": ids, "format": "csl-json"})).structured_content
             assert [item["title"] for item in json.loads(csl["text"])] == [h["title"] for h in s["results"][:3]]
 
+            asked = (await c.call_tool("ask", {"question": "library classification", "k": 3})).structured_content
+            assert asked["snapshot_id"] == sid and [e["n"] for e in asked["evidence"]] == [1, 2, 3]
+            assert {e["paper_id"] for e in asked["evidence"]} <= known and asked["claims"] == [] and asked["notes"]
+
             resources = (await c.list_resources()).resources
             assert [str(x.uri) for x in resources] == ["paperkb://snapshot/manifest"]
             text = (await c.read_resource("paperkb://snapshot/manifest")).contents[0].text
@@ -187,6 +191,7 @@ def test_stdio_lists_typed_tools_and_every_tool_answers_from_the_snapshot(cisi_s
                                                                                "year_to": 1980}))
             assert "cisi:999999" in _error_line(await c.call_tool("export", {"paper_ids": [pid, "cisi:999999"]}))
             assert "format" in _error_line(await c.call_tool("export", {"paper_ids": [pid], "format": "docx"}))
+            assert "question" in _error_line(await c.call_tool("ask", {"question": " "}))
             assert "no full text" in _error_line(await c.call_tool("get_passages", {"paper_id": pid, "page_from": 2}))
             assert "both a positive and a negative" in _error_line(
                 await c.call_tool("recommend", {"positive": [pid], "negative": [pid]}))

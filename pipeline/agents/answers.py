@@ -231,3 +231,35 @@ class ExportAnswer(BaseModel):
     format: Literal["bibtex", "ris", "csl-json"]
     count: int = Field(description="papers exported")
     text: str = Field(description="the papers as one BibTeX, RIS or CSL-JSON document")
+
+
+class EvidencePassage(BaseModel):
+    n: int = Field(description="the number claims cite: [n]")
+    paper_id: str
+    external_id: str | None = None
+    title: str | None
+    authors: list[str]
+    year: int | None
+    page: int | None = Field(None, description="PDF page the passage starts on (none for the abstract)")
+    section: str | None
+    role: str | None
+    chunk_id: str | None
+    text: str = Field(description="the passage")
+    index: str | None = None
+
+
+class Claim(BaseModel):
+    text: str = Field(description="one sentence of the answer, with its [n] citations")
+    cites: list[int] = Field(description="the evidence numbers it cites (every one is in the evidence list)")
+
+
+class AskAnswer(BaseModel):
+    snapshot_id: str | None = SNAPSHOT
+    question: str
+    evidence: list[EvidencePassage] = Field(description="numbered passages: the best passage of each top paper")
+    claims: list[Claim] = Field(description="the LLM's answer, sentence by sentence, each citing the evidence; empty "
+                                            "without an LLM (the evidence alone)")
+    dropped: list[str] = Field(description="sentences of the LLM's answer that cited no listed passage")
+    model: str | None = Field(None, description="the LLM that wrote the claims")
+    notes: list[str]
+    search_notes: list[str]

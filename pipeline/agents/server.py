@@ -83,6 +83,9 @@ DESCRIPTIONS = {
     "citation_path": "The shortest citation paths between two papers (citations followed either way), each hop's "
                      "paper shown.",
     "export": "Papers as BibTeX, RIS or CSL-JSON, for a reference manager or a bibliography.",
+    "ask": "A question answered from the snapshot: the best passage of each top paper as numbered evidence (paper, "
+           "page, section); where the server has an LLM configured, also an answer whose every sentence cites the "
+           "evidence (sentences citing nothing listed are dropped).",
 }
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 T = TypeVar("T")
@@ -247,6 +250,14 @@ def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServe
         format: Annotated[ExportFormat, Field(description="bibtex, ris or csl-json")] = "bibtex",
     ) -> answers.ExportAnswer:
         return await run(lambda cur: tools.export(cur, paper_ids, format))
+
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["ask"])
+    async def ask(
+        question: Annotated[str, Field(min_length=1, max_length=max_query, pattern=r"\S", description="the question")],
+        k: Annotated[int, Field(ge=1, le=20, description="passages of evidence")] = 5,
+        use_llm: Annotated[bool, Field(description="let the server's LLM (if configured) write a cited answer")] = True,
+    ) -> answers.AskAnswer:
+        return await run(lambda cur: tools.ask(cur, settings, question, k=k, use_llm=use_llm))
 
     @server.resource(MANIFEST_URI, name="snapshot-manifest", title="The served snapshot's manifest",
                      description="snapshot id, creation time, row counts, the embedding model, the score weights and "

@@ -116,6 +116,13 @@ def export(cur, paper_ids: list[str], fmt: str) -> answers.ExportAnswer:
                                 text=render(fmt, records))
 
 
+def ask(cur, settings, question: str, *, k: int, use_llm: bool) -> answers.AskAnswer:
+    from pipeline.query.ask import ask as ask_question
+
+    found = ask_question(cur.multi or cur.searcher, settings, question, k=k, use_llm=use_llm)
+    return answers.AskAnswer.model_validate({**found.to_dict(), "snapshot_id": found.snapshot_id or cur.snapshot_id})
+
+
 def public_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     """The snapshot's manifest without filesystem paths (where the warehouse lives is no client's business)."""
     def clean(value: Any) -> Any:

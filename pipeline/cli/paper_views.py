@@ -125,3 +125,31 @@ def author_lines(profile: dict[str, Any], cols: int) -> list[str]:
     for card in profile["papers"]:
         out += card_line(card, cols)
     return out
+
+
+def print_answer(answer, cols: int | None = None) -> None:
+    """``paperkb ask``: the checked answer (each sentence with its citations), then the numbered evidence:
+    paper, authors, year, page and section, the passage wrapped."""
+    from pipeline.cli.console import width
+
+    cols = cols or width()
+    lines = ["Q: " + q if i == 0 else "   " + q for i, q in enumerate(_wrap(answer.question, cols - 3))]
+    if answer.claims:
+        lines += ["", f"Answer ({answer.model}; every sentence cites the evidence below):"]
+        for c in answer.claims:
+            lines += _wrap(c.text, cols - 2, "  ")
+    for note in answer.notes:
+        lines += _wrap(f"note: {note}", cols)
+    lines += ["", f"Evidence (snapshot {answer.snapshot_id}):" if answer.evidence else "No evidence found."]
+    for e in answer.evidence:
+        mark = f"[{e.n}] "
+        pad = " " * len(mark)
+        where = " · ".join(x for x in (e.paper_id, f"{e.index} index" if e.index else None,
+                                      _authors(e.authors, 40) if e.authors else None, str(e.year) if e.year else None,
+                                      f"page {e.page}" if e.page else None, _clip(e.section, 30) if e.section else None) if x)
+        title = _wrap(e.title or "(untitled)", cols - len(mark))[:2]
+        lines += [(mark if i == 0 else pad) + t for i, t in enumerate(title)]
+        lines += _wrap(where, cols, pad)
+        lines += _wrap(e.text, cols, pad)
+        lines.append("")
+    print("\n".join(lines).rstrip())

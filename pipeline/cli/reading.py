@@ -1,4 +1,4 @@
-"""Reading and search: search, related, path, recommend, export, sql, eval, show, papers, author."""
+"""Reading and search: search, ask, related, path, recommend, export, sql, eval, show, papers, author."""
 
 from __future__ import annotations
 
@@ -128,6 +128,43 @@ def _print_exports(searcher, resp, export_format: str) -> None:
         ids = [r.paper_id for r in resp.results if r.index == name]
         if ids:
             print_export(one.snap, ids, export_format)
+
+
+@app.command("ask", rich_help_panel=PANEL)
+def ask_cmd(
+    ctx: typer.Context,
+    question: str = typer.Argument(..., help="The question, in words."),
+    k: int = typer.Option(5, "--k", "-k", min=1, max=20, help="Passages of evidence (the best passage of each of the top papers)."),
+    llm: bool = typer.Option(True, "--llm/--no-llm", help="Have the configured LLM write an answer citing the evidence "
+                             "(default when PAPERKB_LLM_BASE_URL and PAPERKB_LLM_MODEL are set)."),
+    expand: Optional[str] = typer.Option(None, "--expand", help="Query expansion for the search: off | prf | rm3 | llm | auto."),
+    snapshot: Optional[list[str]] = typer.Option(None, "--snapshot", help=SNAPSHOTS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: the evidence, the checked claims, what was dropped."),
+) -> None:
+    """A question answered from the snapshot: numbered passages as evidence (paper, page, section); with an
+    LLM configured, an answer whose every sentence cites a listed passage (a sentence citing none is dropped)."""
+    import logging
+
+    from pipeline.query.ask import ask
+
+    if not VERBOSE["on"]:
+        logging.getLogger().setLevel(logging.WARNING)
+    settings = get_settings(ctx)
+    if snapshot and len(snapshot) > 1:
+        from pipeline.query.multi import open_multi
+
+        searcher: Any = open_multi(settings, snapshot, one_shot=True)
+    else:
+        from pipeline.query import Searcher, open_snapshot
+
+        searcher = Searcher(open_snapshot(settings, snapshot[0] if snapshot else None), settings, one_shot=True)
+    answer = ask(searcher, settings, question, k=k, use_llm=llm, expand=expand)
+    if as_json:
+        print(json.dumps(answer.to_dict(), indent=2, default=str))
+        return
+    from pipeline.cli.paper_views import print_answer
+
+    print_answer(answer)
 
 
 @app.command(rich_help_panel=PANEL)

@@ -28,11 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from pipeline.errors import ServiceUnreachable
-
 if TYPE_CHECKING:
-    import requests
-
     from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -247,31 +243,20 @@ class LLMExpander:
     TOKENS_PER_SUBQUERY = 40
 
     def __init__(self, settings: Settings, fallback: Expander | None = None):
-        if not (settings.llm_base_url and settings.llm_model):
-            raise ValueError("LLMExpander needs llm_base_url and llm_model")
-        self.base_url = settings.llm_base_url.rstrip("/")
-        self.model, self.n, self.timeout_s = settings.llm_model, settings.llm_subqueries, settings.llm_timeout_s
-        # the HTTP client (and requests) load only here: a search without an LLM never imports them
-        from pipeline.sources.http import Endpoint, PoliteClient
+        from pipeline.query.chat import ChatEndpoint
 
-        key = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
-        # the shared client, one attempt: llm_timeout_s is what a query may wait, so no retries eat into it
-        self.http = PoliteClient(settings, Endpoint("the LLM endpoint", self.base_url, "PAPERKB_LLM_BASE_URL"),
-                                 max_attempts=1, timeout_s=self.timeout_s, headers=key)
+        self.chat = ChatEndpoint(settings, settings.llm_timeout_s)  # ValueError without llm_base_url and llm_model
+        self.model, self.n, self.timeout_s = settings.llm_model, settings.llm_subqueries, settings.llm_timeout_s
         self.fallback = fallback or PRFExpander()
 
     def request_body(self, query: str) -> dict:
         """The chat-completions request for ``query``: greedy (temperature 0), a small token budget."""
-        return {"model": self.model, "temperature": 0, "max_tokens": self.TOKENS_PER_SUBQUERY * self.n,
-                "messages": [{"role": "user", "content": self.PROMPT.format(query=query, n=self.n)}]}
+        return self.chat.request_body(self.PROMPT.format(query=query, n=self.n), self.TOKENS_PER_SUBQUERY * self.n)
 
     def _ask(self, query: str) -> list[str]:
-        try:
-            r = self.http.request("POST", f"{self.base_url}/chat/completions", json=self.request_body(query))
-        finally:
-            self.http.close()
-        r.raise_for_status()
-        content, truncated = answer_content(r)
+        from pipeline.query.chat import AnswerError
+
+        content, truncated = self.chat.complete(self.PROMPT.format(query=query, n=self.n), self.TOKENS_PER_SUBQUERY * self.n)
         subs = parse_subqueries(content, query, self.n, truncated)
         if not subs:
             raise AnswerError("the answer held no sub-queries")
@@ -281,48 +266,10 @@ class LLMExpander:
         try:
             return Expansion(self._ask(query), [f"LLM expansion: {self.model}"], "llm")
         except Exception as exc:  # any failure (timeout, HTTP error, bad JSON): fall back, never fail the query
-            reason = _failure(exc, self.timeout_s)
+            from pipeline.query.chat import failure
+
+            reason = failure(exc, self.timeout_s)
             log.warning("LLM expansion failed (%s); using offline %s expansion", reason, self.fallback.name)
             fb = self.fallback.expand(query, feedback)
             fb.notes.insert(0, f"LLM expansion failed ({reason}); used the offline {self.fallback.name.upper()} expansion instead")
             return fb
-
-
-class AnswerError(ValueError):
-    """An answer from the LLM endpoint that holds no usable sub-queries; the message says why."""
-
-
-def answer_content(r: requests.Response) -> tuple[str, bool]:
-    """The first choice's text of a chat-completions answer, and whether it was cut at the token limit."""
-    try:
-        body = r.json()
-    except ValueError:
-        raise AnswerError("the answer was not JSON") from None
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-        raise AnswerError("the answer had no choices")
-    message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str) or not content.strip():
-        raise AnswerError("the answer had no text")
-    return content, choices[0].get("finish_reason") == "length"
-
-
-def _failure(exc: Exception, timeout_s: float) -> str:
-    """Why the LLM did not help, in a few words."""
-    import requests
-
-    from pipeline.sources.http import RetryableHTTP
-
-    if isinstance(exc, ServiceUnreachable):
-        return f"cannot reach {exc.url}: {exc.reason}"
-    if isinstance(exc, RetryableHTTP):
-        if isinstance(exc.__cause__, requests.Timeout):
-            return f"timed out after {timeout_s:g} s"
-        if exc.status is not None:
-            return f"HTTP {exc.status}"
-    if isinstance(exc, requests.HTTPError) and exc.response is not None:
-        return f"HTTP {exc.response.status_code}"
-    if isinstance(exc, AnswerError):
-        return str(exc)
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:160]  # one line, whatever the exception says

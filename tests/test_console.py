@@ -133,6 +133,7 @@ def cacm_cli(cacm_snapshot, tmp_path_factory):
 READ_COMMANDS = [
     ("search", "hash table collision resolution"),
     ("search", "hashing", "-k", "3", "--year-from", "1970"),
+    ("ask", "How are collisions resolved in hash tables?", "-k", "3"),
     ("related", "cacm:1785", "-k", "5"),
     ("path", "cacm:1785", "cacm:1"),
     ("path", "cacm:1785", "cacm:1", "--max-length", "1"),

@@ -251,3 +251,130 @@ def test_fast_xmin_search_chooses_what_the_powerlaw_package_chooses(sample, shar
     assert fast.ks_d == pytest.approx(lib.power_law.D, rel=1e-9)
     r, p = lib.distribution_compare("power_law", "lognormal", normalized_ratio=True)
     assert fast.loglikelihood_ratio == pytest.approx(r, rel=1e-9) and fast.p_value == pytest.approx(p, rel=1e-9)
+
+
+# -- CCBC engines: the compiled pass (numba) against the sparse product and brute force ----------
+_FIELDS = ("row", "rank", "col", "weighted", "naive", "shared_refs", "shared_citers", "cites", "cited_by")
+
+
+def _assert_identical(x, y):
+    for f in _FIELDS:
+        gx, gy = getattr(x, f), getattr(y, f)
+        assert gx.dtype == gy.dtype and np.array_equal(gx, gy), f
+
+
+def _test_graph(kind: str, seed: int):
+    """(adjacency, weights, rows) of a random graph: 'pareto' (power-law popularity, hubs), 'ties' (unit
+    weights and a regular structure, so many pairs score exactly the same), 'corpus' (the benchmark's shape:
+    every edge touches a corpus; hubs among both references and corpus papers)."""
+    rng = np.random.default_rng(seed)
+    if kind == "pareto":
+        n = 1200
+        pop = rng.pareto(1.2, n) + 1
+        dst = np.minimum(np.searchsorted(np.cumsum(pop), rng.uniform(0, pop.sum(), 14000)), n - 1)
+        a = adjacency(rng.integers(0, n, 14000), dst, n)
+        indeg = np.asarray(a.sum(axis=0)).ravel()
+        _, obj = fit_powerlaw(indeg, min_n=20)
+        return a, survival_weights(indeg, obj), np.arange(0, n, 2)
+    if kind == "ties":
+        n = 600
+        src = np.repeat(np.arange(n), 4)
+        dst = (src + rng.choice([1, 2, 3, 5, 8, 13], size=len(src))) % n
+        return adjacency(src, dst, n), np.ones(n), np.arange(n)
+    from bench.graph import synthetic_edges
+
+    n, nc = 5000, 300
+    src, dst = synthetic_edges(n, nc, 40_000, seed=seed)
+    perm = rng.permutation(n)
+    a = adjacency(perm[src], perm[dst], n)
+    indeg = np.bincount(a.indices, minlength=n)
+    _, obj = fit_powerlaw(indeg, min_n=20)
+    return a, survival_weights(indeg, obj), np.sort(perm[:nc])
+
+
+@pytest.mark.parametrize("kind,seed", [("pareto", 4), ("pareto", 5), ("ties", 1), ("corpus", 2), ("corpus", 3)])
+@pytest.mark.parametrize("hub_citers", [None, 3, 25])
+def test_numba_engine_is_identical_to_the_sparse_product(kind, seed, hub_citers):
+    """Same rows, ranks, columns, bit-identical scores and counts, whatever the blocks and threads."""
+    a, w, rows = _test_graph(kind, seed)
+    ref = related_top_k(a, w, rows, k=7, hub_citers=hub_citers, max_block_nnz=30_000, engine="sparse")
+    assert len(ref) > 0
+    for threads, block in [(1, 30_000), (3, 30_000), (2, 10**9)]:
+        new = related_top_k(a, w, rows, k=7, hub_citers=hub_citers, max_block_nnz=block, engine="numba",
+                            threads=threads)
+        _assert_identical(ref, new)
+
+
+def test_numba_engine_handles_rows_that_need_the_full_recomputation():
+    # one hub-only paper: 0 cites only the hub 1, cited by 200 others that cite nothing else useful; the hub
+    # slack of row 0 beats every light score, so the row is recomputed with hubs enumerated
+    n = 400
+    edges = [(0, 1)] + [(i, 1) for i in range(2, 250)] + [(i, i + 1) for i in range(250, 399)]
+    e = np.array(edges)
+    a = adjacency(e[:, 0], e[:, 1], n)
+    w = np.linspace(1.0, 0.2, n)
+    rows = np.array([0, 2, 3, 300])
+    ref = related_top_k(a, w, rows, k=5, hub_citers=50, engine="sparse")
+    new = related_top_k(a, w, rows, k=5, hub_citers=50, engine="numba", threads=2)
+    _assert_identical(ref, new)
+    assert (ref.row == 0).sum() == 5  # row 0 found its hub-sharing neighbours
+
+
+def test_numba_engine_on_empty_and_isolated_rows():
+    a = _graph([(0, 1), (2, 1)], 5)
+    for rows in (np.array([], dtype=np.int64), np.array([3, 4]), np.array([0, 3])):
+        _assert_identical(related_top_k(a, np.ones(5), rows, k=3, engine="sparse"),
+                          related_top_k(a, np.ones(5), rows, k=3, engine="numba"))
+
+
+def _brute_top_k(a, w, rows, k):
+    """Every pair scored from Python sets with Eq. 1 / Eq. 3 (shared w summed in increasing id, as the
+    product does), ranked by weighted desc, naive desc, id: the definition, with no candidate shortcut."""
+    n = a.shape[0]
+    refs = [set(a.indices[a.indptr[i]:a.indptr[i + 1]].tolist()) for i in range(n)]
+    citers: list[set[int]] = [set() for _ in range(n)]
+    for i in range(n):
+        for j in refs[i]:
+            citers[j].add(i)
+    wref = [sum(w[j] for j in sorted(refs[i])) for i in range(n)]
+    out = []
+    for r in rows:
+        scored = []
+        for b in range(n):
+            if b == r:
+                continue
+            sr = sorted(refs[r] & refs[b])
+            sc = len(citers[r] & citers[b])
+            cites, cited_by = b in refs[r], r in refs[b]
+            if not (sr or sc or cites or cited_by):
+                continue
+            sw = 0.0
+            for j in sr:
+                sw += w[j]
+            wt = (sw / max(wref[r] + wref[b] - sw, 1e-300) / 3.0
+                  + w[r] * w[b] * (sc / max(len(citers[r]) + len(citers[b]) - sc, 1e-300)) / 3.0
+                  + (cites * w[b] + cited_by * w[r]) / 6.0)
+            nv = 0.4 * (0.5 * (cites or cited_by)
+                        + len(sr) / max(len(refs[r]) + len(refs[b]) - len(sr), 1e-300)
+                        + sc / max(len(citers[r]) + len(citers[b]) - sc, 1e-300))
+            scored.append((-wt, -nv, b, len(sr), sc, cites, cited_by))
+        scored.sort()
+        out += [(int(r), rank + 1, s[2], -s[0], -s[1], s[3], s[4], s[5], s[6]) for rank, s in enumerate(scored[:k])]
+    return out
+
+
+@pytest.mark.parametrize("kind,seed", [("pareto", 6), ("ties", 2), ("corpus", 4)])
+def test_numba_engine_matches_brute_force(kind, seed):
+    a, w, rows = _test_graph(kind, seed)
+    rows = rows[:40]
+    got = related_top_k(a, w, rows, k=6, engine="numba", threads=2)
+    want = _brute_top_k(a, w, rows, 6)
+    assert [(int(r), int(k), int(c)) for r, k, c in zip(got.row, got.rank, got.col)] == [t[:3] for t in want]
+    assert got.weighted.tolist() == pytest.approx([t[3] for t in want], rel=1e-12, abs=1e-15)
+    assert got.naive.tolist() == pytest.approx([t[4] for t in want], rel=1e-12, abs=1e-15)
+    assert got.shared_refs.tolist() == [t[5] for t in want] and got.shared_citers.tolist() == [t[6] for t in want]
+    assert got.cites.tolist() == [t[7] for t in want] and got.cited_by.tolist() == [t[8] for t in want]
+    # with hubs: the same related works and counts (scores within rounding: hub shares are summed apart)
+    hub = related_top_k(a, w, rows, k=6, engine="numba", hub_citers=5)
+    assert hub.col.tolist() == got.col.tolist() and hub.shared_refs.tolist() == got.shared_refs.tolist()
+    assert np.allclose(hub.weighted, got.weighted, rtol=1e-12, atol=1e-15)

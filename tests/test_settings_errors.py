@@ -21,7 +21,7 @@ COMMANDS = {
     "related": ["related", "cisi:1"], "export": ["export", "cisi:1"], "match-library": ["match-library", "x.bib"],
     "path": ["path", "a", "b"], "recommend": ["recommend", "--pos", "cisi:1"], "feeds": ["feeds"],
     "eval": ["eval", "--queries", "q", "--qrels", "r"], "refresh": ["refresh"], "serve": ["serve"],
-    "mcp": ["mcp"], "show": ["show", "cisi:1"], "papers": ["papers"], "author": ["author", "Salton"], "sql": ["sql", "SELECT 1"],
+    "mcp": ["mcp"], "show": ["show", "cisi:1"], "papers": ["papers"], "author": ["author", "Salton"], "sql": ["sql", "SELECT 1"], "ask": ["ask", "q"],
     "snapshots list": ["snapshots", "list"], "snapshots verify": ["snapshots", "verify"],
     "snapshots rollback": ["snapshots", "rollback", "x"], "interests add": ["interests", "add", "n", "--query", "q"],
     "interests list": ["interests", "list"], "interests remove": ["interests", "remove", "n"],

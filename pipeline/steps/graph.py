@@ -18,20 +18,24 @@ survival function of the power law fitted to citation counts, with ``w = 1`` bel
 Both scores lie in [0, 1]. Only pairs sharing a reference, a citer or a direct link are scored:
 one sparse product ``[A | A.T][rows] @ [[A.T], [A]]`` (plus diagonals for the direct links) yields
 exactly those pairs with all their counts (see ``CCBC``), for blocks of corpus rows so memory stays
-bounded at RACP scale.
+bounded at RACP scale. ``related_top_k`` does the same per row in one compiled pass that keeps only the
+pairs that can rank (pipeline/steps/ccbc_kernel.py, numba), with bit-identical results.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
+import queue
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -276,20 +280,39 @@ class CCBC:
         if n and (self.outdeg.max() >= 2**_CIT_SHIFT or self.indeg.max() >= 2 ** (_CITES_BIT - _CIT_SHIFT)):
             raise ValueError("a work cites >= 2**20 works or has >= 2**30 citers: counts would not pack exactly")
         self.wref = a @ self.w  # sum of w over each work's references
-        self._diag = sp.identity(n, dtype=np.complex128, format="csr")
-        # row c of the lower half: the references of c, each carrying 2**20 j, plus (c, c) = 2**51 j
-        self._lower = _with_data(a, np.full(a.nnz, 2.0**_CIT_SHIFT * 1j)) + self._diag * (2.0**_CITED_BIT * 1j)
-        self._right = None
+        self._diag_m: sp.csr_matrix | None = None
+        self._lower_m: sp.csr_matrix | None = None
+        self._right: sp.csr_matrix | None = None
+        self._right_light: sp.csr_matrix | None = None
         # hubs: references with more than hub_citers citers. Sharing one is cheap to bound and
         # expensive to enumerate (every pair of its citers), see related_top_k.
         self.heavy = (self.indeg > hub_citers) if hub_citers else np.zeros(n, dtype=bool)
         self.has_hubs = bool(self.heavy.any())
         if self.has_hubs:
-            keep = sp.diags((~self.heavy).astype(np.float64))
-            self.right_light = self._stack(sp.csr_matrix(keep @ at))
             self.a_heavy = sp.csr_matrix(a @ sp.diags(self.heavy.astype(np.float64)))
             self.a_heavy.eliminate_zeros()
             self.hsum = self.a_heavy @ self.w  # sum of w over each work's hub references
+
+    @property
+    def _diag(self) -> sp.csr_matrix:
+        if self._diag_m is None:
+            self._diag_m = sp.identity(self.n, dtype=np.complex128, format="csr")
+        return self._diag_m
+
+    @property
+    def _lower(self) -> sp.csr_matrix:
+        # row c of the lower half: the references of c, each carrying 2**20 j, plus (c, c) = 2**51 j
+        if self._lower_m is None:
+            self._lower_m = (_with_data(self.a, np.full(self.a.nnz, 2.0**_CIT_SHIFT * 1j))
+                             + self._diag * (2.0**_CITED_BIT * 1j))
+        return self._lower_m
+
+    @property
+    def right_light(self) -> sp.csr_matrix:
+        if self._right_light is None:
+            keep = sp.diags((~self.heavy).astype(np.float64))
+            self._right_light = self._stack(sp.csr_matrix(keep @ self.at))
+        return self._right_light
 
     def _stack(self, at_part: sp.csr_matrix) -> sp.csr_matrix:
         # row r of the upper half: the citers of r, each carrying w(r) + 1j, plus (r, r) = 2**50 j
@@ -414,8 +437,106 @@ def _top_candidates(indptr: np.ndarray, data: np.ndarray, k: int,
     return (np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)), full
 
 
+class _KernelCandidates:
+    """``CCBC.block`` + ``_top_candidates`` as one compiled pass per row (pipeline/steps/ccbc_kernel.py),
+    rows split over ``threads`` threads (the kernel releases the GIL), each with its own accumulator."""
+
+    def __init__(self, c: CCBC, threads: int):
+        n = c.n
+        # accumulator slots by decreasing degree: the works touched most share a cache-resident stretch
+        order = np.argsort(-(c.indeg + c.outdeg), kind="stable")
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n, dtype=np.int64)
+        self.c, self.inv = c, order.astype(np.int64)
+        self.a_ptr, self.a_idx = c.a.indptr.astype(np.int64), c.a.indices
+        self.a_idx_p = pos[c.a.indices].astype(np.int32)
+        self.at_ptr, self.at_idx_p = c.at.indptr.astype(np.int64), pos[c.at.indices].astype(np.int32)
+        del pos
+        self.attr = np.ascontiguousarray(np.stack([c.w[order], c.wref[order], c.indeg[order], np.zeros(n)], axis=1))
+        if c.has_hubs:
+            # CCBC.hub_shares sums a pair's shared hubs in increasing id (a_heavy's rows come out of the
+            # product in decreasing id; the general elementwise product reverses them): the kernel merges
+            # sorted rows
+            ah = c.a_heavy.copy()
+            ah.sort_indices()
+            self.h_ptr, self.h_idx = ah.indptr.astype(np.int64), ah.indices
+        else:
+            self.h_ptr, self.h_idx = np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        self.threads = max(1, threads)
+        self.spaces: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(self.threads):
+            self.spaces.put((np.zeros((n, 2), dtype=np.float64), np.empty(n, dtype=np.int64),
+                             np.empty(n, dtype=np.float64), np.empty(n, dtype=np.int64)))
+        self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def _run(self, rows: np.ndarray, slack: np.ndarray, k: int, light: bool) -> tuple[np.ndarray, ...]:
+        from pipeline.steps.ccbc_kernel import top_candidates as kernel_fn
+
+        top_candidates: Any = kernel_fn  # a numba dispatcher: mypy sees no signature
+        c = self.c
+        full = np.zeros(len(rows), dtype=bool)
+        parts: list[tuple[np.ndarray, ...]] = []
+        done, cap = 0, len(rows) * (k + 2) + 64
+        space = self.spaces.get()
+        try:
+            while done < len(rows):
+                buf = (np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64),
+                       np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.int64))
+                nd, no, need = top_candidates(
+                    rows[done:], slack[done:], k, light, light and c.has_hubs,
+                    self.a_ptr, self.a_idx, self.a_idx_p, self.at_ptr, c.at.indices, self.at_idx_p, c.heavy, self.inv,
+                    c.w, c.wref, c.indeg, self.attr, self.h_ptr, self.h_idx, *space, *buf,
+                    full[done:])
+                parts.append((buf[0][:no] + done,) + tuple(x[:no] for x in buf[1:]))
+                done += nd
+                cap = max(cap, 2 * need)
+        finally:
+            self.spaces.put(space)
+        return tuple(np.concatenate([p[f] for p in parts]) for f in range(6)) + (full,)
+
+    def __call__(self, rows: np.ndarray, slack: np.ndarray | None, k: int,
+                 light: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(local row index, col, shared_w, packed, hub w, hub count, full) as ``CCBC.block`` +
+        ``_top_candidates`` (+ ``CCBC.hub_shares`` in light mode) would give them."""
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        slack = np.zeros(len(rows)) if slack is None else np.ascontiguousarray(slack, dtype=np.float64)
+        nparts = min(len(rows), 4 * self.threads) if self.pool is not None else 1
+        bounds = np.linspace(0, len(rows), max(nparts, 1) + 1).astype(np.int64)
+        parts = [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        if self.pool is None or len(parts) < 2:
+            res = [self._run(rows[lo:hi], slack[lo:hi], k, light) for lo, hi in parts]
+        else:
+            res = list(self.pool.map(lambda lh: self._run(rows[lh[0]:lh[1]], slack[lh[0]:lh[1]], k, light), parts))
+        if not res:
+            e = np.zeros(0, dtype=np.int64)
+            return e, e, np.zeros(0), e, np.zeros(0), e, np.zeros(0, dtype=bool)
+        cr = np.concatenate([r[0] + lo for r, (lo, _) in zip(res, parts)])
+        out = [np.concatenate([r[f] for r in res]) for f in range(1, 7)]
+        return cr, out[0], out[1], out[2], out[3], out[4], out[5]
+
+
+def _threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _numba_available() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50, *,
-                  max_block_nnz: int = 10_000_000, hub_citers: int | None = None, progress=None) -> TopRelated:
+                  max_block_nnz: int = 10_000_000, hub_citers: int | None = None, progress=None,
+                  engine: str = "auto", threads: int | None = None) -> TopRelated:
     """Top-k works by weighted CCBC for each of ``rows`` (ties: naive desc, then vertex id). Exact.
 
     Works sharing nothing with a row are not candidates, so a row can get fewer than k.
@@ -428,61 +549,41 @@ def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50
     where a hub-only pair could still make the top k are recomputed in full. The result is the same
     as without hubs (tested), only cheaper.
     ``progress(n_rows_done)`` is called after each block.
+
+    ``engine``: how each block's candidates are found. ``"sparse"``: one SciPy product per block
+    (``CCBC.block``), every pair scored with NumPy, then ``_top_candidates``. ``"numba"``: the same
+    candidates with the same values from one compiled pass per row that keeps only them
+    (pipeline/steps/ccbc_kernel.py; several times faster, no product in memory), over ``threads``
+    threads (default: the CPUs this process may use). ``"auto"``: numba when it is installed. Both give
+    identical results, bit for bit (tests/test_graph.py).
     """
+    if engine not in ("auto", "numba", "sparse"):
+        raise ValueError(f"engine must be 'auto', 'numba' or 'sparse', not {engine!r}")
+    if engine == "auto":
+        engine = "numba" if _numba_available() else "sparse"
     rows = np.asarray(rows, dtype=np.int64)
     ccbc = CCBC(a, w, hub_citers=hub_citers)
     light = ccbc.has_hubs
     out: dict[str, list[np.ndarray]] = {f: [] for f in TopRelated.__dataclass_fields__}
     est = ccbc.estimate(rows, light=light) if len(rows) else np.zeros(0)
-    for sl in iter_blocks(est, max_block_nnz):
-        blk = rows[sl]
-        b = ccbc.block(blk, light=light)
-        slack = None
-        if light:
-            hs = ccbc.hsum[blk]
-            slack = np.where(hs > 0, (2.0 / 3.0) * hs / np.maximum(ccbc.wref[blk], 1e-300), 0.0)
-        cand, full = _top_candidates(b["indptr"], b["weighted"], k, slack)
-        cr = np.searchsorted(b["indptr"], cand, side="right") - 1
-        ra, rb = blk[cr], b["col"][cand].astype(np.int64)
-        sw = b["shared_w"][cand]
-        comp = CCBC.unpack(b["packed"][cand])
-        del b
-        if light:
-            hw, hn = ccbc.hub_shares(ra, rb)
-            sw = sw + hw
-            comp["shared_refs"] = comp["shared_refs"] + hn
-            redo = blk[full]
-            if len(redo):  # rows where a pair sharing only hubs could still rank: no shortcut
-                bf = ccbc.block(redo)
-                fc, _ = _top_candidates(bf["indptr"], bf["weighted"], k)
-                fr = np.searchsorted(bf["indptr"], fc, side="right") - 1
-                ra = np.concatenate([ra, redo[fr]])
-                rb = np.concatenate([rb, bf["col"][fc].astype(np.int64)])
-                sw = np.concatenate([sw, bf["shared_w"][fc]])
-                fcomp = CCBC.unpack(bf["packed"][fc])
-                comp = {f: np.concatenate([comp[f], fcomp[f]]) for f in comp}
-                del bf
-        not_self = ra != rb
-        ra, rb, sw = ra[not_self], rb[not_self], sw[not_self]
-        comp = {f: v[not_self] for f, v in comp.items()}
-        cw = ccbc.weighted_at(ra, rb, sw, comp["shared_citers"], comp["cites"], comp["cited_by"])
-        naive = ccbc.naive(ra, rb, **comp)
-        order = np.lexsort((rb, -naive, -cw, ra))
-        ra, rb, cw, naive = ra[order], rb[order], cw[order], naive[order]
-        comp = {f: v[order] for f, v in comp.items()}
-        rank = np.arange(len(ra)) - np.searchsorted(ra, ra, side="left") + 1
-        keep = rank <= k
-        out["row"].append(ra[keep])
-        out["rank"].append(rank[keep].astype(np.int32))
-        out["col"].append(rb[keep])
-        out["weighted"].append(cw[keep])
-        out["naive"].append(naive[keep])
-        out["shared_refs"].append(comp["shared_refs"][keep].astype(np.int32))
-        out["shared_citers"].append(comp["shared_citers"][keep].astype(np.int32))
-        out["cites"].append(comp["cites"][keep])
-        out["cited_by"].append(comp["cited_by"][keep])
-        if progress is not None:
-            progress(len(blk))
+    kern = _KernelCandidates(ccbc, threads or _threads()) if engine == "numba" and len(rows) else None
+    try:
+        for sl in iter_blocks(est, max_block_nnz):
+            blk = rows[sl]
+            slack = None
+            if light:
+                hs = ccbc.hsum[blk]
+                slack = np.where(hs > 0, (2.0 / 3.0) * hs / np.maximum(ccbc.wref[blk], 1e-300), 0.0)
+            if kern is not None:
+                ra, rb, sw, comp = _kernel_block(kern, ccbc, blk, slack, k, light)
+            else:
+                ra, rb, sw, comp = _sparse_block(ccbc, blk, slack, k, light)
+            _finish_block(ccbc, out, ra, rb, sw, comp, k)
+            if progress is not None:
+                progress(len(blk))
+    finally:
+        if kern is not None:
+            kern.close()
     empty = {"row": np.int64, "rank": np.int32, "col": np.int64, "weighted": np.float64, "naive": np.float64,
              "shared_refs": np.int32, "shared_citers": np.int32, "cites": bool, "cited_by": bool}
     res = TopRelated(**{f: (np.concatenate(v) if v else np.zeros(0, dtype=empty[f])) for f, v in out.items()})
@@ -490,6 +591,80 @@ def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50
         o = np.lexsort((res.rank, res.row))
         res = TopRelated(**{f: getattr(res, f)[o] for f in TopRelated.__dataclass_fields__})
     return res
+
+
+Candidates = tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]
+
+
+def _sparse_block(ccbc: CCBC, blk: np.ndarray, slack: np.ndarray | None, k: int, light: bool) -> Candidates:
+    """A block's candidates (ra, rb, shared_w, components) from the sparse product."""
+    b = ccbc.block(blk, light=light)
+    cand, full = _top_candidates(b["indptr"], b["weighted"], k, slack)
+    cr = np.searchsorted(b["indptr"], cand, side="right") - 1
+    ra, rb = blk[cr], b["col"][cand].astype(np.int64)
+    sw = b["shared_w"][cand]
+    comp = CCBC.unpack(b["packed"][cand])
+    del b
+    if light:
+        hw, hn = ccbc.hub_shares(ra, rb)
+        sw = sw + hw
+        comp["shared_refs"] = comp["shared_refs"] + hn
+        redo = blk[full]
+        if len(redo):  # rows where a pair sharing only hubs could still rank: no shortcut
+            bf = ccbc.block(redo)
+            fc, _ = _top_candidates(bf["indptr"], bf["weighted"], k)
+            fr = np.searchsorted(bf["indptr"], fc, side="right") - 1
+            ra = np.concatenate([ra, redo[fr]])
+            rb = np.concatenate([rb, bf["col"][fc].astype(np.int64)])
+            sw = np.concatenate([sw, bf["shared_w"][fc]])
+            fcomp = CCBC.unpack(bf["packed"][fc])
+            comp = {f: np.concatenate([comp[f], fcomp[f]]) for f in comp}
+            del bf
+    return ra, rb, sw, comp
+
+
+def _kernel_block(kern: _KernelCandidates, ccbc: CCBC, blk: np.ndarray, slack: np.ndarray | None, k: int,
+                  light: bool) -> Candidates:
+    """The same candidates as ``_sparse_block``, from the compiled pass."""
+    cr, rb, sw, packed, hw, hn, full = kern(blk, slack, k, light)
+    ra = blk[cr]
+    comp = CCBC.unpack(packed)
+    if light:
+        sw = sw + hw
+        comp["shared_refs"] = comp["shared_refs"] + hn
+        redo = blk[full]
+        if len(redo):  # rows where a pair sharing only hubs could still rank: no shortcut
+            fr, frb, fsw, fpacked, _, _, _ = kern(redo, None, k, False)
+            ra = np.concatenate([ra, redo[fr]])
+            rb = np.concatenate([rb, frb])
+            sw = np.concatenate([sw, fsw])
+            fcomp = CCBC.unpack(fpacked)
+            comp = {f: np.concatenate([comp[f], fcomp[f]]) for f in comp}
+    return ra, rb, sw, comp
+
+
+def _finish_block(ccbc: CCBC, out: dict[str, list[np.ndarray]], ra: np.ndarray, rb: np.ndarray, sw: np.ndarray,
+                  comp: dict[str, np.ndarray], k: int) -> None:
+    """Exact scores of a block's candidates, ranked; the top k of each row appended to ``out``."""
+    not_self = ra != rb
+    ra, rb, sw = ra[not_self], rb[not_self], sw[not_self]
+    comp = {f: v[not_self] for f, v in comp.items()}
+    cw = ccbc.weighted_at(ra, rb, sw, comp["shared_citers"], comp["cites"], comp["cited_by"])
+    naive = ccbc.naive(ra, rb, **comp)
+    order = np.lexsort((rb, -naive, -cw, ra))
+    ra, rb, cw, naive = ra[order], rb[order], cw[order], naive[order]
+    comp = {f: v[order] for f, v in comp.items()}
+    rank = np.arange(len(ra)) - np.searchsorted(ra, ra, side="left") + 1
+    keep = rank <= k
+    out["row"].append(ra[keep])
+    out["rank"].append(rank[keep].astype(np.int32))
+    out["col"].append(rb[keep])
+    out["weighted"].append(cw[keep])
+    out["naive"].append(naive[keep])
+    out["shared_refs"].append(comp["shared_refs"][keep].astype(np.int32))
+    out["shared_citers"].append(comp["shared_citers"][keep].astype(np.int32))
+    out["cites"].append(comp["cites"][keep])
+    out["cited_by"].append(comp["cited_by"][keep])
 
 
 def ccbc_scores(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix]:

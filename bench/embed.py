@@ -293,7 +293,8 @@ def bench_publish(n_chunks: int, chunks_per_paper: int = 20, **settings_kw) -> d
         "merge_s": round(merge_s, 1), "merge_timings": merged["timings"], "indexes_built": merged["indexes_built"],
         "publish_s": round(publish_s, 1),
         "snapshot_mb": round(pub["bytes"] / 1e6, 1), "lancedb_mb": round(lance_bytes / 1e6, 1),
-        "catalog_mb": round((snap / "catalog.duckdb").stat().st_size / 1e6, 1),
+        "catalog_mb": round(sum(f.stat().st_size for f in [snap / "catalog.duckdb", *(snap / "catalog").rglob("*")]
+                                if f.is_file()) / 1e6, 1),
         "vector_index_min_rows": s.embed_vector_index_min_rows, "vector_index_type": s.embed_vector_index_type,
     }
     shutil.rmtree(tmp, ignore_errors=True)

@@ -79,10 +79,10 @@ def cacm_topics(warehouse: Path, dest: Path, min_links: int = CACM_MIN_LINKS) ->
     ``min_links`` other corpus papers gives one query, its title, whose relevant documents are those linked
     papers (gain 1). A proxy for topical relevance that no parameter was chosen on; the query's own paper is
     not judged (it ranks first in every configuration alike). Writes TREC-format queries and qrels."""
-    import duckdb
+    from pipeline.snapshots import open_catalog
 
     snap = warehouse / "snapshots" / (warehouse / "snapshots" / "CURRENT").read_text().strip()
-    con = duckdb.connect(str(snap / "catalog.duckdb"), read_only=True)
+    con = open_catalog(snap)
     try:
         rows = con.execute("""
             WITH links AS (

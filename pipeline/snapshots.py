@@ -6,7 +6,15 @@ Layout (the contract for downstream apps)::
         CURRENT                 one line: the id of the snapshot readers should open
         <id>/manifest.json      snapshot_id, created_at, schema_version, counts, model, weights,
                                 watermarks, files {relative path: sha256}
-        <id>/catalog.duckdb     the analyst/app tables (papers, authors, citations, chunks, metrics...)
+        <id>/catalog.duckdb     the analyst/app tables (papers, authors, citations, chunks, metrics...) as views:
+                                one per table over <id>/catalog/<table>/*.parquet (paths relative to the
+                                snapshot folder), and the warehouse's own views; open it with
+                                :func:`open_catalog` (or run DuckDB with the snapshot folder as working
+                                directory), never by its path alone
+        <id>/catalog/<table>/<fingerprint>.parquet
+                                the table's rows in deterministic partitions, each named by a fingerprint of
+                                its content (pipeline.steps.catalog): a partition a night did not change is
+                                a hard link to the previous snapshot's file
         <id>/lancedb/           LanceDB tables chunks, papers, figures (vectors + BM25 index)
         <id>/query_encoder/     the query model exported for ONNX Runtime / OpenVINO, its tokenizer.json and
                                 query_encoder.json (pooling, length): queries encoded without torch
@@ -14,6 +22,12 @@ Layout (the contract for downstream apps)::
         <id>/bm25/chunks.npz    BM25 statistics of the passages, counted at publish (pipeline.query.bm25_stats)
         <id>.tmp/               a publish in progress (never opened by readers, removed if abandoned)
         .pins/<id>@...json      readers' leases: retention never deletes a pinned snapshot (pipeline.pins)
+
+Every part of a snapshot grows with the change: LanceDB files, catalog partitions and the query encoder a night
+did not change are hard links to the previous snapshot's (the vectors' rows hold no value a night moves for
+many papers: citation counts, PageRank and weights are in the catalog's ``paper_ranks``, see
+:mod:`pipeline.query.ranks`). Schema 1 snapshots (one self-contained ``catalog.duckdb``; rank values in the
+LanceDB ``papers`` rows) are still read.
 
 A snapshot folder never changes once its name is final. ``CURRENT`` is replaced atomically
 (``os.replace``), so a reader sees either the old id or the new one, and a reader that resolved a
@@ -34,7 +48,7 @@ from typing import Any
 
 from pipeline.errors import DamagedSnapshot, UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the catalog as Parquet partitions + views; ranks out of the LanceDB rows
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 TMP_SUFFIX = ".tmp"
@@ -215,7 +229,7 @@ _RANK = {"fts": 0, "data": 1, "versions": 2, "catalog": 3, "vector": 4, "scalar"
 def _kind(rel: str) -> tuple[str, str | None]:
     """(what kind of file, which LanceDB table) for a snapshot-relative path."""
     parts = rel.split("/")
-    if rel == "catalog.duckdb":
+    if rel == CATALOG or parts[0] == "catalog":
         return "catalog", None
     if len(parts) >= 3 and parts[0] == "lancedb" and parts[1].endswith(".lance"):
         table, sub, name = parts[1][: -len(".lance")], parts[2], parts[-1]
@@ -235,7 +249,7 @@ def _kind(rel: str) -> tuple[str, str | None]:
 
 def _describe(rel: str) -> str:
     kind, table = _kind(rel)
-    return {"catalog": "the DuckDB catalog", "fts": f"the full-text (BM25) index of {table}",
+    return {"catalog": "the DuckDB catalog" if rel == CATALOG else "a Parquet file of the catalog", "fts": f"the full-text (BM25) index of {table}",
             "vector": f"a vector index of {table}", "scalar": f"a scalar index of {table}",
             "data": f"a data file of LanceDB table {table}", "versions": f"the version manifest of LanceDB table {table}",
             "lance": f"LanceDB table {table}"}.get(kind, "a snapshot file")
@@ -277,6 +291,35 @@ def check_or_raise(folder: Path | str, manifest: dict | None = None, *, need_fts
     problems = check(folder, manifest, need_fts=need_fts)
     if problems:
         raise DamagedSnapshot(Path(folder).name, problems)
+
+
+# ---- the catalog -----------------------------------------------------------------------------------
+CATALOG = "catalog.duckdb"
+
+
+def open_catalog(folder: Path | str):
+    """The one way to open a snapshot's catalog: a read-only DuckDB connection to ``<folder>/catalog.duckdb``
+    whose relative Parquet paths resolve inside ``folder`` (DuckDB resolves them against its
+    ``file_search_path``, else the process's working directory). The caller closes it. UserError when the
+    snapshot has no catalog. Works for schema 1 catalogs (tables in the file itself) too."""
+    import duckdb
+
+    folder = Path(folder).resolve()
+    path = folder / CATALOG
+    if not path.is_file():
+        raise UserError(f"snapshot {folder.name} has no {CATALOG}")
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        con.execute(f"SET file_search_path = '{sql_quote(str(folder))}'")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def sql_quote(text: str) -> str:
+    """``text`` for a single-quoted SQL string literal."""
+    return text.replace("'", "''")
 
 
 # ---- checksums ------------------------------------------------------------------------------------

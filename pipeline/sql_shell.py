@@ -1,5 +1,9 @@
 """``paperkb sql``: SQL over a catalog opened read-only, as a query, a script, or an interactive shell.
 
+A snapshot's catalog is opened with :func:`pipeline.snapshots.open_catalog` (read-only; its tables are views over
+Parquet files inside the snapshot folder, found through DuckDB's ``file_search_path``); ``--warehouse-db`` opens
+the working warehouse read-only instead.
+
 The command-line build of DuckDB on the package index cannot read this DuckDB version's files, so the
 project's own ``duckdb`` module runs the SQL. Statements are split with DuckDB's own parser
 (``duckdb.extract_statements``); those that return rows (SELECT, SHOW, DESCRIBE, SUMMARIZE, PRAGMA,

@@ -219,7 +219,6 @@ def test_dag_test_runs_the_whole_dag_and_publishes_a_snapshot(first_run, warehou
 def test_the_snapshot_holds_the_pdfs_passages_and_figure_legends(first_run, warehouse, shared_data):
     """The imported PDFs went through fulltext -> embed -> publish: passages with pages, every figure
     legend SOURCES.md counts, and a search whose best passages show their page and the five signals."""
-    import duckdb
     from fulltext_sources import read_pdf_table
 
     from pipeline import snapshots
@@ -231,7 +230,7 @@ def test_the_snapshot_holds_the_pdfs_passages_and_figure_legends(first_run, ware
     assert counts["figures"] == counts["lancedb.figures"] == sum(facts.values())
     assert counts["chunks"] > 10 * len(facts)  # ~700 body passages
     path = snapshots.resolve(warehouse / "snapshots")
-    con = duckdb.connect(str(path / "catalog.duckdb"), read_only=True)
+    con = snapshots.open_catalog(path)
     try:
         per_paper = dict(con.execute("SELECT paper_id, count(*) FROM chunks WHERE page_start IS NOT NULL GROUP BY ALL").fetchall())
         figures = dict(con.execute("SELECT paper_id, count(*) FROM figures GROUP BY ALL").fetchall())
@@ -405,7 +404,6 @@ def test_paperkb_refresh_runs_the_same_steps_in_one_process(first_run, warehouse
 def test_the_next_night_feeds_list_exactly_its_new_matching_papers(first_run, nightly, warehouse, shared_data, monkeypatch):
     """Issue 15's researcher: interests saved, the nightly DAG runs again with new papers (the other recorded
     OAI page: 3 hep-th / quant-ph records), and the `feeds` task announces the snapshot's feeds."""
-    import duckdb
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -425,9 +423,11 @@ def test_the_next_night_feeds_list_exactly_its_new_matching_papers(first_run, ni
     assert str(dr.state) == "success", task_states(dr)
     sid = xcom(dr, "publish")["snapshot_id"]
     path = settings.snapshots_dir / sid
-    con = duckdb.connect(str(path / "catalog.duckdb"), read_only=True)
-    con.execute(f"ATTACH '{settings.snapshots_dir / before / 'catalog.duckdb'}' AS prev (READ_ONLY)")
-    new = {r[0] for r in con.execute("SELECT paper_id FROM papers EXCEPT SELECT paper_id FROM prev.papers").fetchall()}
+    prev = snapshots.open_catalog(settings.snapshots_dir / before)
+    old = {r[0] for r in prev.execute("SELECT paper_id FROM papers").fetchall()}
+    prev.close()
+    con = snapshots.open_catalog(path)
+    new = {r[0] for r in con.execute("SELECT paper_id FROM papers").fetchall()} - old
     titles = dict(con.execute("SELECT paper_id, title FROM papers").fetchall())
     con.close()
     assert len(new) == 3
@@ -455,14 +455,13 @@ TOPICAL_QUERIES = ["attention mechanism for machine translation", "residual netw
 def test_the_demo_has_a_citation_graph_and_shows_no_bibliography(first_run, warehouse):
     """Semantic Scholar's recordings know none of the PDFs: the graph comes from their own reference
     lists (issue 27). Searches show body text, never a bibliography or an author block."""
-    import duckdb
 
     from pipeline import snapshots
     from pipeline.query import Searcher, open_snapshot
     from pipeline.query.paths import shortest_paths
     from pipeline.settings import Settings
 
-    con = duckdb.connect(str(snapshots.resolve(warehouse / "snapshots") / "catalog.duckdb"), read_only=True)
+    con = snapshots.open_catalog(snapshots.resolve(warehouse / "snapshots"))
     try:
         pr = dict(con.execute("SELECT paper_id, pagerank FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall())
         floor = con.execute("SELECT min(pagerank) FROM paper_metrics").fetchone()[0]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -13,10 +12,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cacm(cacm_snapshot):
-    from pipeline.snapshots import resolve
+    from pipeline.snapshots import open_catalog, resolve
 
-    catalog = resolve(cacm_snapshot, None) / "catalog.duckdb"
-    con = duckdb.connect(str(catalog), read_only=True)
+    con = open_catalog(resolve(cacm_snapshot, None))
     yield cacm_snapshot, con
     con.close()
 

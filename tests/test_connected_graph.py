@@ -118,11 +118,11 @@ def test_related_api_returns_the_graph_among_the_related_papers(cacm_snapshot):
                 kinds = {e["kind"] for e in inner}
                 assert {"ccbc", "cosine"} <= kinds, kinds
         # the CCBC edges are those of the snapshot's related table, whichever side lists the pair
-        import duckdb
+        from pipeline.snapshots import open_catalog
 
         d = c.get("/api/papers/cacm:1785/related", params={"k": 20}).json()
         ids = [x["paper_id"] for x in d["related"] if x["paper_id"]]
-        con = duckdb.connect(str(cacm_snapshot.snapshots_dir / d["snapshot_id"] / "catalog.duckdb"), read_only=True)
+        con = open_catalog(cacm_snapshot.snapshots_dir / d["snapshot_id"])
         rows = con.execute("SELECT paper_id, related_paper_id, ccbc_weighted FROM related WHERE paper_id IN (SELECT unnest(?)) "
                            "AND related_paper_id IN (SELECT unnest(?)) AND ccbc_weighted > 0", [ids, ids]).fetchall()
         con.close()

@@ -197,13 +197,12 @@ def test_mapped_tasks_ran_on_both_workers_and_overlapped(scenario):
 
 
 def test_current_holds_every_paper_of_the_days(scenario, shared_data):
-    import duckdb
-
     from devtools.replay_server import RecordedServices
+    from pipeline.snapshots import open_catalog
 
     snapshots = scenario.cluster.warehouse / "snapshots"
     current = snapshots / (snapshots / "CURRENT").read_text().strip()
-    con = duckdb.connect(str(current / "catalog.duckdb"), read_only=True)
+    con = open_catalog(current)
     papers = {r[0] for r in con.execute("SELECT paper_id FROM papers").fetchall()}
     with_chunks = {r[0] for r in con.execute("SELECT DISTINCT paper_id FROM chunks").fetchall()}
     con.close()

@@ -112,9 +112,9 @@ def nights(shared_data, replay, tmp_path_factory, request):
 
 
 def _catalog_ids(settings, sid: str) -> set[str]:
-    import duckdb
+    from pipeline.snapshots import open_catalog
 
-    con = duckdb.connect(str(settings.snapshots_dir / sid / "catalog.duckdb"), read_only=True)
+    con = open_catalog(settings.snapshots_dir / sid)
     try:
         return {r[0] for r in con.execute("SELECT paper_id FROM papers").fetchall()}
     finally:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
 import anyio
-import duckdb
 import httpx
 import pytest
 
@@ -76,7 +75,9 @@ def _current(settings) -> str:
 
 
 def _catalog(settings, snapshot_id: str):
-    return duckdb.connect(str(settings.snapshots_dir / snapshot_id / "catalog.duckdb"), read_only=True)
+    from pipeline.snapshots import open_catalog
+
+    return open_catalog(settings.snapshots_dir / snapshot_id)
 
 
 def _error_line(result) -> str:

@@ -58,7 +58,8 @@ def test_publish_builds_a_verified_snapshot(wh):
     r = run_publish(wh)
     folder = snapshots.resolve(wh)
     assert folder == Path(r["path"]) and folder.name == r["snapshot_id"]
-    assert sorted(p.name for p in folder.iterdir()) == ["bm25", "catalog.duckdb", "lancedb", "manifest.json", "query_encoder"]
+    assert sorted(p.name for p in folder.iterdir()) == ["bm25", "catalog", "catalog.duckdb", "lancedb", "manifest.json",
+                                                        "query_encoder"]
     m = snapshots.read_manifest(folder)
     assert m["schema_version"] == snapshots.SCHEMA_VERSION and m["snapshot_id"] == r["snapshot_id"]
     assert m["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2" and m["model"]["dim"] == 384
@@ -76,8 +77,9 @@ def test_publish_builds_a_verified_snapshot(wh):
     # every file is listed with its sha256, and verification passes
     assert "catalog.duckdb" in m["files"] and any(f.startswith("lancedb/chunks.lance/") for f in m["files"])
     assert snapshots.verify(wh) == []
-    # the catalog is a self-contained DuckDB: tables and the passages view answer
-    cat = duckdb.connect(str(folder / "catalog.duckdb"), read_only=True)
+    # the catalog: views over Parquet files inside the snapshot; tables and the passages view answer
+    assert any(f.startswith("catalog/papers/") and f.endswith(".parquet") for f in m["files"])
+    cat = snapshots.open_catalog(folder)
     try:
         assert cat.execute("SELECT count(*) FROM passages").fetchone()[0] == n_passages
     finally:
@@ -202,7 +204,7 @@ def test_reader_keeps_its_snapshot_while_another_is_published(wh):
 
     run_publish(wh)
     a = snapshots.resolve(wh)  # a reader opens A...
-    cat = duckdb.connect(str(a / "catalog.duckdb"), read_only=True)
+    cat = snapshots.open_catalog(a)
     chunks = lancedb.connect(str(a / "lancedb")).open_table("chunks")
     n_a, hits_a = chunks.count_rows(), _search_ids(a, "library classification")
 

@@ -15,7 +15,7 @@ from pipeline.query import reading
 def _catalog(settings):
     from pipeline import snapshots
 
-    return duckdb.connect(str(snapshots.resolve(settings.snapshots_dir, None) / "catalog.duckdb"), read_only=True)
+    return snapshots.open_catalog(snapshots.resolve(settings.snapshots_dir, None))
 
 
 @pytest.fixture(scope="module")

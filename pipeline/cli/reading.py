@@ -288,7 +288,10 @@ def sql_cmd(
     fmt: str = typer.Option("table", "--format", help="table (fits the terminal) | csv | json (an array of rows per statement)."),
     max_rows: int = typer.Option(40, "--max-rows", min=1, help="Table: rows shown before the middle ones are elided."),
 ) -> None:
-    """SQL on a snapshot's catalog (DuckDB), read-only: a query, a script, or a shell (.tables, .schema NAME)."""
+    """SQL on a snapshot's catalog (DuckDB), read-only: a query, a script, or a shell (.tables, .schema NAME).
+
+    The catalog is opened as every reader opens it (``pipeline.snapshots.open_catalog``: its tables are views
+    over the snapshot's Parquet files, whose relative paths resolve inside the snapshot folder)."""
     import duckdb
 
     from pipeline import sql_shell

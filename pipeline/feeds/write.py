@@ -88,16 +88,24 @@ class Feed:
 
 
 # ---- new papers -------------------------------------------------------------------------------------
-def new_paper_ids(con, previous_catalog: Path | None) -> list[str]:
-    """Paper ids in the catalog on ``con`` that ``previous_catalog`` does not hold (sorted)."""
-    if previous_catalog is None:
+def new_paper_ids(con, previous: Path | None) -> list[str]:
+    """Paper ids in the catalog on ``con`` that the ``previous`` snapshot folder's catalog does not hold (sorted).
+    (Its catalog is opened on its own: its views' relative paths resolve inside its own folder.)"""
+    if previous is None:
         return []
-    con.execute(f"ATTACH '{str(previous_catalog).replace(chr(39), chr(39) * 2)}' AS prev (READ_ONLY)")
+    from pipeline.snapshots import open_catalog
+
+    prev = open_catalog(previous)
+    try:
+        before = prev.sql("SELECT DISTINCT paper_id FROM papers").to_arrow_table()
+    finally:
+        prev.close()
+    con.register("_prev_papers", before)
     try:
         return [r[0] for r in con.execute(
-            "SELECT paper_id FROM papers EXCEPT SELECT paper_id FROM prev.papers ORDER BY 1").fetchall()]
+            "SELECT paper_id FROM papers EXCEPT SELECT paper_id FROM _prev_papers ORDER BY 1").fetchall()]
     finally:
-        con.execute("DETACH prev")
+        con.unregister("_prev_papers")
 
 
 # ---- matching -----------------------------------------------------------------------------------------
@@ -279,17 +287,16 @@ def write_feeds(folder: Path, manifest: dict, previous: Path | None, settings) -
     """Compute every interest's feed for the snapshot being built in ``folder`` (catalog + lancedb +
     ``manifest`` not yet written) against the ``previous`` snapshot folder, and write them under
     ``folder/feeds``. Returns the index (``{}`` and nothing written when there are no interests)."""
-    import duckdb
-
     from pipeline.query.search import Searcher
+    from pipeline.snapshots import CATALOG, open_catalog
     from pipeline.query.snapshot import Snapshot
 
-    con = duckdb.connect(str(folder / "catalog.duckdb"), read_only=True)
+    con = open_catalog(folder)
     try:
         interests = read_interests(con)
         if not interests:
             return {}
-        prev_catalog = previous / "catalog.duckdb" if previous is not None and (previous / "catalog.duckdb").is_file() else None
+        prev_catalog = previous if previous is not None and (previous / CATALOG).is_file() else None
         new_ids = new_paper_ids(con, prev_catalog)
         previous_id = previous.name if previous is not None and prev_catalog is not None else None
         searcher = Searcher(Snapshot(path=folder, manifest=manifest), settings)

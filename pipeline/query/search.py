@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
-from pipeline.query import bm25_stats
+from pipeline.query import bm25_stats, ranks
 from pipeline.query.bm25 import CandidateBM25, ResidentIndex
 from pipeline.query.candidates import Passages, Pool, Ranked
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
@@ -43,8 +43,7 @@ from pipeline.vectors import l2_normalise
 log = logging.getLogger(__name__)
 
 EXPANSIONS = ("off", "prf", "rm3", "llm", "auto")
-_META_COLS = ("paper_id", "external_id", "source", "title", "authors", "year", "categories", "primary_category",
-              "citation_count", "pagerank")
+_META_COLS = ("paper_id", "external_id", "source", "title", "authors", "year", "categories", "primary_category")
 _CHUNK_COLS = ["chunk_id", "paper_id", "text", "section", "role", "page_start", "vector"]
 _QUERY_CACHE = 4096  # query vectors remembered (oldest dropped first)
 _PREFILTER_MAX_IDS = 2000  # larger allowed sets are filtered after retrieval (an IN list that long costs more than it saves)
@@ -123,11 +122,30 @@ class Searcher:
         names = set(self._papers.schema.names)
         t = scan(self._papers, [c for c in _META_COLS if c in names])
         for c, typ in (("external_id", pa.string()), ("title", pa.string()), ("authors", pa.list_(pa.string())),
-                       ("year", pa.int32()), ("categories", pa.list_(pa.string())), ("primary_category", pa.string()),
-                       ("citation_count", pa.int64()), ("pagerank", pa.float64())):
+                       ("year", pa.int32()), ("categories", pa.list_(pa.string())), ("primary_category", pa.string())):
             if c not in t.column_names:
                 t = t.append_column(c, pa.nulls(t.num_rows, typ))
+        # citation counts, PageRank, weights: from the catalog (pipeline.query.ranks); snapshots of schema 1
+        # carry them in the LanceDB rows
+        carried = [c for c in ranks.RANK_COLUMNS if c in names]
+        if carried:
+            extra = scan(self._papers, carried)
+            aligned = {c: extra[c].cast(typ) if c in carried else pa.nulls(t.num_rows, typ)
+                       for c, typ in ranks.RANK_COLUMNS.items()}
+        else:
+            aligned = ranks.align(t["paper_id"].to_pylist(), self._catalog_ranks())
+        for c, col in aligned.items():
+            t = t.append_column(c, col)
         return t
+
+    def _catalog_ranks(self) -> pa.Table | None:
+        if not self.snap.has_catalog():
+            return None
+        con = self.snap.catalog()
+        try:
+            return ranks.read(con)
+        finally:
+            con.close()
 
     @cached_property
     def _meta_lists(self) -> dict[str, list]:
@@ -697,10 +715,8 @@ class Searcher:
             cols = [n for n in ft.schema.names if n != "vector"]
             figs = ft.take_row_ids(self._figure_rows[pid], cols).to_pylist()
             figs.sort(key=lambda r: (r.get("number") is None, r.get("number") or 0))
-        metrics = {k: rec.get(k) for k in ("citation_count", "pagerank", "weight") if k in rec}
-        for k in ("pagerank", "weight"):
-            if isinstance(metrics.get(k), float) and math.isnan(metrics[k]):
-                metrics[k] = None
+        metrics = {k: ranks.nan_to_none(self.meta[k][row].as_py()) for k in ranks.RANK_COLUMNS}
+        rec.update(metrics)  # the LanceDB row no longer carries them (pipeline.query.ranks)
         return {"paper": rec, "abstract": rec.get("abstract"), "figures": figs, "metrics": metrics}
 
     def related(self, paper_id: str, k: int = 20):

@@ -121,15 +121,17 @@ class Snapshot:
 
     @property
     def catalog_path(self) -> Path:
-        return self.path / "catalog.duckdb"
+        return self.path / _snapshots.CATALOG
+
+    def has_catalog(self) -> bool:
+        return self.catalog_path.is_file()
 
     def catalog(self):
-        """A read-only DuckDB connection to the snapshot's catalog (caller closes it)."""
-        import duckdb
-
+        """A read-only DuckDB connection to the snapshot's catalog (caller closes it):
+        :func:`pipeline.snapshots.open_catalog`."""
         if not self.catalog_path.is_file():
-            raise UserError(f"snapshot {self.snapshot_id} has no catalog.duckdb")
-        return duckdb.connect(str(self.catalog_path), read_only=True)
+            raise UserError(f"snapshot {self.snapshot_id} has no {_snapshots.CATALOG}")
+        return _snapshots.open_catalog(self.path)
 
 
 def open_snapshot(settings_or_root, snapshot_id: str | None = None, *, pin: bool = True,

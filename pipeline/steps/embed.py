@@ -12,8 +12,9 @@ Flow (also the fan-out for Airflow mapped tasks)::
 Incremental by content: a vector is cached under (model key, sha256 of exactly what the encoder
 sees), so a rerun over unchanged data encodes nothing and a changed chunk re-encodes only itself.
 LanceDB rows carry a ``row_hash``; the sync (LanceDB ``merge_insert``) rewrites only rows whose hash
-changed, deletes rows of chunks/papers that left the warehouse (withdrawn, re-chunked) and inserts
-new ones. Tables are stamped with the model (name, dimension, key) in their schema metadata; a
+changed (the ``papers`` rows hold only what is embedded or shown with a paper, never a value the graph run
+or enrich moves for many papers, so a night rewrites only its new and changed papers' rows), deletes rows of
+chunks/papers that left the warehouse (withdrawn, re-chunked) and inserts new ones. Tables are stamped with the model (name, dimension, key) in their schema metadata; a
 different model drops and rebuilds them, so a table never mixes vector spaces.
 
 Crash safety. ``run_embed`` and ``merge_embeddings`` hold the warehouse writer lock
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 META_PREFIX = "paperkb."
 TABLES = ("chunks", "papers", "figures")
 ABS_SUFFIX = "#abs"
+# values a night moves for many papers: never in the LanceDB rows (the catalog's paper_ranks, pipeline.query.ranks)
+RANK_COLUMNS = ("citation_count", "pagerank", "weight")
 
 
 # ---- small pure helpers ---------------------------------------------------------------------------
@@ -126,7 +129,8 @@ def read_figures(con) -> pa.Table:
 
 
 def read_paper_meta(con) -> pa.Table:
-    """Paper rows for the LanceDB papers table: ids, title, abstract, authors, year, categories, metrics."""
+    """Paper rows for the LanceDB papers table: ids, title, abstract, authors, year, categories (no value a night
+    moves for many papers: citation counts, PageRank and weights are in the catalog, see pipeline.query.ranks)."""
     return _mart(con, "SELECT * FROM paper_meta ORDER BY paper_id")
 
 
@@ -608,6 +612,8 @@ def build_papers_table(papers: pa.Table, passages: pa.Table, hashes: list[str], 
     for pid, h in zip(pids, hashes):
         per_paper.setdefault(pid, []).append(h)
 
+    # values a night moves for many papers stay out of the rows that hold vectors (pipeline.query.ranks)
+    papers = papers.drop_columns([c for c in RANK_COLUMNS if c in papers.column_names])
     paper_ids = papers.column("paper_id").to_pylist()
     keep = [i for i, p in enumerate(paper_ids) if p in doc_row]  # papers with no text have no vectors
     papers = papers.take(pa.array(keep, pa.int64())) if len(keep) != len(paper_ids) else papers

@@ -2,10 +2,12 @@
 
 Stages (a crash at any point leaves the previous snapshot serving)::
 
-    build     snapshots/<id>.tmp/{catalog.duckdb, lancedb/, query_encoder/, bm25/, feeds/, manifest.json}
-              readers never look here (query_encoder/, bm25/: what readers would otherwise compute at open,
-              see ``write_reader_files``; feeds/: each interest's new matching papers since CURRENT, see
-              ``pipeline.feeds.write``)
+    build     snapshots/<id>.tmp/{catalog.duckdb, catalog/, lancedb/, query_encoder/, bm25/, feeds/, manifest.json}
+              readers never look here (catalog.duckdb + catalog/: views over Parquet partitions, those the
+              previous snapshot holds hard-linked, see ``pipeline.steps.catalog``; lancedb/: Lance's
+              immutable files hard-linked, see ``link_tree``; query_encoder/, bm25/: what readers would
+              otherwise compute at open, see ``write_reader_files``; feeds/: each interest's new matching
+              papers since CURRENT, see ``pipeline.feeds.write``)
     verify    counts match the warehouse, LanceDB tables + indexes open, probe queries answer,
               every file matches its sha256 in the manifest
     rename    <id>.tmp -> <id>          complete but not yet CURRENT (rollback target)
@@ -34,6 +36,8 @@ from pipeline import snapshots as snap
 from pipeline import writer_lock
 from pipeline.errors import UserError
 from pipeline.query.configs import weights_for
+from pipeline.steps.catalog import FOLDER as CATALOG_FOLDER
+from pipeline.steps.catalog import build_catalog
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 
@@ -42,8 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# tables that describe runs of the pipeline rather than papers: not copied into a snapshot
-OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
 LANCE_TABLES = ("chunks", "papers", "figures")
 
 StageHook = Callable[[str, Path], None]
@@ -71,49 +73,6 @@ def _remove_abandoned(root: Path) -> list[str]:
 
 
 # ---- build ---------------------------------------------------------------------------------------------
-def build_catalog(settings: Settings, out: Path) -> tuple[dict[str, int], dict[str, str]]:
-    """Copy the analyst/app tables and views into ``out`` (a new DuckDB file). Returns (counts, watermarks)."""
-    import duckdb
-
-    if not settings.db_path.exists():
-        raise UserError(f"no warehouse at {settings.db_path}: nothing to publish")
-    con = duckdb.connect(str(out))
-    try:
-        con.execute(f"ATTACH '{_sql_str(settings.db_path)}' AS wh (READ_ONLY)")
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'wh' AND schema_name = 'main' "
-            "ORDER BY table_name").fetchall()]
-        counts: dict[str, int] = {}
-        for t in tables:
-            if t in OPERATIONAL_TABLES or t.startswith(("_", "stg_")):
-                continue
-            con.execute(f'CREATE TABLE main."{t}" AS SELECT * FROM wh.main."{t}"')
-            counts[t] = scalar(con, f'SELECT count(*) FROM wh.main."{t}"')
-        watermarks = {}
-        if "watermarks" in tables:
-            watermarks = dict(con.execute("SELECT source, value FROM wh.main.watermarks ORDER BY source").fetchall())
-        views = con.execute(
-            "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'wh' AND schema_name = 'main' "
-            "AND NOT internal ORDER BY view_name").fetchall()
-        con.execute("DETACH wh")
-        for name, sql in views:  # views keep working in the catalog: they name tables without a schema
-            try:
-                con.execute(sql)
-            except duckdb.Error as exc:
-                log.warning("view %s not copied into the snapshot: %s", name, str(exc).splitlines()[0])
-        for name, _ in views:
-            if scalar(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]):
-                counts[f"view:{name}"] = scalar(con, f'SELECT count(*) FROM "{name}"')
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
-    return counts, watermarks
-
-
-def _sql_str(p: Path) -> str:
-    return str(p).replace("'", "''")
-
-
 def copy_lancedb(settings: Settings, out: Path) -> dict:
     """Link the working LanceDB into the snapshot (see ``link_tree``) and read its model stamp."""
     import lancedb
@@ -178,11 +137,10 @@ def _vector_query(table, vector) -> LanceVectorQueryBuilder:
 
 def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, int]:
     """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries."""
-    import duckdb
     import lancedb
 
     problems: list[str] = []
-    con = duckdb.connect(str(folder / "catalog.duckdb"), read_only=True)
+    con = snap.open_catalog(folder)
     try:
         for t, n in expected_counts.items():
             if t.startswith("view:"):
@@ -423,8 +381,10 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
         tmp = root / f"{sid}{snap.TMP_SUFFIX}"
         final = root / sid
         tmp.mkdir(parents=True)
+        prev_id = snap.current_id(root)
+        prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
         try:
-            counts, watermarks = build_catalog(settings, tmp / "catalog.duckdb")
+            counts, watermarks, catalog_files = build_catalog(settings, tmp, prev_dir)
             bar.stage("publish: copying the LanceDB tables")
             model = copy_lancedb(settings, tmp / "lancedb")
             manifest: dict[str, Any] = {
@@ -437,8 +397,9 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
                 "score_config": settings.query_config,
                 "weights": weights_for(settings.query_config, settings.query_weights),
                 "watermarks": watermarks,
-                "layout": {"catalog": "catalog.duckdb", "lancedb": "lancedb",
+                "layout": {"catalog": snap.CATALOG, "catalog_files": CATALOG_FOLDER, "lancedb": "lancedb",
                            "lancedb_tables": list(LANCE_TABLES)},
+                "catalog_files": catalog_files,
             }
             bar.stage("publish: checking the tables")
             lance_counts = verify_contents(tmp, counts)
@@ -453,8 +414,6 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             failed.update(feeds.get("feeds_failed", {}))
             if failed:  # a feed never blocks a publish: the manifest names it (the warning is logged)
                 manifest["feeds_failed"] = failed
-            prev_id = snap.current_id(root)
-            prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
             reused = write_manifest(tmp, manifest, prev_dir)
             hook("built", tmp)
             bar.stage("publish: verifying the checksums")

@@ -1,0 +1,240 @@
+"""Write a snapshot's catalog as Parquet partitions, linking those the previous snapshot already holds.
+
+Layout (inside a snapshot folder, see :mod:`pipeline.snapshots`)::
+
+    catalog.duckdb                      views only: ``CREATE VIEW t AS SELECT * FROM read_parquet('catalog/t/*.parquet')``
+                                        for each table, then the warehouse's own views (over those)
+    catalog/<table>/<fingerprint>.parquet   one file per partition of the table
+
+Partitions are content-defined, so that a night's new rows touch few of them: rows are ordered by the
+table's first column (its key: ``paper_id``, ``chunk_id``, ``citing_work_id``...), and a new partition
+starts at every key whose hash is a multiple of the table's partition size (:func:`part_rows`: about a
+sixteenth of the table's distinct keys, a power of two from 128 to 65,536; the boundaries depend on the keys
+alone, so inserting or deleting rows moves no boundary elsewhere). Each
+partition is named by a fingerprint of its content (the table's column names and types, its row count,
+and the sum and xor of DuckDB's 64-bit ``hash`` of each row: order-independent, computed in one grouped
+scan). A partition whose file the previous snapshot holds under the same name is hard-linked from it; the
+others are written in one ``COPY ... PARTITION_BY`` (ordered by the key). Keys that arrive in increasing
+order (arXiv ids, new chunks of new papers, new citations) land in the last partitions; a table whose rows
+a night changes everywhere (``paper_metrics`` after the graph run) is written whole, as it must be.
+
+DuckDB resolves the views' relative paths against its ``file_search_path``: readers open the catalog with
+:func:`pipeline.snapshots.open_catalog`, which sets it to the snapshot folder (the folder may be renamed or
+moved: no absolute path is written).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from pipeline import snapshots as snap
+from pipeline.errors import UserError
+from pipeline.settings import SQL_DIR, Settings
+from pipeline.warehouse import scalar
+
+log = logging.getLogger(__name__)
+
+FOLDER = "catalog"
+# About keys / PARTS_PER_TABLE distinct keys a partition, rounded up to a power of two between MIN_PART_ROWS and
+# MAX_PART_ROWS (the boundary test is a modulo). It changes only when a table doubles (or halves): that night the
+# table's partitions are all written anew, once.
+PARTS_PER_TABLE = 16
+MIN_PART_ROWS = 128
+MAX_PART_ROWS = 65_536
+RANKS_SQL = "marts/094_paper_ranks.sql"  # the view readers take citation counts, PageRank and weights from
+# tables that describe runs of the pipeline rather than papers: not copied into a snapshot
+OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
+
+
+def published_tables(con, db: str = "wh") -> list[str]:
+    """The warehouse tables a snapshot carries (not the operational ones, nor ``_*`` / ``stg_*``)."""
+    names = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' ORDER BY table_name",
+        [db]).fetchall()]
+    return [t for t in names if t not in OPERATIONAL_TABLES and not t.startswith(("_", "stg_"))]
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def part_rows(keys: int) -> int:
+    """The partition size, in keys, of a table of ``keys`` distinct keys (a power of two; see the module doc)."""
+    size = MIN_PART_ROWS
+    while size < MAX_PART_ROWS and size * PARTS_PER_TABLE < keys:
+        size *= 2
+    return size
+
+
+def partition_fingerprints(con, source: str, key: str, columns: str, size: int) -> dict[int, tuple[str, int]]:
+    """``{partition: (fingerprint, rows)}`` of ``source`` (a qualified table name) partitioned on ``key``."""
+    rows = con.execute(f"""
+        WITH p AS (
+            SELECT s AS r,
+                   sum(CASE WHEN hash({_ident(key)}) % {size} = 0 THEN 1 ELSE 0 END)
+                       OVER (ORDER BY {_ident(key)} NULLS FIRST) AS part
+            FROM {source} s)
+        SELECT coalesce(part, 0), count(*), CAST(sum(CAST(hash(r) AS HUGEINT)) AS VARCHAR), CAST(bit_xor(hash(r)) AS VARCHAR)
+        FROM p GROUP BY ALL ORDER BY 1""").fetchall()
+    return {int(part): (_digest(columns, int(n), total, xor), int(n)) for part, n, total, xor in rows}
+
+
+def _digest(columns: str, rows: int, total: str, xor: str) -> str:
+    """The name of a partition: its columns, row count, and the sum and xor of its rows' hashes."""
+    return hashlib.sha256(f"{columns}|{rows}|{total}|{xor}".encode()).hexdigest()[:32]
+
+
+def _link_previous(previous: Path | None, table: str, name: str, folder: Path) -> bool:
+    """Hard-link (else copy) ``previous``'s partition ``catalog/<table>/<name>`` (``<digest>.parquet``, or its
+    pieces ``<digest>.<i>.parquet``) into ``folder``; False if it has none."""
+    if previous is None:
+        return False
+    src = previous / FOLDER / table
+    digest = name.removesuffix(".parquet")
+    found = [src / name] if (src / name).is_file() else sorted(src.glob(f"{digest}.*.parquet"))
+    for prev in found:
+        try:
+            os.link(prev, folder / prev.name)
+        except OSError:  # another filesystem
+            shutil.copy2(prev, folder / prev.name)
+    return bool(found)
+
+
+def _columns(con, source: str) -> tuple[str, str]:
+    """(first column, ``name type, ...`` of every column) of ``source``."""
+    cols = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    return cols[0][0], ", ".join(f"{c[0]} {c[1]}" for c in cols)
+
+
+def write_table(con, table: str, out: Path, previous: Path | None) -> dict[str, int]:
+    """Write ``wh.table`` under ``out/catalog/<table>/``: partitions the ``previous`` snapshot holds are
+    hard-linked (copied across filesystems), the others written. Returns counts of rows, files linked, written."""
+    source = f"wh.main.{_ident(table)}"
+    key, columns = _columns(con, source)
+    size = part_rows(scalar(con, f"SELECT count(DISTINCT {_ident(key)}) FROM {source}"))  # boundaries fall on keys
+    parts = partition_fingerprints(con, source, key, columns, size)
+    folder = out / FOLDER / table
+    folder.mkdir(parents=True)
+    done = {"rows": sum(n for _, n in parts.values()), "linked": 0, "written": 0}
+    if not parts:  # an empty table: one empty file keeps its columns
+        name = f"{_digest(columns, 0, '0', '0')}.parquet"
+        if _link_previous(previous, table, name, folder):
+            done["linked"] += 1
+        else:
+            con.execute(f"COPY (SELECT * FROM {source} LIMIT 0) TO '{snap.sql_quote(str(folder / name))}' (FORMAT parquet)")
+            done["written"] += 1
+        return done
+    todo = []
+    for part, (digest, _n) in parts.items():
+        if _link_previous(previous, table, f"{digest}.parquet", folder):
+            done["linked"] += 1
+        else:
+            todo.append(part)
+    if todo:
+        stage = out / FOLDER / f".{table}.staging"
+        con.execute(f"""
+            COPY (
+                SELECT * EXCLUDE (_part), _part FROM (
+                    SELECT s.*, coalesce(sum(CASE WHEN hash({_ident(key)}) % {size} = 0 THEN 1 ELSE 0 END)
+                               OVER (ORDER BY {_ident(key)} NULLS FIRST), 0) AS _part
+                    FROM {source} s)
+                WHERE _part IN ({", ".join(str(p) for p in todo)})
+                ORDER BY {_ident(key)} NULLS FIRST
+            ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""")
+        for part in todo:
+            files = sorted((stage / f"_part={part}").glob("*.parquet"))
+            if len(files) == 1:
+                os.replace(files[0], folder / f"{parts[part][0]}.parquet")
+            else:  # DuckDB closed and reopened the partition's file (many partitions open at once)
+                for i, f in enumerate(files):
+                    os.replace(f, folder / f"{parts[part][0]}.{i}.parquet")
+            done["written"] += len(files)
+        shutil.rmtree(stage)
+    return done
+
+
+def view_sql(table: str) -> str:
+    path = f"{FOLDER}/{table}/*.parquet".replace("'", "''")
+    return f"CREATE VIEW main.{_ident(table)} AS SELECT * FROM read_parquet('{path}')"
+
+
+def build_catalog(settings: Settings, out: Path, previous: Path | None = None
+                  ) -> tuple[dict[str, int], dict[str, str], dict[str, dict[str, int]]]:
+    """Write the snapshot folder ``out``'s catalog (``catalog.duckdb`` + ``catalog/``) from the warehouse,
+    linking partitions of the ``previous`` snapshot folder. Returns (counts, watermarks, per-table files
+    linked / written)."""
+    import duckdb
+
+    if not settings.db_path.exists():
+        raise UserError(f"no warehouse at {settings.db_path}: nothing to publish")
+    con = duckdb.connect(str(out / snap.CATALOG))
+    try:
+        con.execute(f"SET file_search_path = '{snap.sql_quote(str(out.resolve()))}'")
+        con.execute(f"ATTACH '{snap.sql_quote(str(settings.db_path))}' AS wh (READ_ONLY)")
+        counts: dict[str, int] = {}
+        files: dict[str, dict[str, int]] = {}
+        for t in published_tables(con):
+            done = write_table(con, t, out, previous)
+            counts[t] = done.pop("rows")
+            files[t] = done
+            con.execute(view_sql(t))
+        watermarks = {}
+        if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'wh' AND table_name = 'watermarks'"):
+            watermarks = dict(con.execute("SELECT source, value FROM wh.main.watermarks ORDER BY source").fetchall())
+        views = con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'wh' AND schema_name = 'main' "
+            "AND NOT internal ORDER BY view_name").fetchall()
+        con.execute("DETACH wh")
+        for name, sql in views:  # views keep working in the catalog: they name tables without a schema
+            try:
+                con.execute(sql)
+            except duckdb.Error as exc:
+                log.warning("view %s not copied into the snapshot: %s", name, str(exc).splitlines()[0])
+        if "paper_ranks" not in {name for name, _ in views} and "papers" in counts and "paper_metrics" in counts:
+            # a warehouse no step of this version has opened yet: readers take the ranks from this view
+            con.execute((SQL_DIR / RANKS_SQL).read_text(encoding="utf-8"))
+            views.append(("paper_ranks", ""))
+        for name, _ in views:
+            if scalar(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]):
+                counts[f"view:{name}"] = scalar(con, f"SELECT count(*) FROM {_ident(name)}")
+        con.execute("CHECKPOINT")
+        definitions = views_digest(con)
+    finally:
+        con.close()
+    if previous is not None and (previous / snap.CATALOG).is_file() and _views_digest_of(previous) == definitions:
+        _link_over(previous / snap.CATALOG, out / snap.CATALOG)  # the same views: share the file too
+    linked = sum(f["linked"] for f in files.values())
+    written = sum(f["written"] for f in files.values())
+    log.info("publish: catalog of %d table(s): %d partition file(s) hard-linked, %d written", len(files), linked, written)
+    return counts, watermarks, files
+
+
+def views_digest(con) -> str:
+    """A digest of every view's definition on ``con`` (what ``catalog.duckdb`` holds)."""
+    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+def _views_digest_of(folder: Path) -> str | None:
+    try:
+        con = snap.open_catalog(folder)
+    except Exception:  # noqa: BLE001 - an unreadable previous catalog is only not shared
+        return None
+    try:
+        return views_digest(con)
+    finally:
+        con.close()
+
+
+def _link_over(src: Path, dest: Path) -> None:
+    """Replace ``dest`` by a hard link to ``src`` (left as it is when the link fails: another filesystem)."""
+    tmp = dest.with_name(f".{dest.name}.link")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        return
+    os.replace(tmp, dest)

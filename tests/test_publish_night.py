@@ -1,0 +1,121 @@
+"""Issue 31 part 1: a night's publish grows with the change (real CISI, the product's own steps, no mocks).
+
+CISI without its last 1% is imported, graphed, embedded and published; then the last 1% arrives and the same
+steps run again (``bench.publish_night.run_cisi``, the benchmark's CISI night). The second snapshot must add
+at most 20% of the first's disk, link the catalog partitions that did not change, and rewrite no paper's
+vector row when only the graph's values move.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.publish_night import new_bytes, run_cisi
+from embed_helpers import clone_settings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory, request):
+    """Both CISI nights (vectors cached under .pytest_cache like ``cisi_snapshot``'s)."""
+    from pipeline.settings import Settings
+
+    cache = request.config.cache.mkdir("paperkb-vector-cache")
+    os.environ["PAPERKB_BENCH_VECTOR_CACHE"] = str(cache)
+    work = tmp_path_factory.mktemp("night")
+    res = run_cisi(work, 0.01)
+    res["settings"] = Settings(warehouse=work / "warehouse", embed_cache_dir=cache, snapshot_keep=10)
+    return res
+
+
+def _snap(res, which: str) -> Path:
+    return res["settings"].snapshots_dir / res[which]["snapshot"]
+
+
+def test_a_cisi_night_adds_at_most_a_fifth_of_the_first_snapshot(night):
+    assert night["papers_second"] - night["papers_first"] >= 14  # 1% of CISI's 1460
+    assert night["second"]["lance_rows_written"]["papers"] == night["papers_second"] - night["papers_first"]
+    assert night["added_total"] <= 0.2 * night["first_total"], (night["added_bytes"], night["first_bytes"])
+    # the counting is the benchmark's: new inodes only
+    a, b = _snap(night, "first"), _snap(night, "second")
+    seen: set = set()
+    new_bytes(a, seen)
+    assert sum(new_bytes(b, seen).values()) == night["added_total"]
+
+
+def test_unchanged_catalog_partitions_are_hard_links_and_the_views_read_them(night):
+    from pipeline import snapshots
+
+    a, b = _snap(night, "first"), _snap(night, "second")
+    linked = 0
+    for table in sorted(p.name for p in (b / "catalog").iterdir()):
+        for f in (b / "catalog" / table).glob("*.parquet"):
+            old = a / "catalog" / table / f.name
+            if old.exists():  # same name = same content fingerprint: the same file
+                assert os.stat(old).st_ino == os.stat(f).st_ino, f
+                linked += 1
+    assert linked >= 3
+    m = snapshots.read_manifest(b)
+    unchanged = [t for t, f in m["catalog_files"].items() if f["written"] == 0]
+    assert unchanged, m["catalog_files"]
+    # the catalog answers from any working directory, and the snapshot verifies by re-hashing every file
+    cwd = os.getcwd()
+    try:
+        os.chdir("/")
+        con = snapshots.open_catalog(b)
+        try:
+            assert con.execute("SELECT count(*) FROM papers").fetchone()[0] == night["papers_second"]
+            assert con.execute("SELECT count(*) FROM paper_ranks WHERE pagerank IS NOT NULL").fetchone()[0] > 0
+            with pytest.raises(Exception, match="read-only"):
+                con.execute("CREATE TABLE t (a INTEGER)")
+        finally:
+            con.close()
+    finally:
+        os.chdir(cwd)
+    assert snapshots.verify(night["settings"], b.name) == []
+
+
+def test_snapshots_verify_cli_passes(night, capsys):
+    from pipeline.cli import main
+
+    code = main(["--warehouse", str(night["settings"].warehouse), "snapshots", "verify"])
+    assert code in (0, None), capsys.readouterr()
+    assert "intact" in capsys.readouterr().out
+
+
+def test_only_pagerank_moving_rewrites_no_vector_row(night, tmp_path):
+    import duckdb
+
+    from pipeline.query import Searcher, open_snapshot
+    from pipeline.steps.embed import run_embed
+    from pipeline.steps.publish import run_publish
+
+    s = clone_settings(night["settings"], tmp_path)
+    con = duckdb.connect(str(s.db_path))
+    con.execute("UPDATE paper_metrics SET pagerank = pagerank * 1.5 + 0.001, weight = weight / 2")
+    con.execute("UPDATE papers SET citation_count = coalesce(citation_count, 0) + 1")
+    pid, want_pr = con.execute("SELECT paper_id, pagerank FROM paper_ranks WHERE pagerank IS NOT NULL "
+                               "ORDER BY paper_id LIMIT 1").fetchone()
+    con.close()
+    before = s.snapshots_dir / night["second"]["snapshot"]
+    emb = run_embed(s)
+    assert {k: (c["inserted"], c["updated"], c["deleted"]) for k, c in emb["changes"].items()} == \
+        {"chunks": (0, 0, 0), "papers": (0, 0, 0), "figures": (0, 0, 0)}
+    after = Path(run_publish(s)["path"])
+    # (the clone copied every file, so compare by name: Lance names each data and index file once, at random)
+    old_files = {p.relative_to(before).as_posix() for p in (before / "lancedb").rglob("*") if p.is_file()}
+    new_files = {p.relative_to(after).as_posix(): p.stat().st_size for p in (after / "lancedb").rglob("*") if p.is_file()}
+    fresh = {rel: size for rel, size in new_files.items() if rel not in old_files}
+    assert not [rel for rel in fresh if "/data/" in rel or "/_indices/" in rel], fresh
+    assert sum(fresh.values()) < 64_000, fresh  # Lance's version metadata only
+    # readers see the night's values, from the catalog
+    with Searcher(open_snapshot(s), s) as searcher:
+        p = searcher.paper(pid)
+        assert p["metrics"]["pagerank"] == pytest.approx(want_pr)
+        assert p["paper"]["pagerank"] == pytest.approx(want_pr)
+    with Searcher(open_snapshot(s, before.name), s) as searcher:
+        assert searcher.paper(pid)["metrics"]["pagerank"] != pytest.approx(want_pr)

@@ -424,6 +424,7 @@ def test_the_cpu_default_is_openvino_int8_close_to_torch_fp32(texts, torch_vecto
 
     from pipeline.embedding import backends
 
+    monkeypatch.setattr(backends, "AUTO_INT8", True)  # the default once turned on (off: see backends.AUTO_INT8)
     if not backends.cpu_has_int8_dot():
         monkeypatch.setattr(backends, "cpu_has_int8_dot", lambda: True)  # what a VNNI CPU gets
     with caplog.at_level(logging.INFO, logger="pipeline.embedding.encoders"):
@@ -450,6 +451,7 @@ def test_a_model_that_cannot_be_quantized_falls_back_to_torch_fp32(tmp_path, exp
         raise RuntimeError("this architecture does not trace\nsecond line")
 
     monkeypatch.setattr(backends, "_export", broken)
+    monkeypatch.setattr(backends, "AUTO_INT8", True)
     monkeypatch.setattr(backends, "cpu_has_int8_dot", lambda: True)  # a CPU where auto means openvino int8
     monkeypatch.setattr(encoders, "_AUTO", {})
     s = _settings(tmp_path, export_cache, model_cache_dir=tmp_path / "models")

@@ -84,7 +84,7 @@ def from_row(row: dict) -> Interest:
 
 def read_interests(con) -> list[Interest]:
     """Every interest in the catalog or warehouse on ``con``, by name (none when the table is absent)."""
-    if not scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'interests'"):
+    if not scalar(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'interests'"):  # a table, or a view in a snapshot's catalog
         return []  # a snapshot published before interests existed
     cur = con.execute("SELECT * FROM interests ORDER BY name")
     cols = [d[0] for d in cur.description]

@@ -310,7 +310,8 @@ def open_catalog(folder: Path | str):
         raise UserError(f"snapshot {folder.name} has no {CATALOG}")
     con = duckdb.connect(str(path), read_only=True)
     try:
-        con.execute(f"SET file_search_path = '{sql_quote(str(folder))}'")
+        # GLOBAL: cursors (what serve and mcp hand each request) are new connections and would not see a session setting
+        con.execute(f"SET GLOBAL file_search_path = '{sql_quote(str(folder))}'")
     except BaseException:
         con.close()
         raise

@@ -131,8 +131,8 @@ def _log_choice(rt: Runtime, settings: Settings) -> None:
 
 
 def _auto_cpu_runtime(rt: Runtime, models: tuple[str, ...], settings: Settings) -> Runtime:
-    """``rt`` (the CPU default, :func:`pipeline.embedding.backends.auto_cpu`) for these models when they can be exported, else torch fp32 with one
-    warning. Decided once per model cache: by the cached exports when they exist (a stat), else by exporting
+    """``rt`` (the CPU default, :func:`pipeline.embedding.backends.auto_cpu`) for these models when they can be
+    exported, else torch fp32 with one warning. Decided once per model cache: by the cached exports when they exist (a stat), else by exporting
     now (the model is loaded and kept for the encoder); a failed export leaves a ``.failed`` file beside the
     exports, so every later process (the merge of a fanned-out embed, a searcher) resolves the same vector space."""
     from pipeline.embedding.backends import exported_file

@@ -204,8 +204,9 @@ def write_reader_files(settings: Settings, tmp: Path, model: dict, previous: Pat
     """What a reader would otherwise compute when it opens the snapshot (DESIGN.md: "Reading is light"): the
     query encoder (``query_encoder/``) and the BM25 statistics (``bm25/chunks.npz``). Returns their layout
     entries. The passages counted by the last publish (:func:`pipeline.query.bm25_stats.terms_cache`, else the
-    ``previous`` snapshot's statistics) are not analysed again. Never raises: a snapshot without them is searched as before (sentence-transformers encodes the
-    queries, the statistics are counted at open), so the warning says why and the publish goes on."""
+    ``previous`` snapshot's statistics) are not analysed again. Never raises: a snapshot without them is searched
+    as before (sentence-transformers encodes the queries, the statistics are counted at open), so the warning
+    says why and the publish goes on."""
     from pipeline.embedding.query_encoder import FOLDER
     from pipeline.query import bm25_stats
 

@@ -60,9 +60,10 @@ def isolated_settings(warehouse: Path, **overrides):
         return Settings.load(warehouse=warehouse, **overrides)
 
 
-# The shared snapshots embed with torch fp32, not the CPU default (openvino int8): the search, evaluation and query
-# encoder tests that read them were written against its vectors (exact scores, nDCG margins, an ONNX fp32 query
-# export), and their vectors stay cached under .pytest_cache across sessions. The default's own vectors are tested in
+# The shared snapshots embed with torch fp32, not the CPU default (openvino: fp32 here, bf16 on a CPU with native
+# bfloat16): the search, evaluation and query encoder tests that read them were written against torch fp32's vectors
+# (exact scores, nDCG margins, an ONNX fp32 query export) on whatever CPU runs them, and their vectors stay cached
+# under .pytest_cache across sessions. The default's own vectors are tested in
 # test_embed.py and test_embed_backends.py (and every test warehouse that embeds with the `settings` fixture).
 SNAPSHOT_BACKEND = "torch"
 

@@ -78,7 +78,10 @@ def test_cache_key_differs_per_backend_and_precision(tmp_path, export_cache):
         combos += [("openvino", "bf16"), ("torch", "bf16")]
     specs = {c: model_spec(_settings(tmp_path, export_cache, embed_backend=c[0], embed_precision=c[1])) for c in combos}
     keys = {c: s.key() for c, s in specs.items()}
-    assert len(set(keys.values())) == len(combos), keys
+    # fp32 is one vector space on every backend (they agree to 1e-6 cosine); each other precision is its own
+    spaces = {"fp32" if c[1] == "fp32" else c for c in combos}
+    assert len(set(keys.values())) == len(spaces), keys
+    assert keys[("onnx", "fp32")] == keys[("openvino", "fp32")] == keys[("torch", "fp32")]
     assert all((s.backend, s.precision) == c for c, s in specs.items())
     # torch fp32 keeps the key it had before backends existed: caches and tables of earlier runs stay valid
     old = model_spec(_settings(tmp_path, export_cache, embed_backend="torch"))
@@ -89,7 +92,7 @@ def test_cache_key_differs_per_backend_and_precision(tmp_path, export_cache):
     assert keys[("torch", "fp32")] == hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
     # and the vector cache folders differ with them
     dirs = {VectorCache(_settings(tmp_path, export_cache), k).dir for k in keys.values()}
-    assert len(dirs) == len(combos)
+    assert len(dirs) == len(spaces)
 
 
 def test_auto_resolves_by_device():
@@ -97,8 +100,12 @@ def test_auto_resolves_by_device():
 
     from pipeline.embedding.backends import cpu_has_int8_dot
 
-    # the default on a CPU with int8 dot products (VNNI / AMX); torch fp32 on an AVX2-only one, where int8 is slower
-    assert resolve(None, None, "cpu").label() == ("openvino-int8" if cpu_has_int8_dot() else "torch-fp32")
+    from pipeline.embedding import backends
+
+    # the default on a CPU: OpenVINO, bf16 where the CPU has it natively, else fp32 (int8 only with AUTO_INT8 on)
+    want = "openvino-int8" if backends.AUTO_INT8 and cpu_has_int8_dot() else \
+        ("openvino-bf16" if cpu_has_native_bf16() else "openvino-fp32")
+    assert resolve(None, None, "cpu").label() == want
     assert resolve("torch", None, "cpu").label() == "torch-fp32"   # one setting away
     assert resolve(None, "fp32", "cpu").label() == "torch-fp32"    # (or the precision alone)
     if cpu_has_native_bf16():
@@ -412,6 +419,27 @@ def test_search_uses_the_snapshot_backend_for_queries(shared_data, tmp_path, exp
     assert float(got @ int8) > 1 - 1e-5          # the int8 ONNX encoder...
     assert float(got @ fp32) < float(got @ int8)  # ...not the reader's torch fp32 one
     assert float(got @ fp32) > 0.98
+
+
+# ---- the default on a CPU: openvino fp32 (bf16 where the CPU has it) -------------------------------------
+def test_the_cpu_default_is_openvino_with_torch_fp32s_vectors(texts, torch_vectors, tmp_path, export_cache, caplog):
+    """Nothing set: OpenVINO, logged once; its vectors equal torch fp32's at the precision's tolerance, and at fp32
+    they are torch fp32's vector space (same cache key, so an existing cache is reused, not re-embedded)."""
+    import logging
+
+    from pipeline.embedding.backends import auto_cpu, vector_tolerance
+    from pipeline.embedding.encoders import get_encoder, model_spec
+
+    with caplog.at_level(logging.INFO, logger="pipeline.embedding.encoders"):
+        enc = get_encoder(_settings(tmp_path, export_cache))
+    backend, precision = auto_cpu()
+    assert backend == "openvino" and enc.spec.runtime.label() == f"openvino-{precision}"
+    chosen = [r.getMessage() for r in caplog.records if "embed: backend" in r.getMessage()]
+    assert len(chosen) <= 1 and all(f"openvino, precision {precision} (auto" in m for m in chosen)
+    got = enc.encode_docs(texts)
+    np.testing.assert_allclose(got, torch_vectors, atol=vector_tolerance(precision))
+    torch_spec = model_spec(_settings(tmp_path, export_cache, embed_backend="torch"))
+    assert (enc.spec.key() == torch_spec.key()) == (precision == "fp32")
 
 
 # ---- the default on a CPU: openvino int8 -----------------------------------------------------------------

@@ -1,13 +1,14 @@
 """Where a sentence-transformers model runs: torch, ONNX Runtime or OpenVINO, at which precision.
 
 ``PAPERKB_EMBED_BACKEND`` and ``PAPERKB_EMBED_PRECISION`` pick it; :func:`resolve` checks the pair
-against the device and turns ``auto`` (unset) into a concrete choice. Both unset: torch fp32 on a CPU, torch
-fp16 on CUDA. openvino int8 (``PAPERKB_EMBED_PRECISION=int8``) is meant to become the CPU default on CPUs with int8
-dot products (:data:`AUTO_INT8`), once its fast export recipe is shown to hold nDCG@10 there (BENCHMARKS.md, "The
-fast encoder as the default"). ``PAPERKB_EMBED_BACKEND=torch`` (or ``PAPERKB_EMBED_PRECISION=fp32``) gives plain
-PyTorch fp32. A backend set alone: fp16 for torch on CUDA, bf16 for openvino on CPUs with native bfloat16,
-else fp32. A model that cannot be exported or quantized while the backend is auto falls back to torch
-fp32 with one warning (:func:`pipeline.embedding.encoders.model_spec`). What each precision means:
+against the device and turns ``auto`` (unset) into a concrete choice. Both unset: on a CPU, OpenVINO (fp32, or bf16
+on a CPU with native bfloat16: :func:`auto_cpu`, the fastest pair measured to hold retrieval quality); torch fp16
+on CUDA. openvino int8 (``PAPERKB_EMBED_PRECISION=int8``) joins auto on CPUs with int8 dot products once its fast
+export recipe is shown to hold nDCG@10 there (:data:`AUTO_INT8`; BENCHMARKS.md, "The fast encoder as the default").
+``PAPERKB_EMBED_BACKEND=torch`` (or ``PAPERKB_EMBED_PRECISION=fp32``) gives plain PyTorch fp32. A backend set alone:
+fp16 for torch on CUDA, bf16 for openvino on CPUs with native bfloat16, else fp32. A model that cannot be exported
+while the backend is auto falls back to torch fp32
+with one warning (:func:`pipeline.embedding.encoders.model_spec`). What each precision means:
 
 ============  ==============================================  =======================================
 backend       precision                                       what runs
@@ -72,12 +73,9 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnx", "openvino")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
-# what backend and precision unset ('auto') mean on a CPU with int8 dot products (VNNI / AMX) when AUTO_INT8 is on:
-# static int8 on OpenVINO cost 2.5-3x less CPU than torch fp32 there with the first export recipe (BENCHMARKS.md).
-DEFAULT_CPU = ("openvino", "int8")
-# Off: auto stays torch fp32 on every CPU. The fast export recipe (32 calibration texts, no SmoothQuant; 17.7 s of CPU
+# Off: openvino int8 is not part of auto. The fast export recipe (32 calibration texts, no SmoothQuant; 17.7 s of CPU
 # instead of 130 s) measured CISI nDCG@10 -0.0069 against torch fp32 on an AVX2-only host, past the 0.005 the default
-# must hold, and was not yet measured on a VNNI/AMX host. Turn on once it is (the code path and its tests are here).
+# must hold, and was not measured on a VNNI/AMX host. On when it is: auto then picks int8 on CPUs with int8 dot products.
 AUTO_INT8 = False
 ONNX_EXTRA = "paperkb[onnx]"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -89,10 +87,6 @@ class Runtime:
 
     backend: str = "torch"
     precision: str = "fp32"
-
-    @property
-    def is_default_torch(self) -> bool:
-        return self.backend == "torch" and self.precision == "fp32"
 
     def label(self) -> str:
         return f"{self.backend}-{self.precision}"
@@ -112,12 +106,31 @@ def cpu_has_native_bf16() -> bool:
 def cpu_has_int8_dot() -> bool:
     """Whether this CPU has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX), which make OpenVINO int8
     fast. Without them (AVX2 only) int8 measured 1.8x *more* CPU than torch fp32 (BENCHMARKS.md, "The fast encoder as
-    the default"), so auto stays torch fp32 there."""
+    the default"), so auto does not pick int8 there."""
     try:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:  # not Linux
         return False
     return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+
+
+def auto_cpu() -> tuple[str, str]:
+    """What backend and precision unset mean on this CPU: the fastest pair measured to hold retrieval quality
+    (BENCHMARKS.md, "The fast encoder as the default"). OpenVINO always: fp32 on its IR computes what torch fp32
+    computes (cosine 1.0000 to torch's vectors) for 1.1-1.5x less CPU on an AVX2-only CPU; on a CPU with native
+    bfloat16 (AVX512-BF16, AMX), bf16 inference (2.2-2.4x less CPU, CISI nDCG@10 -0.0008, Cranfield -0.0005). int8
+    only where :data:`AUTO_INT8` is on. A model OpenVINO cannot convert embeds with torch fp32 (one warning:
+    :func:`pipeline.embedding.encoders.model_spec`)."""
+    if AUTO_INT8 and cpu_has_int8_dot() and can_quantize_openvino():
+        return "openvino", "int8"
+    return "openvino", ("bf16" if cpu_has_native_bf16() else "fp32")
+
+
+def vector_tolerance(precision: str) -> float:
+    """How far (absolute, per component of a unit vector) two encodings of the same text may differ at this
+    precision: across backends, batch sizes and thread counts. fp32 1e-5 (measured within 5e-7); bf16 and fp16
+    round activations to 8 / 11 bits (measured ~4e-4 per component, batch to batch); int8 (cosine >= 0.99 to fp32)."""
+    return {"fp32": 1e-5, "fp16": 5e-3, "bf16": 5e-3}.get(precision, 3e-2)
 
 
 def _device_kind(device: str | None) -> str:
@@ -170,8 +183,8 @@ def resolve(backend: str | None, precision: str | None, device: str | None = "cp
     if p not in PRECISIONS + ("auto",):
         raise UserError(f"embed_precision must be one of auto, {', '.join(PRECISIONS)}, not {precision!r}")
     if b == "auto":
-        if dev == "cpu" and p == "auto" and AUTO_INT8 and cpu_has_int8_dot() and can_quantize_openvino():
-            b, p = DEFAULT_CPU
+        if dev == "cpu" and p == "auto":
+            b, p = auto_cpu()
         elif p == "int8" and dev == "cpu":
             b = "openvino"  # and require_backend / the quantizer name what is missing
         else:

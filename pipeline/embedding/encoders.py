@@ -74,7 +74,10 @@ class ModelSpec:
         The dimension follows from the model and ``truncate_dim``; tables record it beside the key."""
         ident = {"doc": self.name, "query": self.query_name, "format": self.doc_format,
                  "truncate": self.truncate_dim, "max_seq": self.max_seq_length}
-        if not self.runtime.is_default_torch:  # torch fp32 keeps its pre-backend key (existing caches stay valid)
+        # fp32 is one vector space whichever backend computes it (torch, ONNX Runtime and OpenVINO agree to 1e-6
+        # cosine, as torch does with itself across CPUs and thread counts), and keeps the key it had before backends
+        # existed: caches and tables of earlier runs stay valid when auto moves from torch to OpenVINO
+        if self.precision != "fp32":
             ident.update(backend=self.backend, precision=self.precision)
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -128,8 +131,8 @@ def _log_choice(rt: Runtime, settings: Settings) -> None:
 
 
 def _auto_cpu_runtime(rt: Runtime, models: tuple[str, ...], settings: Settings) -> Runtime:
-    """``rt`` (the CPU default, openvino int8) for these models when they can be exported, else torch fp32 with one
-    warning. Decided once per model cache: by the cached exports when they exist (a stat), else by exporting
+    """``rt`` (the CPU default, :func:`pipeline.embedding.backends.auto_cpu`) for these models when they can be
+    exported, else torch fp32 with one warning. Decided once per model cache: by the cached exports when they exist (a stat), else by exporting
     now (the model is loaded and kept for the encoder); a failed export leaves a ``.failed`` file beside the
     exports, so every later process (the merge of a fanned-out embed, a searcher) resolves the same vector space."""
     from pipeline.embedding.backends import exported_file

@@ -9,19 +9,26 @@ slowest part of opening a snapshot: 0.5 s for CISI's 1,460 passages, ~4 s for a 
 file (:func:`read`) and counts only for snapshots published before it, or when this paperkb analyses text
 differently from the one that published (:func:`analyzer_id` differs).
 
-What is counted is what the searcher counted at open before: every passage when the table has at most
-``SAMPLE_ROWS``, else a fixed-seed uniform sample of that many (document frequencies scaled by N / sample
-when scoring), so a stored file and a count at open give the same scores.
+What is counted: every passage when the table has at most ``SAMPLE_ROWS``, else a uniform sample of that many
+(document frequencies scaled by N / sample when scoring): the passages whose content hash is smallest (a
+bottom-k sample, the same in every process, so a stored file and a count at open give the same scores). A
+sample chosen by content stays the same sample as the table grows: a night that adds 1% of the passages
+brings about 1% new ones into it. Each counted passage's analysed terms are kept with its content hash, and a
+publish given the statistics counted before (``previous``) analyses only the passages it has not seen: the same
+content has the same terms. Tables without ``content_hash`` (none this paperkb writes) fall back to a
+fixed-seed sample of positions, counted whole.
 
 The file: NumPy arrays (``np.savez``, read without pickle) -- ``terms`` (the vocabulary, UTF-8, one term a
-line), ``df`` (by term), the scalars, and for a fully counted table the passages as CSR arrays (``rowids``,
-``indptr``, ``term_ids``, ``counts``, ``lengths``).
+line), ``df`` (by term), the scalars, and the counted passages as CSR arrays (``rowids``, ``indptr``,
+``term_ids``, ``counts``, ``lengths``) with their ``keys`` (the first 64 bits of each content hash); ``full``
+says whether they are every passage (a searcher scores them from these arrays) or the sample.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +40,7 @@ from pipeline.query.bm25 import MAX_TOKEN_BYTES, STOP_WORDS, Analyzer, Candidate
 log = logging.getLogger(__name__)
 
 FILE = "bm25/chunks.npz"  # in a snapshot (manifest layout key "bm25")
-FORMAT = 1
+FORMAT = 2  # 2: the sample is chosen by content hash and stored with its keys
 # Every passage up to this many, else a fixed-seed uniform sample of this many (see the module doc).
 SAMPLE_ROWS = 20_000
 # Bump when Analyzer changes in a way the inputs below do not show (tokenising, folding).
@@ -66,7 +73,9 @@ class Counted:
 
     stats: CollectionStats
     vocab: list[str]
-    passages: Passages | None  # None when sampled
+    passages: Passages | None  # every passage's terms (None when sampled)
+    sample: Passages | None = None  # the sample's terms, when sampled (kept for the next count, not for scoring)
+    keys: np.ndarray | None = None  # uint64 content keys of the rows of ``passages`` or ``sample``
 
     def scorer(self, analyzer: Analyzer | None = None) -> CandidateBM25:
         """A :class:`CandidateBM25` holding these statistics and (fully counted tables) every passage."""
@@ -81,13 +90,104 @@ class Counted:
                                               zip(p.indptr[:-1].tolist(), p.indptr[1:].tolist(), p.lengths.tolist())])
         return scorer
 
+    def terms(self) -> Passages | None:
+        """The CSR arrays of every counted passage (all of them, or the sample), None when they were not kept."""
+        p = self.passages if self.passages is not None else self.sample
+        return p if p is not None and self.keys is not None and len(self.keys) == len(p.lengths) else None
 
-def count(table, analyzer: Analyzer | None = None, texts: tuple[np.ndarray, list[str]] | None = None) -> Counted:
+
+def content_keys(hashes: list[str | None]) -> np.ndarray:
+    """The first 64 bits of each hex content hash, as uint64 (a missing hash: 2**64 - 1, never sampled first)."""
+    # one bytes.fromhex over the joined prefixes: a Python int() per hash costs 10x more at 1M passages
+    prefixes = "".join((h or "f" * 16)[:16].ljust(16, "f") for h in hashes)
+    return np.frombuffer(bytes.fromhex(prefixes), dtype=">u8").astype(np.uint64)
+
+
+def count(table, analyzer: Analyzer | None = None, texts: tuple[np.ndarray, list[str]] | None = None,
+          previous: Counted | None = None) -> Counted:
     """Count the statistics of a chunks table (a :class:`pipeline.query.tables.ReadTable`): every passage up to
-    :data:`SAMPLE_ROWS`, else the fixed-seed sample. ``texts``: (row ids, texts) of every passage when the
-    caller already holds them."""
+    :data:`SAMPLE_ROWS`, else the sample of smallest content hashes. ``texts``: (row ids, texts) of every
+    passage when the caller already holds them. ``previous``: statistics counted before (the last publish's),
+    whose passages are not analysed again."""
     analyzer = analyzer or Analyzer()
     n = table.count_rows()
+    if "content_hash" not in table.schema.names:
+        return _count_positions(table, analyzer, texts, n)
+    t = table.scan(["content_hash"])
+    rowids_all = t["_rowid"].to_numpy().astype(np.int64)
+    keys_all = content_keys(t["content_hash"].to_pylist())
+    if n <= SAMPLE_ROWS:
+        chosen = np.arange(len(keys_all))
+    else:  # the SAMPLE_ROWS smallest keys; ties (the same content twice) by position
+        order = np.lexsort((np.arange(len(keys_all)), keys_all))
+        chosen = np.sort(order[:SAMPLE_ROWS])
+    keys = keys_all[chosen]
+    old = previous.terms() if previous is not None else None
+    vocab: list[str] = []
+    at: dict[int, int] = {}  # content key -> its row in ``old``: the same content has the same terms
+    if old is not None and previous is not None and previous.keys is not None:
+        vocab = list(previous.vocab)
+        at = {k: i for i, k in enumerate(previous.keys.tolist())}
+    src = np.array([at.get(k, -1) for k in keys.tolist()], dtype=np.int64)  # -1: analysed now
+    todo = np.flatnonzero(src < 0)
+    new: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+    if len(todo):
+        if texts is not None and len(texts[0]) == n:
+            by_rowid = dict(zip(np.asarray(texts[0]).tolist(), texts[1]))
+            raw = [by_rowid.get(int(r)) for r in rowids_all[chosen[todo]].tolist()]
+        else:
+            raw = table.take_offsets(chosen[todo].tolist(), ["text"])["text"].to_pylist()
+        ids_of = {w: i for i, w in enumerate(vocab)}
+        for i, text in zip(todo.tolist(), raw):
+            terms = analyzer.terms(text or "")
+            ids = np.fromiter((ids_of.setdefault(w, len(ids_of)) for w in terms), dtype=np.int64, count=len(terms))
+            uniq, c = np.unique(ids, return_counts=True)
+            new[i] = (uniq, c, len(terms))
+        vocab = list(ids_of)
+    log.debug("BM25 statistics: %d passage(s) analysed, %d known from before", len(todo), len(keys) - len(todo))
+    # the CSR arrays, slice by slice: a known passage's from ``old``, a new one's from ``new``
+    ids_parts, count_parts = [], []
+    lengths = np.zeros(len(keys), dtype=np.int64)
+    for i, j in enumerate(src.tolist()):
+        if j >= 0:
+            s0, s1 = int(old.indptr[j]), int(old.indptr[j + 1])  # type: ignore[union-attr]
+            ids_parts.append(old.term_ids[s0:s1])  # type: ignore[union-attr]
+            count_parts.append(old.counts[s0:s1])  # type: ignore[union-attr]
+            lengths[i] = old.lengths[j]  # type: ignore[union-attr]
+        else:
+            uniq, c, length = new[i]
+            ids_parts.append(uniq)
+            count_parts.append(c)
+            lengths[i] = length
+    return _assemble(ids_parts, count_parts, lengths, vocab, rowids_all[chosen], n, n <= SAMPLE_ROWS, keys)
+
+
+def _assemble(ids_parts: list[np.ndarray], count_parts: list[np.ndarray], lengths: np.ndarray, vocab: list[str],
+              rowids: np.ndarray, n: int, full: bool, keys: np.ndarray | None) -> Counted:
+    """The statistics and CSR arrays of the counted passages (each one's sorted distinct term ids and their counts)
+    of a table of ``n``; terms no passage uses any more are dropped from the vocabulary."""
+    sizes = np.array([len(x) for x in ids_parts], dtype=np.int64)
+    indptr = np.zeros(len(ids_parts) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    term_ids = np.concatenate(ids_parts).astype(np.int64) if ids_parts else np.zeros(0, np.int64)
+    counts = np.concatenate(count_parts).astype(np.int32) if count_parts else np.zeros(0, np.int32)
+    df = np.bincount(term_ids, minlength=len(vocab))
+    used = np.flatnonzero(df)
+    if len(used) < len(vocab):  # renumber: ids keep their order, so each passage's ids stay sorted
+        remap = np.full(len(vocab), -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        term_ids = remap[term_ids]
+        vocab = [vocab[i] for i in used.tolist()]
+        df = df[used]
+    m = len(ids_parts)
+    stats = CollectionStats(n_docs=n, avgdl=float(lengths.sum()) / m if m else 1.0,
+                            df=dict(zip(vocab, df.tolist())), sampled=m)
+    csr = Passages(rowids=rowids, indptr=indptr, term_ids=term_ids.astype(np.int32), counts=counts, lengths=lengths)
+    return Counted(stats=stats, vocab=vocab, passages=csr if full else None, sample=None if full else csr, keys=keys)
+
+
+def _count_positions(table, analyzer: Analyzer, texts: tuple[np.ndarray, list[str]] | None, n: int) -> Counted:
+    """A table without content hashes: every passage, or a fixed-seed sample of positions, analysed now."""
     if texts is not None and len(texts[0]) <= SAMPLE_ROWS:
         rowids, raw = np.asarray(texts[0], dtype=np.int64), list(texts[1])
     elif n <= SAMPLE_ROWS:
@@ -95,35 +195,28 @@ def count(table, analyzer: Analyzer | None = None, texts: tuple[np.ndarray, list
         rowids, raw = t["_rowid"].to_numpy().astype(np.int64), t["text"].to_pylist()
     else:  # a uniform sample, the same in every process (fixed seed): the same scores everywhere
         offsets = np.sort(np.random.default_rng(0).choice(n, SAMPLE_ROWS, replace=False))
-        rowids, raw = None, table.take_offsets(offsets.tolist(), ["text"])["text"].to_pylist()
-    docs = [analyzer.terms(x or "") for x in raw]
-    stats = CollectionStats.of_terms(docs, n_docs=n)
-    vocab: dict[str, int] = {}
-    for terms in docs:
-        for t in terms:
-            vocab.setdefault(t, len(vocab))
-    passages = None
-    if rowids is not None:
-        indptr = np.zeros(len(docs) + 1, dtype=np.int64)
-        ids_parts, count_parts = [], []
-        for i, terms in enumerate(docs):
-            ids = np.fromiter((vocab[t] for t in terms), dtype=np.int64, count=len(terms))
-            uniq, c = np.unique(ids, return_counts=True)
-            ids_parts.append(uniq)
-            count_parts.append(c)
-            indptr[i + 1] = indptr[i] + len(uniq)
-        passages = Passages(rowids=rowids, indptr=indptr,
-                            term_ids=np.concatenate(ids_parts).astype(np.int32) if ids_parts else np.zeros(0, np.int32),
-                            counts=np.concatenate(count_parts).astype(np.int32) if count_parts else np.zeros(0, np.int32),
-                            lengths=np.array([len(d) for d in docs], dtype=np.int64))
-    return Counted(stats=stats, vocab=list(vocab), passages=passages)
+        raw = table.take_offsets(offsets.tolist(), ["text"])["text"].to_pylist()
+        rowids = np.full(len(raw), -1, dtype=np.int64)
+    ids_of: dict[str, int] = {}
+    ids_parts, count_parts, lengths = [], [], []
+    for text in raw:
+        terms = analyzer.terms(text or "")
+        uniq, c = np.unique(np.fromiter((ids_of.setdefault(w, len(ids_of)) for w in terms), dtype=np.int64,
+                                        count=len(terms)), return_counts=True)
+        ids_parts.append(uniq)
+        count_parts.append(c)
+        lengths.append(len(terms))
+    return _assemble(ids_parts, count_parts, np.array(lengths, dtype=np.int64), list(ids_of), rowids, n,
+                     len(raw) == n, None)
 
 
-def write(path: Path, counted: Counted) -> None:
-    """Store ``counted`` at ``path`` (its folder is made)."""
+def write(path: Path, counted: Counted, with_sample: bool = False) -> None:
+    """Store ``counted`` at ``path`` (its folder is made): the statistics, and every passage's terms when fully
+    counted. ``with_sample``: a sample's terms too (the publisher's own copy, :func:`terms_cache`, not a snapshot's
+    file: at 20,000 passages they are ~10 MB a snapshot would rewrite every night)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    s, p = counted.stats, counted.passages
+    s, p = counted.stats, counted.passages if counted.passages is not None or not with_sample else counted.sample
     empty = np.zeros(0, dtype=np.int64)
     arrays: dict[str, Any] = {  # Any: savez types its keyword arrays like its allow_pickle flag
         "format": np.array([FORMAT], dtype=np.int64),
@@ -136,10 +229,19 @@ def write(path: Path, counted: Counted) -> None:
         "df": np.array([s.df.get(t, 0) for t in counted.vocab], dtype=np.int64),
         "rowids": p.rowids if p else empty, "indptr": p.indptr if p else empty,
         "term_ids": p.term_ids if p else empty, "counts": p.counts if p else empty, "lengths": p.lengths if p else empty,
-        "full": np.array([p is not None], dtype=np.bool_),
+        "keys": counted.keys if counted.keys is not None and p is not None else np.zeros(0, dtype=np.uint64),
+        "full": np.array([counted.passages is not None], dtype=np.bool_),
     }
-    with open(path, "wb") as f:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
         np.savez(f, **arrays)
+    os.replace(tmp, path)
+
+
+def terms_cache(warehouse: Path) -> Path:
+    """Where a publisher keeps the terms of the passages it counted, sample included (:func:`write` with
+    ``with_sample``), for the next publish to reuse: beside the warehouse, never in a snapshot."""
+    return Path(warehouse) / "bm25_cache" / "chunks.npz"
 
 
 def read(path: Path) -> Counted | None:
@@ -155,7 +257,7 @@ def read(path: Path) -> Counted | None:
         log.warning("BM25 statistics in %s are unreadable (%s): counting them", path, exc)
         return None
     why = None
-    if int(a["format"][0]) != FORMAT:
+    if int(a["format"][0]) not in (1, FORMAT):  # 1: the same statistics, without content keys (nothing to reuse)
         why = f"format {int(a['format'][0])}"
     elif a["analyzer"].tobytes().decode() != analyzer_id():
         why = "counted with another text analysis"
@@ -168,8 +270,10 @@ def read(path: Path) -> Counted | None:
     vocab = text.split("\n") if text else []
     stats = CollectionStats(n_docs=int(a["n_docs"][0]), avgdl=float(a["avgdl"][0]),
                             df=dict(zip(vocab, a["df"].tolist())), sampled=int(a["sampled"][0]))
-    passages = None
-    if bool(a["full"][0]):
-        passages = Passages(rowids=a["rowids"].astype(np.int64), indptr=a["indptr"].astype(np.int64),
-                            term_ids=a["term_ids"], counts=a["counts"], lengths=a["lengths"].astype(np.int64))
-    return Counted(stats=stats, vocab=vocab, passages=passages)
+    csr = None
+    if len(a["indptr"]):
+        csr = Passages(rowids=a["rowids"].astype(np.int64), indptr=a["indptr"].astype(np.int64),
+                       term_ids=a["term_ids"], counts=a["counts"], lengths=a["lengths"].astype(np.int64))
+    full = bool(a["full"][0])
+    keys = a["keys"].astype(np.uint64) if "keys" in a and len(a["keys"]) else None
+    return Counted(stats=stats, vocab=vocab, passages=csr if full else None, sample=None if full else csr, keys=keys)

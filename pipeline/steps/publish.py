@@ -200,11 +200,13 @@ def lance_indexes(lance_dir: Path) -> dict[str, list[dict]]:
     return out
 
 
-def write_reader_files(settings: Settings, tmp: Path, model: dict) -> dict[str, str]:
+def write_reader_files(settings: Settings, tmp: Path, model: dict, previous: Path | None = None) -> dict[str, str]:
     """What a reader would otherwise compute when it opens the snapshot (DESIGN.md: "Reading is light"): the
     query encoder (``query_encoder/``) and the BM25 statistics (``bm25/chunks.npz``). Returns their layout
-    entries. Never raises: a snapshot without them is searched as before (sentence-transformers encodes the
-    queries, the statistics are counted at open), so the warning says why and the publish goes on."""
+    entries. The passages counted by the last publish (:func:`pipeline.query.bm25_stats.terms_cache`, else the
+    ``previous`` snapshot's statistics) are not analysed again. Never raises: a snapshot without them is searched
+    as before (sentence-transformers encodes the queries, the statistics are counted at open), so the warning
+    says why and the publish goes on."""
     from pipeline.embedding.query_encoder import FOLDER
     from pipeline.query import bm25_stats
 
@@ -218,8 +220,14 @@ def write_reader_files(settings: Settings, tmp: Path, model: dict) -> dict[str, 
                     tmp.name.removesuffix(snap.TMP_SUFFIX), exc)
     try:
         t0 = time.perf_counter()
-        counted = bm25_stats.count(_read_table(tmp / "lancedb", "chunks"))
+        cache = bm25_stats.terms_cache(settings.warehouse)
+        before = bm25_stats.read(cache) or (bm25_stats.read(previous / bm25_stats.FILE) if previous is not None else None)
+        counted = bm25_stats.count(_read_table(tmp / "lancedb", "chunks"), previous=before)
         bm25_stats.write(tmp / bm25_stats.FILE, counted)
+        try:
+            bm25_stats.write(cache, counted, with_sample=True)
+        except OSError as exc:  # only the next publish's shortcut
+            log.warning("publish: could not keep the BM25 terms for the next publish in %s: %s", cache, exc)
         layout["bm25"] = bm25_stats.FILE
         log.info("publish: BM25 statistics of %d of %d passages stored (%.1fs)", counted.stats.sampled,
                  counted.stats.n_docs, time.perf_counter() - t0)
@@ -405,7 +413,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
             lance_counts = verify_contents(tmp, counts)
             manifest["counts"].update(lance_counts)
             manifest["indexes"] = lance_indexes(tmp / "lancedb")
-            manifest["layout"].update(write_reader_files(settings, tmp, manifest["model"]))
+            manifest["layout"].update(write_reader_files(settings, tmp, manifest["model"], prev_dir))
             feeds = write_snapshot_feeds(settings, root, tmp, manifest)
             if feeds.get("feeds") is not None:
                 manifest["layout"]["feeds"] = "feeds"

@@ -216,7 +216,8 @@ def write(path: Path, counted: Counted, with_sample: bool = False) -> None:
     file: at 20,000 passages they are ~10 MB a snapshot would rewrite every night)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    s, p = counted.stats, counted.passages if counted.passages is not None or not with_sample else counted.sample
+    s = counted.stats
+    p = counted.passages if counted.passages is not None else (counted.sample if with_sample else None)
     empty = np.zeros(0, dtype=np.int64)
     arrays: dict[str, Any] = {  # Any: savez types its keyword arrays like its allow_pickle flag
         "format": np.array([FORMAT], dtype=np.int64),

@@ -20,7 +20,7 @@ an earlier snapshot's file costs nothing), by part of the snapshot.
 
     .venv/bin/python -m bench.publish_night cisi
     .venv/bin/python -m bench.publish_night synthetic [--papers 100000] [--nights 30] [--grow 0.01]
-    options: --layout new|old|both (default both), --old-code DIR, --keep DIR
+    options: --layout new|old|both (default both), --old-code DIR, --keep DIR, --profile DIR (cProfile each publish)
 """
 
 from __future__ import annotations
@@ -235,6 +235,21 @@ def synthetic_embed(settings, vectors: SyntheticVectors) -> dict:
     return changes
 
 
+def _profiled(fn, settings, night: int):
+    """``fn(settings)``, under cProfile when ``PAPERKB_BENCH_PROFILE`` names a folder (``publish-<night>.prof`` there)."""
+    folder = os.environ.get("PAPERKB_BENCH_PROFILE")
+    if not folder:
+        return fn(settings)
+    import cProfile
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(fn, settings)
+    finally:
+        prof.dump_stats(str(Path(folder) / f"publish-{night}.prof"))
+
+
 def run_synthetic(work: Path, papers: int, nights: int, grow: float) -> dict:
     """Build and publish ``papers`` synthetic papers, then ``nights`` nights, with the checkout on ``sys.path``."""
     from pipeline.settings import Settings
@@ -259,7 +274,7 @@ def run_synthetic(work: Path, papers: int, nights: int, grow: float) -> dict:
         t_graph = time.perf_counter() - t0 - t_data
         written = synthetic_embed(settings, vectors)
         t_embed = time.perf_counter() - t0 - t_data - t_graph
-        pub = run_publish(settings)
+        pub = _profiled(run_publish, settings, night)
         added = new_bytes(Path(pub["path"]), seen)
         row = {"night": night, "papers": n, "chunks": pub["counts"].get("lancedb.chunks"),
                "publish_s": pub["seconds"], "added": added, "added_total": sum(added.values()),
@@ -296,6 +311,8 @@ def run_layout(kind: str, code: Path, work: Path, args: argparse.Namespace) -> d
            str(args.papers), str(args.nights), str(args.grow)]
     env = dict(os.environ, PYTHONPATH=str(code), HF_HUB_OFFLINE="1", PAPERKB_SHARED_DATA=str(SHARED))
     env.pop("PAPERKB_WAREHOUSE", None)
+    if args.profile:
+        env["PAPERKB_BENCH_PROFILE"] = str(args.profile.resolve() / work.name)
     subprocess.run(cmd, env=env, check=True, cwd=str(code))
     return json.loads(out.read_text())
 
@@ -323,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layout", choices=["new", "old", "both"], default="both")
     ap.add_argument("--old-code", type=Path, help="a checkout of main (default: git archive main into a temp folder)")
     ap.add_argument("--keep", type=Path, help="build here and keep it (default: a temporary folder, removed)")
+    ap.add_argument("--profile", type=Path, help="profile each synthetic publish (cProfile) into DIR/<layout>/publish-<night>.prof")
     args = ap.parse_args(argv)
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench-night-"))
     res: dict = {"kind": args.kind, "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.machine()})",

@@ -119,3 +119,30 @@ def test_only_pagerank_moving_rewrites_no_vector_row(night, tmp_path):
         assert p["paper"]["pagerank"] == pytest.approx(want_pr)
     with Searcher(open_snapshot(s, before.name), s) as searcher:
         assert searcher.paper(pid)["metrics"]["pagerank"] != pytest.approx(want_pr)
+
+
+def test_the_partition_size_is_kept_until_a_table_doubles(night):
+    """The second night reuses the first snapshot's partition sizes (no count of distinct keys); a table that has
+    doubled or halved since its size was chosen gets a new one."""
+    import duckdb
+
+    from pipeline import snapshots
+    from pipeline.steps import catalog
+
+    first = snapshots.read_manifest(_snap(night, "first"))["catalog_files"]
+    second = snapshots.read_manifest(_snap(night, "second"))["catalog_files"]
+    assert second["papers"]["part_rows"] == first["papers"]["part_rows"]
+    assert second["papers"]["sized_at_rows"] == first["papers"]["sized_at_rows"] == night["papers_first"]
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH '{night['settings'].db_path}' AS wh (READ_ONLY)")
+        con.execute("CREATE TABLE big AS SELECT paper_id || '-' || i AS paper_id FROM wh.papers, range(40) t(i)")
+        n = con.execute("SELECT count(*) FROM big").fetchone()[0]
+        kept = {"part_rows": 128, "sized_at_rows": n // 2 + 1}
+        assert catalog.partition_size(con, "big", "paper_id", kept) == (128, n // 2 + 1)  # under twice: kept
+        doubled = {"part_rows": 128, "sized_at_rows": n // 2}
+        assert catalog.partition_size(con, "big", "paper_id", doubled) == (catalog.part_rows(n), n)
+        assert catalog.part_rows(n) > 128
+        assert catalog.partition_size(con, "big", "paper_id", None) == (catalog.part_rows(n), n)
+    finally:
+        con.close()

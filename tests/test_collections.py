@@ -164,6 +164,11 @@ def test_graph_on_cacm_every_paper_gets_metrics_and_related_share_something(cacm
     with _con(settings) as con:
         assert con.execute("SELECT count(DISTINCT run_id) FROM related").fetchone()[0] == 1
         assert con.execute("SELECT count(*) FROM powerlaw_fits").fetchone()[0] == 2
+        # the tables are created again from their DDL (not emptied row by row): their primary keys still hold
+        keys = dict(con.execute("SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+                                "WHERE constraint_type = 'PRIMARY KEY' AND table_name IN ('related', 'paper_metrics')").fetchall())
+        assert keys == {"related": ["paper_id", "rank"], "paper_metrics": ["work_id"]}
+        assert con.execute("SELECT count(*) FROM paper_metrics").fetchone()[0] == s2["metrics"]
 
 
 def test_graph_without_citations_gives_unit_weights(settings, shared_data, capsys, monkeypatch):

@@ -71,15 +71,24 @@ def part_rows(keys: int) -> int:
     return size
 
 
-def partition_fingerprints(con, source: str, key: str, columns: str, size: int) -> dict[int, tuple[str, int]]:
-    """``{partition: (fingerprint, rows)}`` of ``source`` (a qualified table name) partitioned on ``key``."""
-    # each row's hash is taken before the window, so the sort moves (key, hash), not whole rows: 1.3-2x faster
+PARTS = "_catalog_parts"  # temp table: (row id, row hash, partition) of the table being written
+
+
+def number_partitions(con, source: str, key: str, size: int) -> None:
+    """Fill the temp table :data:`PARTS` with each row of ``source`` (a qualified table name): its row id, its hash
+    and its partition on ``key``. One scan and one sort of (key, row id, hash), not of whole rows; the fingerprints
+    and the write both read it."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE {PARTS} AS
+        SELECT rid, h, {_part_of(key, size)} AS part
+        FROM (SELECT {_ident(key)}, rowid AS rid, hash(s) AS h FROM {source} s)""")
+
+
+def partition_fingerprints(con, columns: str) -> dict[int, tuple[str, int]]:
+    """``{partition: (fingerprint, rows)}`` of the table :func:`number_partitions` numbered."""
     rows = con.execute(f"""
-        WITH p AS (
-            SELECT h, {_part_of(key, size)} AS part
-            FROM (SELECT {_ident(key)}, hash(s) AS h FROM {source} s))
         SELECT part, count(*), CAST(sum(CAST(h AS HUGEINT)) AS VARCHAR), CAST(bit_xor(h) AS VARCHAR)
-        FROM p GROUP BY ALL ORDER BY 1""").fetchall()
+        FROM {PARTS} GROUP BY ALL ORDER BY 1""").fetchall()
     return {int(part): (_digest(columns, int(n), total, xor), int(n)) for part, n, total, xor in rows}
 
 
@@ -135,11 +144,20 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
     source = f"wh.main.{_ident(table)}"
     key, columns = _columns(con, source)
     size, sized_at = partition_size(con, source, key, before)  # boundaries fall on keys
-    parts = partition_fingerprints(con, source, key, columns, size)
+    number_partitions(con, source, key, size)
+    try:
+        return _write_parts(con, table, source, key, columns, out, previous,
+                            {"part_rows": size, "sized_at_rows": sized_at})
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {PARTS}")
+
+
+def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
+                 sizing: dict[str, int]) -> dict[str, int]:
+    parts = partition_fingerprints(con, columns)
     folder = out / FOLDER / table
     folder.mkdir(parents=True)
-    done = {"rows": sum(n for _, n in parts.values()), "linked": 0, "written": 0, "part_rows": size,
-            "sized_at_rows": sized_at}
+    done = {"rows": sum(n for _, n in parts.values()), "linked": 0, "written": 0, **sizing}
     if not parts:  # an empty table: one empty file keeps its columns
         name = f"{_digest(columns, 0, '0', '0')}.parquet"
         if _link_previous(previous, table, name, folder):
@@ -156,12 +174,12 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
             todo.append(part)
     if todo:
         stage = out / FOLDER / f".{table}.staging"
-        # the window numbers (row id, key) alone; the rows of the partitions to write are joined back by row id
+        # the rows of the partitions to write, joined back to their numbers by row id
         con.execute(f"""
             COPY (
-                SELECT s.*, k._part FROM {source} s
-                JOIN (SELECT rid, _part FROM (SELECT rowid AS rid, {_part_of(key, size)} AS _part FROM {source})
-                      WHERE _part IN ({", ".join(str(p) for p in todo)})) k ON s.rowid = k.rid
+                SELECT s.*, k.part AS _part FROM {source} s
+                JOIN (SELECT rid, part FROM {PARTS} WHERE part IN ({", ".join(str(p) for p in todo)})) k
+                  ON s.rowid = k.rid
                 ORDER BY s.{_ident(key)} NULLS FIRST
             ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""")
         for part in todo:

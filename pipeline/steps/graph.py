@@ -747,6 +747,19 @@ class StageTimer:
         pass
 
 
+def replace_rows(wh, table: str, ddl: str, rows) -> None:
+    """Replace every row of ``table`` by the Arrow table ``rows``, in the caller's transaction: the table is dropped
+    and created again from its DDL (``ddl``, under sql/). DuckDB deletes a primary-key table's rows one index entry
+    at a time: at 100,000 papers (5.2M related rows) DELETE + INSERT took 49 s, this 9-10 s."""
+    wh.con.execute(f"DROP TABLE {table}")
+    wh.sql_file(ddl)
+    wh.con.register("_rows", rows)
+    try:
+        wh.con.execute(f"INSERT INTO {table} ({', '.join(rows.column_names)}) SELECT * FROM _rows")
+    finally:
+        wh.con.unregister("_rows")
+
+
 @writes("graph")
 def run_graph(settings, meter=None) -> dict:
     """``paperkb graph``: PageRank, power-law fit and weights, CCBC related papers -> DuckDB.
@@ -813,14 +826,8 @@ def run_graph(settings, meter=None) -> dict:
                 })
                 fit_row = fit.to_dict()
                 with wh.transaction():
-                    wh.con.execute("DELETE FROM paper_metrics")
-                    wh.con.register("_pm", metrics)
-                    wh.con.execute(f"INSERT INTO paper_metrics ({', '.join(metrics.column_names)}) SELECT * FROM _pm")
-                    wh.con.unregister("_pm")
-                    wh.con.execute("DELETE FROM related")
-                    wh.con.register("_rel", related)
-                    wh.con.execute(f"INSERT INTO related ({', '.join(related.column_names)}) SELECT * FROM _rel")
-                    wh.con.unregister("_rel")
+                    replace_rows(wh, "paper_metrics", "core/070_paper_metrics.sql", metrics)
+                    replace_rows(wh, "related", "core/072_related.sql", related)
                     cols = ["run_id", "created_at"] + list(fit_row)
                     wh.con.execute(
                         f"INSERT INTO powerlaw_fits ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",

@@ -108,12 +108,11 @@ def content_keys(hashes) -> np.ndarray:
         return np.zeros(0, np.uint64)
     offsets = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset: arr.offset + len(arr) + 1]
     chars = np.frombuffer(arr.buffers()[2], np.uint8)[offsets[0]: offsets[-1]]
-    if len(chars) != 16 * len(arr):  # a hash with non-ASCII characters: one bytes.fromhex over the prefixes
-        return np.frombuffer(bytes.fromhex("".join(arr.to_pylist())), dtype=">u8").astype(np.uint64)
     # hex digits to bytes in NumPy, by a lookup table (a Python int() per hash costs 10x more at 1M passages)
-    nibbles = _HEX[chars].reshape(-1, 16)
-    if (nibbles > 15).any():
+    nibbles = _HEX[chars]
+    if len(chars) != 16 * len(arr) or (nibbles > 15).any():  # non-ASCII characters take more than 16 bytes
         raise ValueError("a content hash is not hexadecimal")
+    nibbles = nibbles.reshape(-1, 16)
     packed = np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2])
     return packed.view(">u8").ravel().astype(np.uint64)
 

@@ -3,8 +3,9 @@
 ``PAPERKB_EMBED_BACKEND`` and ``PAPERKB_EMBED_PRECISION`` pick it; :func:`resolve` checks the pair
 against the device and turns ``auto`` (unset) into a concrete choice. Both unset: on a CPU, OpenVINO (fp32, or bf16
 on a CPU with native bfloat16: :func:`auto_cpu`, the fastest pair measured to hold retrieval quality); torch fp16
-on CUDA. openvino int8 (``PAPERKB_EMBED_PRECISION=int8``) joins auto on CPUs with int8 dot products once its fast
-export recipe is shown to hold nDCG@10 there (:data:`AUTO_INT8`; BENCHMARKS.md, "The fast encoder as the default").
+on CUDA. openvino int8 (``PAPERKB_EMBED_PRECISION=int8``) is not part of auto: measured on AVX2, AVX512-VNNI and AMX
+hosts, it is slower than fp32 on the first, no faster than bf16 on the last, and below the quality a default must
+hold on all (:data:`AUTO_INT8`; BENCHMARKS.md, "The fast encoder as the default").
 ``PAPERKB_EMBED_BACKEND=torch`` (or ``PAPERKB_EMBED_PRECISION=fp32``) gives plain PyTorch fp32. A backend set alone:
 fp16 for torch on CUDA, bf16 for openvino on CPUs with native bfloat16, else fp32. A model that cannot be exported
 while the backend is auto falls back to torch fp32
@@ -73,9 +74,11 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnx", "openvino")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
-# Off: openvino int8 is not part of auto. The fast export recipe (32 calibration texts, no SmoothQuant; 17.7 s of CPU
-# instead of 130 s) measured CISI nDCG@10 -0.0069 against torch fp32 on an AVX2-only host, past the 0.005 the default
-# must hold, and was not measured on a VNNI/AMX host. On when it is: auto then picks int8 on CPUs with int8 dot products.
+# Off: openvino int8 is not part of auto. With the fast export recipe (32 calibration texts, no SmoothQuant; 17.7 s of
+# CPU instead of 130 s), documents embedded on an AVX2-only host scored CISI nDCG@10 -0.0069 against fp32 through the
+# whole pipeline, on a Xeon with AMX -0.0090 and on that Xeon capped at AVX512-VNNI -0.0097 (Cranfield -0.0038 /
+# -0.0046), past the 0.005 the default must hold; on AMX it costs what bf16 (the default there) costs. On, auto would
+# pick int8 on CPUs with int8 dot products (BENCHMARKS.md, "The fast encoder as the default").
 AUTO_INT8 = False
 ONNX_EXTRA = "paperkb[onnx]"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")

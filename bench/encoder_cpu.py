@@ -18,11 +18,17 @@ product's own export and runners (:mod:`pipeline.embedding.backends`), so the in
 elsewhere written into their vector cache, so ``paperkb embed`` / ``publish`` / ``eval`` then measure the whole
 pipeline with the other host's document vectors (queries are encoded where ``eval`` runs).
 
+``pack`` (here) / ``unpack`` (there): the model carried as fp16 weights with only the word-embedding rows that
+these texts use (87 MB -> 31 MB for all-MiniLM-L6-v2), made fp32 again there; "fp32" on that host is then the
+fp16-rounded model, so the reference vectors here come from an unpacked copy too.
+
 ``compare`` (anywhere, with ir-measures): dense-only retrieval (exact cosine, documents are title + abstract)
 on each collection from the saved vectors, nDCG@10 and MAP per runtime, and each runtime's cosine to a
 reference runtime's vectors of the same texts.
 
-    python -m bench.encoder_cpu encode --model DIR --runtimes torch:fp32,openvino:bf16,openvino:int8 \\
+    .venv/bin/python -m bench.encoder_cpu pack --model MODEL_DIR --out CARRY/model     # here (fp16, rows used)
+    python -m bench.encoder_cpu unpack CARRY/model                                     # there
+    python -m bench.encoder_cpu encode --model CARRY/model --runtimes torch:fp32,openvino:bf16,openvino:int8 \\
         --vectors openvino:bf16,openvino:int8 --out DIR
     python -m bench.encoder_cpu compare --ref DIR/vectors-torch-fp32.npz DIR/vectors-openvino-int8.npz ...
 """
@@ -38,7 +44,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -193,7 +199,7 @@ def run_encode(args) -> dict:
     return result
 
 
-def dense_scores(data: Path, name: str, vectors: np.lib.npyio.NpzFile) -> dict[str, float]:
+def dense_scores(data: Path, name: str, vectors: Mapping[str, np.ndarray]) -> dict[str, float]:
     """nDCG@10, MAP and R@100 of exact cosine search with these vectors."""
     from pipeline.evaluation.evaluate import score_run
 
@@ -221,6 +227,67 @@ def run_compare(args) -> dict:
         out[str(path)] = row
         print(path, json.dumps(row), flush=True)
     return out
+
+
+# ---- the model to a host with no hub and little room: fp16, and only the word-embedding rows the texts use ----
+EMBEDDING_SUFFIX = "word_embeddings.weight"
+
+
+def pack_model(model: Path, out: Path, texts: list[str]) -> dict:
+    """Copy the sentence-transformers folder ``model`` to ``out`` with its weights in fp16 and its word-embedding
+    matrix cut to the rows of the tokens that ``texts`` (and the special tokens) use, in ``packed.safetensors``.
+    :func:`unpack_model` there makes an fp32 ``model.safetensors`` again (the other rows zero): for these texts, the
+    fp16-rounded model's own vectors. all-MiniLM-L6-v2: 87 MB -> 31 MB with the test collections' texts."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model))
+    ids: set[int] = set(tok.all_special_ids)
+    for i in range(0, len(texts), 512):
+        for row in tok(texts[i:i + 512], truncation=False)["input_ids"]:
+            ids.update(row)
+    keep = torch.tensor(sorted(ids), dtype=torch.int64)
+    shutil.copytree(model, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.safetensors", "*.md"))
+    weights = load_file(str(model / "model.safetensors"))
+    name = next(k for k in weights if k.endswith(EMBEDDING_SUFFIX))
+    full = weights.pop(name)
+    packed = {k: v.to(torch.float16).contiguous() for k, v in weights.items()}
+    packed.update({f"__rows__{name}": full[keep].to(torch.float16).contiguous(), f"__ids__{name}": keep,
+                   f"__shape__{name}": torch.tensor(list(full.shape))})
+    save_file(packed, str(out / "packed.safetensors"))
+    return {"rows_kept": len(keep), "rows": int(full.shape[0])}
+
+
+def unpack_model(folder: Path) -> None:
+    """``packed.safetensors`` in ``folder`` -> an fp32 ``model.safetensors`` beside it (see :func:`pack_model`)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    packed = load_file(str(folder / "packed.safetensors"))
+    out = {k: v.to(torch.float32).contiguous() for k, v in packed.items() if not k.startswith("__")}
+    for key in [k for k in packed if k.startswith("__rows__")]:
+        name = key[len("__rows__"):]
+        m = torch.zeros(packed[f"__shape__{name}"].tolist(), dtype=torch.float32)
+        m[packed[f"__ids__{name}"]] = packed[key].to(torch.float32)
+        out[name] = m
+    save_file(out, str(folder / "model.safetensors"))
+
+
+def pack_texts(data: Path, inputs: Path | None) -> list[str]:
+    """Every text a run of this bench tokenizes: the collections, the int8 calibration set, the export's traced
+    example, and a warehouse's embed inputs when given."""
+    from pipeline.embedding.backends import calibration_texts
+
+    texts = ["an example", "an example text to trace the model with", "a shorter one", *calibration_texts(10_000)]
+    for name in COLLECTIONS:
+        _, docs, _, queries, _ = collection(data, name)
+        texts += docs + queries
+    if inputs is not None:
+        texts += [x for v in json.loads(inputs.read_text()).values() for x in v["inputs"]]
+    return texts
 
 
 def _warehouse_settings(spec: str, backend: str, precision: str):
@@ -292,6 +359,13 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--collections", default="cisi,cranfield")
     c.add_argument("--data", type=Path, default=SHARED)
     c.add_argument("--json", type=Path, default=None)
+    pk = sub.add_parser("pack", help="the model in fp16, only the rows these texts use (to carry to another host)")
+    pk.add_argument("--model", type=Path, required=True, help="a sentence-transformers folder")
+    pk.add_argument("--out", type=Path, required=True)
+    pk.add_argument("--data", type=Path, default=SHARED)
+    pk.add_argument("--inputs", type=Path, default=None, help="also the texts of this `inputs` file")
+    up = sub.add_parser("unpack", help="fp32 model.safetensors from a packed folder (on the other host)")
+    up.add_argument("folder", type=Path)
     i = sub.add_parser("inputs", help="a warehouse's embed inputs, to encode on another host")
     k = sub.add_parser("cache", help="vectors from another host into a warehouse's vector cache")
     for p in (i, k):
@@ -302,6 +376,12 @@ def main(argv: list[str] | None = None) -> None:
     k.add_argument("--inputs", type=Path, required=True)
     k.add_argument("--vectors", type=Path, required=True, help="inputs-<backend>-<precision>.npz from encode --inputs")
     args = ap.parse_args(argv)
+    if args.cmd == "pack":
+        print(json.dumps(pack_model(args.model, args.out, pack_texts(args.data, args.inputs))))
+        return
+    if args.cmd == "unpack":
+        unpack_model(args.folder)
+        return
     result = {"encode": run_encode, "compare": run_compare, "inputs": run_inputs, "cache": run_cache}[args.cmd](args)
     if args.cmd == "compare" and args.json:
         args.json.write_text(json.dumps(result, indent=1))

@@ -4,6 +4,7 @@ inputs out to another host and that host's vectors back into the warehouse's vec
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 from conftest import isolated_settings
@@ -52,3 +53,21 @@ def test_vectors_made_elsewhere_leave_the_embed_step_nothing_to_encode(shared_da
     assert set(index) == set(given["hashes"])
     assert np.array_equal(cached[index[given["hashes"][5]]], vectors[5])
     assert _shard_work(settings, encoder, None) == ([], [])  # `paperkb embed` would encode nothing
+
+
+def test_a_packed_model_encodes_its_texts_as_the_fp16_rounded_model(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from pipeline.embedding.encoders import default_model_path
+
+    model = Path(default_model_path())
+    texts = ["Editions of the Dewey Decimal Classification.", "a shorter one", "Retrieval of scientific papers."]
+    facts = encoder_cpu.pack_model(model, tmp_path / "m", texts[:2])  # the third text's words are not all kept
+    assert 0 < facts["rows_kept"] < facts["rows"] // 100
+    assert (tmp_path / "m" / "packed.safetensors").stat().st_size < (model / "model.safetensors").stat().st_size / 2
+    encoder_cpu.unpack_model(tmp_path / "m")
+    packed = SentenceTransformer(str(tmp_path / "m"), device="cpu").encode(texts, normalize_embeddings=True)
+    full = SentenceTransformer(str(model), device="cpu").encode(texts, normalize_embeddings=True)
+    cos = np.einsum("ij,ij->i", packed, full)
+    assert cos[0] > 0.9999 and cos[1] > 0.9999  # fp16 rounding only
+    assert cos[2] < 0.999  # a text with words outside the packed rows is not that model's: pack every text you encode

@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     embed_device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1, mps")
     embed_backend: str | None = Field(
         default=None, description="where the model runs: torch | onnx | openvino (None = auto: openvino on a CPU, fp32 or bf16 "
-        "where the CPU has native bfloat16, the fastest measured to hold quality; torch fp16 on a GPU); openvino with embed_precision int8 costs ~3x less CPU than torch fp32 on CPUs with VNNI/AMX (BENCHMARKS.md). Part of the vector space's identity, recorded in the snapshot: queries use the same")
+        "where the CPU has native bfloat16, the fastest measured to hold quality; torch fp16 on a GPU); openvino with embed_precision int8 costs 1.5-3x less CPU than torch fp32 on CPUs with VNNI/AMX (with AMX no less than bf16) for up to 0.01 less nDCG@10 (BENCHMARKS.md). Part of the vector space's identity, recorded in the snapshot: queries use the same")
     embed_precision: str | None = Field(
         default=None, description="fp32 | bf16 | fp16 | int8 (None = auto: "
         "fp16 for torch on CUDA; bf16 for openvino on a CPU with native bfloat16; else fp32). torch: fp32, bf16, fp16 (CUDA); onnx: fp32, int8 (dynamic quantization); openvino: fp32, bf16, int8 "

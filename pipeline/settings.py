@@ -123,6 +123,7 @@ class Settings(BaseSettings):
     graph_powerlaw_min_n: int = Field(default=50, ge=3, description="fewer positive citation counts -> no fit, weights 1")
     graph_powerlaw_xmin: float | None = Field(default=None, description="fixed xmin instead of the KS search")
     graph_block_nnz: int = Field(default=10_000_000, ge=1000, description="CCBC block budget (candidate pairs); bounds memory")
+    graph_pagerank_process_edges: int = Field(default=2_000_000, ge=0, description="graphs with at least this many citations rank in a child process while CCBC runs (igraph holds the GIL); a very large number keeps PageRank in the graph step's process")
     graph_hub_citers: int | None = Field(default=300, ge=1, description="references with more citers are 'hubs': their sharing is bounded, then added exactly (same result, much faster); None = enumerate all")
 
     # --- embed / publish (issue 6) ------------------------------------------------------------

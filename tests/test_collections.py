@@ -158,10 +158,19 @@ def test_graph_on_cacm_every_paper_gets_metrics_and_related_share_something(cacm
         top = con.execute("SELECT shared_citers FROM strongest_cocitation_pairs LIMIT 1").fetchone()
         assert top is not None and top[0] >= 1
         assert con.execute("SELECT count(*) FROM related WHERE paper_id = related_work_id").fetchone()[0] == 0
-    # a rerun replaces the tables (same numbers, new run id) and adds a second fit row
-    s2 = run_graph(settings)
+    # a rerun replaces the tables (same numbers, new run id) and adds a second fit row; this one computes PageRank
+    # in a child process (as graphs of 2M citations or more do), and its values are the same (up to PRPACK's own
+    # run-to-run rounding: its OpenMP sums are unordered)
+    assert s["pagerank"]["process"] == "this"
+    with _con(settings) as con:
+        first_pr = con.execute("SELECT work_id, pagerank FROM paper_metrics ORDER BY work_id").fetchall()
+    s2 = run_graph(settings.model_copy(update={"graph_pagerank_process_edges": 0}))
+    assert s2["pagerank"]["process"] == "child" and s2["pagerank"]["pagerank_s"] >= 0
     assert s2["related"] == s["related"] and s2["run_id"] != s["run_id"]
     with _con(settings) as con:
+        again = con.execute("SELECT work_id, pagerank FROM paper_metrics ORDER BY work_id").fetchall()
+        assert [w for w, _ in again] == [w for w, _ in first_pr]
+        assert np.allclose([p for _, p in again], [p for _, p in first_pr], rtol=1e-9, atol=0)
         assert con.execute("SELECT count(DISTINCT run_id) FROM related").fetchone()[0] == 1
         assert con.execute("SELECT count(*) FROM powerlaw_fits").fetchone()[0] == 2
         # the tables are created again from their DDL (not emptied row by row): their primary keys still hold

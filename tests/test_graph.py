@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.steps.graph import (adjacency, ccbc_scores, fit_powerlaw, igraph_from_adjacency, iter_blocks, pagerank,
-                            related_top_k, survival_weights)
+from pipeline.steps.graph import adjacency, ccbc_scores, fit_powerlaw, iter_blocks, related_top_k, survival_weights
+from pipeline.steps.pagerank import igraph_from_adjacency, pagerank
 
 
 def _graph(edges, n):
@@ -129,6 +129,47 @@ def test_pagerank_equals_igraph_reference_call():
     assert np.allclose(ours, ref, rtol=0, atol=1e-12)
     ours_d = pagerank(igraph_from_adjacency(adjacency(e[:, 0], e[:, 1], n)), 0.6)
     assert np.allclose(ours_d, ig.Graph(n=n, edges=edges, directed=True).pagerank(damping=0.6), atol=1e-12)
+
+
+def _random_adjacency(n: int, m: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return adjacency(rng.integers(0, n, m), rng.integers(0, n, m), n)
+
+
+def test_pagerank_job_in_a_child_process_gives_the_same_vector(monkeypatch):
+    """The child gets the CSR arrays through a pipe and builds the Graph in chunks; the vector equals the one this
+    process computes from a Graph built from the whole edge list at once, up to PRPACK's own rounding (its OpenMP
+    sums are unordered: two calls on one Graph differ in the last bits)."""
+    import igraph as ig
+
+    from pipeline.steps import pagerank as pr_mod
+
+    a = _random_adjacency(30_000, 200_000, 5)
+    coo = a.tocoo()
+    ref = np.asarray(ig.Graph(n=a.shape[0], edges=list(zip(coo.row.tolist(), coo.col.tolist())), directed=True)
+                     .pagerank(damping=0.85))
+    monkeypatch.setattr(pr_mod, "_EDGE_CHUNK", 7_777)  # chunk boundaries inside rows
+    here = pr_mod.PageRankJob(a, 0.85, min_edges=a.nnz + 1)
+    assert here.in_process and np.allclose(here.result(), ref, rtol=1e-9, atol=0)
+    child = pr_mod.PageRankJob(a, 0.85, min_edges=a.nnz)
+    assert not child.in_process
+    got = child.result()
+    child.close()
+    assert np.allclose(got, ref, rtol=1e-9, atol=0)
+    assert child.info["process"] == "child" and child.info["build_s"] >= 0 and child.info["peak_rss_gib"] > 0
+    assert pr_mod.PageRankJob(a, 0.85, min_edges=None).in_process
+
+
+def test_pagerank_job_child_failure_is_reported_and_close_stops_it():
+    from pipeline.steps.pagerank import PageRankJob
+
+    a = _random_adjacency(1_000, 5_000, 6)
+    bad = PageRankJob(a, 1.5, min_edges=0)  # igraph refuses a damping factor above 1
+    with pytest.raises(RuntimeError, match="PageRank child process failed"):
+        bad.result()
+    running = PageRankJob(_random_adjacency(200_000, 2_000_000, 7), 0.85, min_edges=0)
+    running.close()  # the caller failed before collecting the result
+    assert running._proc is not None and running._proc.returncode is not None
 
 
 # -- power law --------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline import progress
+from pipeline.steps.pagerank import PageRankJob
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -60,24 +61,6 @@ def adjacency(src: np.ndarray, dst: np.ndarray, n: int) -> sp.csr_matrix:
     a.data[:] = 1.0
     a.sort_indices()
     return a
-
-
-def igraph_from_adjacency(a: sp.csr_matrix):
-    """Directed igraph Graph with vertex i = row i of ``a``.
-
-    The edge list goes in as one list of (int, int) tuples built by ``zip`` over two ``tolist()``
-    arrays: at 10M edges that is about 2x faster than handing igraph the (m, 2) NumPy array, which
-    it walks row by row."""
-    import igraph as ig
-
-    coo = a.tocoo()
-    edges = list(zip(coo.row.tolist(), coo.col.tolist()))
-    return ig.Graph(n=a.shape[0], edges=edges, directed=True)
-
-
-def pagerank(g, damping: float = 0.85) -> np.ndarray:
-    """PageRank of every vertex (igraph's PRPACK; dangling works spread their rank uniformly)."""
-    return np.asarray(g.pagerank(damping=damping, directed=True), dtype=np.float64)
 
 
 # ================================================================================================
@@ -780,24 +763,31 @@ def run_graph(settings, meter=None) -> dict:
                 pdf_links = link_references(wh.con, run.run_id)
             with meter.stage("load"):
                 data = load_graph(wh.con)
-                g = igraph_from_adjacency(data.a)
-            meter.keep("igraph", g)
+            meter.keep("adjacency", data.a)
             n, m = data.n, data.a.nnz
             corpus = data.corpus_rows
             log.info("graph: %d works (%d corpus papers), %d citations", n, len(corpus), m)
-            with meter.stage("pagerank"):
-                pr = pagerank(g, settings.graph_damping)
-            del g
-            with meter.stage("fit"):
-                indeg = np.bincount(data.a.indices, minlength=n).astype(np.int64)
-                c = np.maximum(data.reported, indeg)
-                fit, fit_obj = fit_powerlaw(c, discrete=settings.graph_powerlaw_discrete,
-                                            min_n=settings.graph_powerlaw_min_n, xmin=settings.graph_powerlaw_xmin)
-                w = survival_weights(c, fit_obj)
-            with meter.stage("ccbc"), progress.task("graph: related papers (CCBC)", len(corpus), "papers") as bar:
-                rel = related_top_k(data.a, w, corpus, k=settings.graph_top_k,
-                                    max_block_nnz=settings.graph_block_nnz, hub_citers=settings.graph_hub_citers,
-                                    progress=bar.advance)
+            # a large graph's PageRank runs in a child process while the fit and CCBC run here (pagerank.py)
+            pr_job = PageRankJob(data.a, settings.graph_damping, settings.graph_pagerank_process_edges)
+            try:
+                if pr_job.in_process:
+                    with meter.stage("pagerank"):
+                        pr = pr_job.result()
+                with meter.stage("fit"):
+                    indeg = np.bincount(data.a.indices, minlength=n).astype(np.int64)
+                    c = np.maximum(data.reported, indeg)
+                    fit, fit_obj = fit_powerlaw(c, discrete=settings.graph_powerlaw_discrete,
+                                                min_n=settings.graph_powerlaw_min_n, xmin=settings.graph_powerlaw_xmin)
+                    w = survival_weights(c, fit_obj)
+                with meter.stage("ccbc"), progress.task("graph: related papers (CCBC)", len(corpus), "papers") as bar:
+                    rel = related_top_k(data.a, w, corpus, k=settings.graph_top_k,
+                                        max_block_nnz=settings.graph_block_nnz, hub_citers=settings.graph_hub_citers,
+                                        progress=bar.advance)
+                if not pr_job.in_process:
+                    with meter.stage("pagerank_wait"):  # what is left of the child's build and PageRank
+                        pr = pr_job.result()
+            finally:
+                pr_job.close()
             with meter.stage("write"):
                 work_ids = np.asarray(data.work_ids, dtype=object)
                 paper_ids = np.asarray(data.paper_ids, dtype=object)
@@ -841,7 +831,7 @@ def run_graph(settings, meter=None) -> dict:
     summary = {
         "run_id": run.run_id, "works": n, "citations": m, "corpus_papers": int(len(corpus)),
         "metrics": n, "related": int(len(rel)), "powerlaw": fit.to_dict(), "pdf_citations": pdf_links,
-        "seconds": dict(getattr(meter, "seconds", {})),
+        "seconds": dict(getattr(meter, "seconds", {})), "pagerank": pr_job.info,
     }
     pl = summary["powerlaw"]
     log.info("graph: %d works, %d citations, %d corpus papers -> %d related rows; power law %s (xmin=%s, alpha=%s)",

@@ -131,8 +131,10 @@ class PageRankJob:
         self._stderr.close()
         if rc != 0 or got != pr.nbytes:
             raise RuntimeError(f"PageRank child process failed (exit status {rc}): {err[-2000:] or 'no output'}")
-        last = err.splitlines()[-1] if err else "{}"
-        self.info.update(json.loads(last))
+        try:  # the child's last line: its timings (anything it printed before is a warning)
+            self.info.update(json.loads(err.splitlines()[-1]))
+        except (IndexError, ValueError):
+            log.warning("graph: the PageRank child process reported no timings: %s", err[-500:] or "no output")
         return pr
 
     def close(self) -> None:

@@ -49,11 +49,10 @@ def igraph_from_csr(indptr: np.ndarray, indices: np.ndarray, n: int):
     import igraph as ig
 
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    cols = indices
 
     def pairs():
         for lo in range(0, len(rows), _EDGE_CHUNK):
-            yield zip(rows[lo:lo + _EDGE_CHUNK].tolist(), cols[lo:lo + _EDGE_CHUNK].tolist())
+            yield zip(rows[lo:lo + _EDGE_CHUNK].tolist(), indices[lo:lo + _EDGE_CHUNK].tolist())
 
     return ig.Graph(n=n, edges=itertools.chain.from_iterable(pairs()), directed=True)
 
@@ -88,7 +87,6 @@ class PageRankJob:
         self.in_process = min_edges is None or a.nnz < min_edges
         self.info: dict[str, Any] = {"process": "this" if self.in_process else "child"}
         self._proc: subprocess.Popen | None = None
-        self._feed_error: list[BaseException] = []
         if not self.in_process:
             self._start()
 
@@ -108,8 +106,8 @@ class PageRankJob:
                 stdin.write(indptr.data.cast("B"))
                 stdin.write(indices.data.cast("B"))
                 stdin.close()
-            except BrokenPipeError as e:  # the child died: result() reports its stderr
-                self._feed_error.append(e)
+            except BrokenPipeError:  # the child died: result() reports its stderr
+                pass
 
         assert self._proc.stdin is not None
         self._feeder = threading.Thread(target=feed, args=(self._proc.stdin,), name="pagerank-feed", daemon=True)

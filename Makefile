@@ -2,6 +2,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+TEST_WORKERS ?= 2  # pytest-xdist workers for `make test` (tests/conftest.py builds each shared snapshot once per run)
 
 .PHONY: install run test bench up down clean
 
@@ -31,7 +32,7 @@ run: install
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) -m bench

@@ -6,6 +6,8 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,40 +70,81 @@ def isolated_settings(warehouse: Path, **overrides):
 SNAPSHOT_BACKEND = "torch"
 
 # ---- embed / publish (issue 6) ------------------------------------------------------------------
+@contextmanager
+def _once_per_run(tmp_path_factory, name: str) -> Iterator[tuple[Path, bool]]:
+    """A folder for a session fixture, and whether it still has to be built.
+
+    Under pytest-xdist (``make test`` runs two workers) the first worker that asks builds it in a folder
+    every worker of the run sees (the run's temp root), holding a lock; the others wait for the lock and read
+    what it built. A build that failed leaves no ``.built`` mark: the next worker that asks starts over.
+    Without xdist it is a fresh temp folder, built by this process."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        yield tmp_path_factory.mktemp(name), True
+        return
+    import fcntl  # stdlib: a lock file is all this needs (pins.py uses the same flock)
+
+    root = tmp_path_factory.getbasetemp().parent / "shared-fixtures"
+    root.mkdir(exist_ok=True)
+    folder, mark = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if mark.exists():
+                yield folder, False
+                return
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            yield folder, True
+            mark.touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _vector_cache(request) -> Path | None:
+    return request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
+
+
+def _snapshot_of(tmp_path_factory, request, shared_data: Path, name: str, collection: str):
+    """Settings of a warehouse where ``collection`` was imported, the graph computed, embedded (torch fp32,
+    vectors cached under .pytest_cache) and published; built once per test run (``_once_per_run``)."""
+    with _once_per_run(tmp_path_factory, name) as (folder, build):
+        settings = isolated_settings(folder / "warehouse", embed_cache_dir=_vector_cache(request),
+                                     embed_backend=SNAPSHOT_BACKEND)
+        if build:
+            from pipeline.sources.local_corpus import import_collection
+            from pipeline.steps.embed import run_embed
+            from pipeline.steps.graph import run_graph
+            from pipeline.steps.publish import run_publish
+
+            import_collection(settings, shared_data / "collections" / collection)
+            run_graph(settings)
+            run_embed(settings)
+            run_publish(settings)
+    return settings
+
+
 @pytest.fixture(scope="session")
 def cisi_snapshot(shared_data, tmp_path_factory, request):
-    """Settings of a warehouse where CISI was imported, the graph computed (when pipeline.steps.graph exists),
-    embedded with the default model and published (``snapshots/CURRENT`` set).
+    """Settings of a warehouse where CISI was imported, the graph computed, embedded with the default model
+    and published (``snapshots/CURRENT`` set).
 
-    Session-scoped and shared by query/serve tests: treat it as read-only. Vectors are cached by
-    (model, content hash) under .pytest_cache, so only the first session pays for encoding CISI."""
-    from pipeline.sources.local_corpus import import_collection
-    from pipeline.steps.embed import run_embed
-    from pipeline.steps.publish import run_publish
-
-    cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cisi_snapshot") / "warehouse", embed_cache_dir=cache,
-                                 embed_backend=SNAPSHOT_BACKEND)
-    import_collection(settings, shared_data / "collections" / "cisi")
-    try:
-        from pipeline.steps.graph import run_graph
-    except ImportError:  # graph step not in this checkout yet: metrics stay NULL
-        run_graph = None
-    if run_graph is not None:
-        run_graph(settings)
-    run_embed(settings)
-    run_publish(settings)
-    return settings
+    Session-scoped and shared by query/serve tests (and by the run's xdist workers): treat it as read-only.
+    Vectors are cached by (model, content hash) under .pytest_cache, so only the first session pays for
+    encoding CISI."""
+    return _snapshot_of(tmp_path_factory, request, shared_data, "cisi_snapshot", "cisi")
 
 
 @pytest.fixture(scope="session")
 def cacm_warehouse(shared_data, tmp_path_factory):
     """Settings of a warehouse where CACM (papers, authors, its real citation links) was imported; no
-    graph, vectors or snapshot. Session-scoped: treat it as read-only."""
-    from pipeline.sources.local_corpus import import_collection
+    graph, vectors or snapshot. Session-scoped (shared by the run's xdist workers): treat it as read-only."""
+    with _once_per_run(tmp_path_factory, "cacm_warehouse") as (folder, build):
+        settings = isolated_settings(folder / "warehouse", embed_backend=SNAPSHOT_BACKEND)
+        if build:
+            from pipeline.sources.local_corpus import import_collection
 
-    settings = isolated_settings(tmp_path_factory.mktemp("cacm_warehouse") / "warehouse", embed_backend=SNAPSHOT_BACKEND)
-    import_collection(settings, shared_data / "collections" / "cacm")
+            import_collection(settings, shared_data / "collections" / "cacm")
     return settings
 
 
@@ -110,20 +153,7 @@ def cacm_snapshot(shared_data, tmp_path_factory, request):
     """Settings of a warehouse where CACM (with its real citation links) was imported, the graph
     computed, embedded and published. Session-scoped and read-only, like ``cisi_snapshot``; vectors are
     cached under .pytest_cache, so only the first session pays for encoding CACM."""
-    pytest.importorskip("pipeline.steps.graph")
-    from pipeline.sources.local_corpus import import_collection
-    from pipeline.steps.embed import run_embed
-    from pipeline.steps.graph import run_graph
-    from pipeline.steps.publish import run_publish
-
-    cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cacm_snapshot") / "warehouse", embed_cache_dir=cache,
-                                 embed_backend=SNAPSHOT_BACKEND)
-    import_collection(settings, shared_data / "collections" / "cacm")
-    run_graph(settings)
-    run_embed(settings)
-    run_publish(settings)
-    return settings
+    return _snapshot_of(tmp_path_factory, request, shared_data, "cacm_snapshot", "cacm")
 
 
 @pytest.fixture(scope="session")
@@ -161,16 +191,4 @@ def cranfield_snapshot(shared_data, tmp_path_factory, request):
     """Settings of a warehouse where Cranfield 1400 was imported, embedded and published (no citation
     links: the graph gives every paper the same weight). Session-scoped and read-only, like ``cisi_snapshot``;
     vectors cached under .pytest_cache."""
-    from pipeline.sources.local_corpus import import_collection
-    from pipeline.steps.embed import run_embed
-    from pipeline.steps.graph import run_graph
-    from pipeline.steps.publish import run_publish
-
-    cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    settings = isolated_settings(tmp_path_factory.mktemp("cranfield_snapshot") / "warehouse", embed_cache_dir=cache,
-                                 embed_backend=SNAPSHOT_BACKEND)
-    import_collection(settings, shared_data / "collections" / "cranfield")
-    run_graph(settings)
-    run_embed(settings)
-    run_publish(settings)
-    return settings
+    return _snapshot_of(tmp_path_factory, request, shared_data, "cranfield_snapshot", "cranfield")

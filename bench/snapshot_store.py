@@ -47,6 +47,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def store_bucket(endpoint: str | None, prefix: str = "nightly"):
+    """A fresh bucket on ``endpoint`` (None: moto's S3 server started on loopback, with its own credentials):
+    (the moto server or None, ``s3://bucket/prefix``). Sets ``AWS_ENDPOINT_URL`` for this process and its children."""
+    import logging
+
+    server = None
+    if endpoint is None:
+        from moto.server import ThreadedMotoServer
+
+        port = _free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        endpoint = f"http://127.0.0.1:{port}"
+        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    import boto3
+
+    bucket = f"paperkb-bench-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    return server, f"s3://{bucket}/{prefix}"
+
+
 def _night(settings, n: int) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     from embed_helpers import import_cisi_subset
@@ -78,22 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    server = None
-    if args.endpoint is None:
-        from moto.server import ThreadedMotoServer
-
-        port = _free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        args.endpoint = f"http://127.0.0.1:{port}"
-        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
-    os.environ["AWS_ENDPOINT_URL"] = args.endpoint
-    import boto3
-
-    bucket = f"paperkb-bench-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    url = f"s3://{bucket}/nightly"
+    server, url = store_bucket(args.endpoint)
+    args.endpoint = os.environ["AWS_ENDPOINT_URL"]
 
     from pipeline.evaluation.qrels import read_queries
     from pipeline.query import Searcher, open_snapshot

@@ -98,18 +98,15 @@ def _once_per_run(tmp_path_factory, name: str) -> Iterator[tuple[Path, bool]]:
     root = tmp_path_factory.getbasetemp().parent / "shared-fixtures"
     root.mkdir(exist_ok=True)
     folder, mark = root / name, root / f"{name}.built"
-    with open(root / f"{name}.lock", "w") as lock:
+    with open(root / f"{name}.lock", "w") as lock:  # closing the file drops the lock, on an error too
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if mark.exists():
-                yield folder, False
-                return
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            yield folder, True
-            mark.touch()
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        if mark.exists():
+            yield folder, False
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        yield folder, True
+        mark.touch()
 
 
 def _vector_cache(request) -> Path | None:

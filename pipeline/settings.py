@@ -157,7 +157,12 @@ class Settings(BaseSettings):
     embed_index_max_deltas: int = Field(
         default=20, ge=0, description="each embed indexes its new rows as small index deltas (no existing file is "
         "rewritten, so a publish adds only the new files); past this many deltas in an index, the embed compacts the "
-        "table and merges its indexes (optimize). 0 = merge after every embed")
+        "table and merges all of an index's segments, the base too (optimize). 0 = merge after every embed")
+    embed_index_merge_fan_in: int = Field(
+        default=4, ge=0, description="merge an index's deltas in tiers: once this many deltas of about one "
+        "night's size have gathered, the night's rows and them become one delta (the base index is not "
+        "rewritten, so a night writes at most ~this many nights of index). 0 or 1 = no tier merges, only "
+        "the full merge past embed_index_max_deltas")
     embed_vector_index_type: str = Field(default="IVF_PQ", description="LanceDB index type: IVF_PQ (cheapest to build), IVF_HNSW_SQ (better recall), IVF_FLAT...")
     embed_vector_index_partitions: int | None = Field(default=None, description="IVF partitions (None = LanceDB default, ~sqrt(rows))")
     embed_vector_index_sub_vectors: int | None = Field(default=None, description="PQ sub-vectors for IVF_PQ (None = LanceDB default)")

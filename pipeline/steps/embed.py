@@ -782,27 +782,54 @@ def index_state(table) -> tuple[int, int]:
             max((s.num_indices or 1 for s in stats), default=0))
 
 
+def index_deltas(ds) -> dict[str, tuple[list[int], int]]:
+    """Per index of a Lance dataset: (the rows of each delta, oldest first, the base segment left out;
+    the rows no segment covers yet). Rows are counted from the fragments each segment covers."""
+    frag_rows = {f.fragment_id: f.metadata.physical_rows for f in ds.get_fragments()}
+    total = sum(frag_rows.values())
+    out: dict[str, tuple[list[int], int]] = {}
+    for ix in ds.describe_indices():
+        rows = [sum(frag_rows.get(int(i), 0) for i in seg.fragment_ids) for seg in ix.segments]
+        out[ix.name] = (rows[1:], max(total - sum(rows), 0))
+    return out
+
+
 def maintain_indexes(table, settings: Settings) -> str | None:
-    """The nightly index policy (issue 14): new rows get small index *deltas*
-    (``optimize_indices(num_indices_to_merge=0)``, Lance's API: LanceDB's ``optimize()`` would rewrite the
-    full-text index), so no existing data or index file is rewritten and a publish hard-links all of them
-    from the previous snapshot. Once an index holds more than ``embed_index_max_deltas`` deltas, the
-    fragments are compacted and every index's segments merged into one. Old versions are
-    pruned either way (kept snapshots hold their own links). Returns what was done, or None."""
-    unindexed, segments = index_state(table)
-    if not unindexed:
-        return None
-    merge = segments > settings.embed_index_max_deltas
+    """The nightly index policy (issues 14 and 31): new rows get small index *deltas* (Lance's
+    ``optimize_indices``: LanceDB's ``optimize()`` would rewrite the full-text index), so no existing data
+    or index file is rewritten and a publish hard-links all of them from the previous snapshot. Deltas
+    are merged in tiers (:mod:`pipeline.embedding.index_merge`): once ``embed_index_merge_fan_in`` deltas
+    of about a night's size have gathered, they and the night's rows become one delta, never touching
+    the base index; only past ``embed_index_max_deltas`` deltas are the data files compacted and every
+    segment merged into one. Old versions are pruned either way (kept snapshots hold their own links).
+    Returns what was done, or None."""
+    from pipeline.embedding.index_merge import plan_merge
+
     ds = table.to_lance()
-    if merge:
+    every = index_deltas(ds)
+    state = {name: d for name, d in every.items() if d[1]}
+    if not state:
+        return None
+    plans = {name: plan_merge(deltas, new, settings.embed_index_max_deltas, settings.embed_index_merge_fan_in)
+             for name, (deltas, new) in state.items()}
+    unindexed = max(new for _, new in state.values())
+    if any(p.full for p in plans.values()):
+        segments = 1 + max(len(deltas) for deltas, _ in every.values())
         ds.optimize.compact_files()
-    # 0: the new rows become one more delta; else every segment is merged into one index
-    ds.optimize.optimize_indices(num_indices_to_merge=segments if merge else 0)
+        ds.optimize.optimize_indices(num_indices_to_merge=segments)  # every segment of every index into one
+        done = f"compacted, {segments} index segments merged"
+    else:
+        by_n: dict[int, list[str]] = {}
+        for name, p in plans.items():
+            by_n.setdefault(p.merge_newest, []).append(name)
+        for n, names in sorted(by_n.items()):
+            ds.optimize.optimize_indices(num_indices_to_merge=n, index_names=names)
+        merged = max(p.merge_newest for p in plans.values())
+        done = (f"index delta ({unindexed} rows) merged with the {merged} newest deltas" if merged
+                else f"index delta ({unindexed} rows)")
     ds.cleanup_old_versions(timedelta(0), delete_unverified=True)
     table.checkout_latest()
-    if merge:
-        return f"compacted, {segments} index segments merged"
-    return f"index delta ({unindexed} rows)"
+    return done
 
 
 def ensure_indexes(db, settings: Settings) -> dict:

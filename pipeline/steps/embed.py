@@ -805,6 +805,8 @@ def maintain_indexes(table, settings: Settings) -> str | None:
     Returns what was done, or None."""
     from pipeline.embedding.index_merge import plan_merge
 
+    if not index_state(table)[0]:  # every row indexed: nothing to do (and no Lance dataset to open)
+        return None
     ds = table.to_lance()
     every = index_deltas(ds)
     state = {name: d for name, d in every.items() if d[1]}

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +61,8 @@ def run(fan_in: int, rows: int, nights: int, grow: float, max_deltas: int, work:
     t = db.open_table("chunks")
     table_dir = work / "lancedb" / "chunks.lance"
     before = _files(table_dir)
-    out = {"fan_in": fan_in, "first_bytes": sum(before.values()), "nights": []}
+    nights_out: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"fan_in": fan_in, "first_bytes": sum(before.values()), "nights": nights_out}
     total = rows
     for night in range(1, nights + 1):
         n = int(round(total * grow))
@@ -73,16 +75,16 @@ def run(fan_in: int, rows: int, nights: int, grow: float, max_deltas: int, work:
         now = _files(table_dir)
         added = sum(size for name, size in now.items() if name not in before)
         deltas = {name: len(d) for name, (d, _) in index_deltas(t.to_lance()).items()}
-        out["nights"].append({"night": night, "rows": n, "added_bytes": added, "table_bytes": sum(now.values()),
+        nights_out.append({"night": night, "rows": n, "added_bytes": added, "table_bytes": sum(now.values()),
                               "added_pct_of_table": round(100 * added / sum(now.values()), 2),
                               "deltas": max(deltas.values()), "done": done, "maintain_s": round(secs, 2)})
         print(f"fan-in {fan_in} night {night:2d}: +{n} rows, adds {added / 1e6:7.2f} MB "
-              f"({out['nights'][-1]['added_pct_of_table']:5.2f}% of {sum(now.values()) / 1e6:.0f} MB), "
+              f"({nights_out[-1]['added_pct_of_table']:5.2f}% of {sum(now.values()) / 1e6:.0f} MB), "
               f"{max(deltas.values())} deltas, {secs:.1f} s: {done}", flush=True)
         before = now
-    pct = [x["added_pct_of_table"] for x in out["nights"]]
+    pct = [x["added_pct_of_table"] for x in nights_out]
     out.update(max_added_pct=max(pct), mean_added_pct=round(sum(pct) / len(pct), 2),
-               full_merges=sum("compacted" in (x["done"] or "") for x in out["nights"]))
+               full_merges=sum("compacted" in (x["done"] or "") for x in nights_out))
     return out
 
 

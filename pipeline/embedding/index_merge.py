@@ -2,9 +2,9 @@
 
 Each embed indexes its new rows as a small *delta* beside the index's base segment, so a night writes
 no old index file again and a publish hard-links them all. Deltas cost search time (each is searched),
-so they are merged now and then. Merging everything into one segment rewrites the base index, which
-at 1M passages is a few hundred MB for one night (issue 31: 9.7% of a snapshot on that night, against
-a 5% budget). So merges are tiered:
+so they are merged now and then. Merging everything into one segment rewrites the base index: at 1M
+passages 100-200 MB on one night (issue 31: 9.7% of that night's snapshot, against a 5% budget). So
+merges are tiered:
 
 * **tier merge**: once ``fan_in`` deltas of about one night's size have gathered, tonight's rows and
   the newest deltas become one delta (Lance's ``num_indices_to_merge=N`` merges the new rows with the

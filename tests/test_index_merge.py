@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.embedding.index_merge import TOLERANCE, MergePlan, plan_merge
-from tests.embed_helpers import import_cisi_subset, make_settings
+from embed_helpers import import_cisi_subset, make_settings
 
 
 def test_a_new_delta_until_fan_in_deltas_of_a_nights_size_have_gathered():

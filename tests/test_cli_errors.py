@@ -173,7 +173,7 @@ def test_describe_error_families(tmp_path):
 def test_a_failed_step_is_one_line_exit_1_and_v_shows_the_traceback(tmp_path, monkeypatch, capsys):
     import pipeline.steps.graph
 
-    def broken(settings):
+    def broken(settings, **options):
         raise ValueError("igraph said no\nsecond line")
 
     monkeypatch.setattr(pipeline.steps.graph, "run_graph", broken)

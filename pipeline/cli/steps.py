@@ -122,12 +122,14 @@ def graph(
     ctx: typer.Context,
     damping: Optional[float] = typer.Option(None, "--damping", help="PageRank damping (setting graph_damping, default 0.85)."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Related works per corpus paper (setting graph_top_k, default 50)."),
+    full: bool = typer.Option(False, "--full", help="Recompute every paper's related list now (by default a run "
+                              "computes only new and changed papers' lists, and all of them every graph_related_full_days days)."),
 ) -> None:
     """Citation graph: PageRank, power-law fit and weights, weighted CCBC related papers."""
     from pipeline.steps.graph import run_graph
 
     settings = get_settings(ctx, graph_damping=damping, graph_top_k=top_k)
-    echo(graph_line(run_graph(settings)))
+    echo(graph_line(run_graph(settings, full=full)))
 
 
 def graph_line(s: dict) -> str:
@@ -139,7 +141,16 @@ def graph_line(s: dict) -> str:
     from_pdfs = (f" ({pdf.get('edges', 0)} from {pdf.get('references', 0)} PDF references, "
                  f"{pdf.get('corpus_edges', 0)} between corpus papers)") if pdf.get("references") else ""
     return (f"graph: {s['works']} works, {s['citations']} citations{from_pdfs}, {s['corpus_papers']} corpus papers -> "
-            f"{s['metrics']} metrics, {s['related']} related; {fit}; run {s['run_id']}")
+            f"{s['metrics']} metrics, {s['related']} related{_lists(s)}; {fit}; run {s['run_id']}")
+
+
+def _lists(s: dict) -> str:
+    """Which related lists the run computed (pure; empty for a summary without the counts)."""
+    if "related_full" not in s:
+        return ""
+    if s["related_full"]:
+        return f" (all {s['related_papers']} lists recomputed)"
+    return f" ({s['related_papers']} new or changed lists; the others kept until the next full refresh)"
 
 
 @app.command(rich_help_panel=PANEL)

@@ -42,6 +42,7 @@ import scipy.sparse as sp
 
 from pipeline import progress
 from pipeline.steps.pagerank import PageRankJob
+from pipeline.steps.related_plan import Previous, plan_related
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -743,11 +744,40 @@ def replace_rows(wh, table: str, ddl: str, rows) -> None:
         wh.con.unregister("_rows")
 
 
+def previous_run(con, top_k: int) -> Previous:
+    """What the last graph run left (see :mod:`pipeline.steps.related_plan`): the corpus papers' degrees in
+    ``paper_metrics`` and the last successful full refresh of ``related`` with this ``top_k`` (``run_log``)."""
+    degrees = {p: (int(i), int(o)) for p, i, o in con.execute(
+        "SELECT paper_id, in_degree, out_degree FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall()}
+    last_full = con.execute("""
+        SELECT max(started_at) FROM run_log
+        WHERE step = 'graph' AND status = 'ok' AND CAST(counts->>'related_full' AS INTEGER) = 1
+          AND CAST(counts->>'related_top_k' AS INTEGER) = ?""", [top_k]).fetchone()[0]
+    return Previous(degrees, last_full)
+
+
+def replace_lists(wh, papers: list[str], rows) -> None:
+    """Replace the stored related lists of ``papers`` (recomputed, or gone from the corpus) by ``rows``, in the
+    caller's transaction: only those papers' rows are deleted (a few per night), the rest are kept."""
+    import pyarrow as pa
+
+    wh.con.register("_replaced", pa.table({"paper_id": pa.array(papers, pa.string())}))
+    wh.con.register("_rows", rows)
+    try:
+        wh.con.execute("DELETE FROM related WHERE paper_id IN (SELECT paper_id FROM _replaced)")
+        wh.con.execute(f"INSERT INTO related ({', '.join(rows.column_names)}) SELECT * FROM _rows")
+    finally:
+        wh.con.unregister("_replaced")
+        wh.con.unregister("_rows")
+
+
 @writes("graph")
-def run_graph(settings, meter=None) -> dict:
+def run_graph(settings, meter=None, *, full: bool = False) -> dict:
     """``paperkb graph``: PageRank, power-law fit and weights, CCBC related papers -> DuckDB.
 
-    Replaces ``paper_metrics`` and ``related`` and adds one ``powerlaw_fits`` row per run.
+    Replaces ``paper_metrics``, adds one ``powerlaw_fits`` row per run, and computes the related lists of every
+    corpus paper (a full refresh: ``full``, or see :mod:`pipeline.steps.related_plan` for when) or of only the
+    papers the night changed, whose lists replace theirs.
     """
     import pyarrow as pa
 
@@ -767,6 +797,15 @@ def run_graph(settings, meter=None) -> dict:
             n, m = data.n, data.a.nnz
             corpus = data.corpus_rows
             log.info("graph: %d works (%d corpus papers), %d citations", n, len(corpus), m)
+            indeg = np.bincount(data.a.indices, minlength=n).astype(np.int64)
+            outdeg = np.diff(data.a.indptr).astype(np.int64)
+            plan = plan_related(data.paper_ids, corpus, indeg, outdeg, previous_run(wh.con, settings.graph_top_k),
+                                datetime.now(timezone.utc), settings.graph_related_full_days, force_full=full)
+            if plan.full:
+                log.info("graph: related lists of all %d corpus papers (a full refresh: %s)", len(corpus), plan.reason)
+            else:
+                log.info("graph: related lists of %d new or changed paper(s) of %d; the others kept until the next "
+                         "full refresh", len(plan.rows), len(corpus))
             # a large graph's PageRank runs in a child process while the fit and CCBC run here (pagerank.py)
             pr_job = PageRankJob(data.a, settings.graph_damping, settings.graph_pagerank_process_edges)
             try:
@@ -774,13 +813,12 @@ def run_graph(settings, meter=None) -> dict:
                     with meter.stage("pagerank"):
                         pr = pr_job.result()
                 with meter.stage("fit"):
-                    indeg = np.bincount(data.a.indices, minlength=n).astype(np.int64)
                     c = np.maximum(data.reported, indeg)
                     fit, fit_obj = fit_powerlaw(c, discrete=settings.graph_powerlaw_discrete,
                                                 min_n=settings.graph_powerlaw_min_n, xmin=settings.graph_powerlaw_xmin)
                     w = survival_weights(c, fit_obj)
-                with meter.stage("ccbc"), progress.task("graph: related papers (CCBC)", len(corpus), "papers") as bar:
-                    rel = related_top_k(data.a, w, corpus, k=settings.graph_top_k,
+                with meter.stage("ccbc"), progress.task("graph: related papers (CCBC)", len(plan.rows), "papers") as bar:
+                    rel = related_top_k(data.a, w, plan.rows, k=settings.graph_top_k,
                                         max_block_nnz=settings.graph_block_nnz, hub_citers=settings.graph_hub_citers,
                                         progress=bar.advance)
                 if not pr_job.in_process:
@@ -797,7 +835,7 @@ def run_graph(settings, meter=None) -> dict:
                     "pagerank": pr,
                     "citation_count": c.astype(np.int32),
                     "in_degree": indeg.astype(np.int32),
-                    "out_degree": np.diff(data.a.indptr).astype(np.int32),
+                    "out_degree": outdeg.astype(np.int32),
                     "weight": w,
                     "run_id": pa.array([run.run_id] * n, pa.string()),
                 })
@@ -817,7 +855,11 @@ def run_graph(settings, meter=None) -> dict:
                 fit_row = fit.to_dict()
                 with wh.transaction():
                     replace_rows(wh, "paper_metrics", "core/070_paper_metrics.sql", metrics)
-                    replace_rows(wh, "related", "core/072_related.sql", related)
+                    if plan.full:
+                        replace_rows(wh, "related", "core/072_related.sql", related)
+                    else:
+                        replace_lists(wh, plan.replace, related)
+                    related_rows = (wh.con.execute("SELECT count(*) FROM related").fetchone() or (0,))[0]
                     cols = ["run_id", "created_at"] + list(fit_row)
                     wh.con.execute(
                         f"INSERT INTO powerlaw_fits ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
@@ -827,13 +869,20 @@ def run_graph(settings, meter=None) -> dict:
             run.count("corpus_papers", len(corpus))
             run.count("out", n)
             run.count("related", len(rel))
+            run.count("related_papers", len(plan.rows))
+            run.count("related_full", int(plan.full))
+            run.count("related_top_k", settings.graph_top_k)
             run.count("rejected", 0)
     summary = {
         "run_id": run.run_id, "works": n, "citations": m, "corpus_papers": int(len(corpus)),
-        "metrics": n, "related": int(len(rel)), "powerlaw": fit.to_dict(), "pdf_citations": pdf_links,
+        "metrics": n, "related": int(related_rows), "related_written": int(len(rel)),
+        "related_papers": int(len(plan.rows)), "related_full": plan.full,
+        "powerlaw": fit.to_dict(), "pdf_citations": pdf_links,
         "seconds": dict(getattr(meter, "seconds", {})), "pagerank": pr_job.info,
     }
     pl = summary["powerlaw"]
-    log.info("graph: %d works, %d citations, %d corpus papers -> %d related rows; power law %s (xmin=%s, alpha=%s)",
-             n, m, len(corpus), len(rel), pl["status"], pl["xmin"], None if pl["alpha"] is None else round(pl["alpha"], 3))
+    log.info("graph: %d works, %d citations, %d corpus papers -> %d related rows (%d written: %s); power law %s "
+             "(xmin=%s, alpha=%s)", n, m, len(corpus), related_rows, len(rel),
+             "a full refresh" if plan.full else f"{len(plan.rows)} new or changed papers",
+             pl["status"], pl["xmin"], None if pl["alpha"] is None else round(pl["alpha"], 3))
     return summary

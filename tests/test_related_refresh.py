@@ -1,0 +1,137 @@
+"""Related lists grow with the change (issue 31 part 1): a graph run computes only the lists of new papers and of
+papers whose references changed, and every list at the full refresh (pipeline/steps/related_plan.py). On real
+CACM citation links: the lists a night computes equal a full run's for the same papers, and the others are kept."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.steps.related_plan import Previous, plan_related
+
+NOW = datetime(2026, 11, 27, 3, 0, tzinfo=timezone.utc)
+IDS = ["a", "b", None, "c", "d"]  # vertex 2 is an outside work
+CORPUS = np.array([0, 1, 3, 4])
+
+
+def _plan(previous, *, indeg=(1, 1, 2, 1, 0), outdeg=(1, 1, 0, 2, 1), days=7, force=False):
+    return plan_related(IDS, CORPUS, np.array(indeg), np.array(outdeg), previous, NOW, days, force_full=force)
+
+
+def _prev(degrees, age_days=1.0):
+    return Previous(degrees, NOW - timedelta(days=age_days))
+
+
+BEFORE = {"a": (1, 1), "b": (1, 1), "c": (1, 2), "d": (0, 1), "x": (3, 3)}
+
+
+def test_a_full_refresh_when_asked_due_or_never_done():
+    assert _plan(None).full and _plan(None).reason == "no full refresh on record"
+    assert _plan(Previous(BEFORE, None)).full
+    assert _plan(_prev(BEFORE, 7.0)).full and "7.0 days old" in _plan(_prev(BEFORE, 7.0)).reason
+    assert _plan(_prev(BEFORE), days=0).full
+    assert _plan(_prev(BEFORE), force=True).full
+    full = _plan(None)
+    assert full.rows.tolist() == CORPUS.tolist() and full.replace == []
+
+
+def test_an_incremental_night_computes_new_and_changed_papers_and_drops_those_gone():
+    before = {"a": (1, 1), "b": (1, 0), "c": (1, 2), "d": (0, 0), "x": (3, 3)}
+    plan = _plan(_prev(before), indeg=(1, 1, 2, 5, 1), outdeg=(1, 1, 0, 2, 1))
+    # b: its references changed (0 -> 1); d: no link before, one now; a and c: only citers changed (kept)
+    assert not plan.full and plan.rows.tolist() == [1, 4]
+    assert plan.replace == ["b", "d", "x"]  # x left the corpus: its list goes
+    new = _plan(_prev({"a": (1, 1), "b": (1, 1), "d": (0, 1)}))
+    assert new.rows.tolist() == [3] and new.replace == ["c"]  # c is new
+
+
+def test_most_papers_changed_means_a_full_refresh():
+    plan = _plan(_prev({"a": (1, 1)}))  # three of four papers are new
+    assert plan.full and "3 of 4 papers changed" in plan.reason
+
+
+# ---- real CACM citation links ------------------------------------------------------------------------------------
+def _cacm_head(shared_data: Path, out: Path, drop: int) -> Path:
+    """CACM without its last ``drop`` records, as a SMART file under ``out``."""
+    text = (shared_data / "collections" / "cacm" / "cacm.all").read_text(encoding="utf-8", errors="replace")
+    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
+    out.mkdir(parents=True)
+    (out / "cacm.all").write_text(text[:starts[-drop]], encoding="utf-8")
+    return out
+
+
+def _lists(settings, papers=None) -> dict[str, list[tuple]]:
+    import duckdb
+
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        rows = con.execute("SELECT paper_id, rank, related_work_id, related_paper_id, ccbc_weighted, ccbc_naive, "
+                           "shared_references, shared_citers, cites, cited_by, run_id FROM related "
+                           "ORDER BY paper_id, rank").fetchall()
+    out: dict[str, list[tuple]] = {}
+    for r in rows:
+        if papers is None or r[0] in papers:
+            out.setdefault(r[0], []).append(r[1:])
+    return out
+
+
+def _no_run(lists):
+    return {p: [r[:-1] for r in rows] for p, rows in lists.items()}
+
+
+def test_a_cacm_night_computes_the_new_papers_lists_as_a_full_run_would(settings, shared_data, tmp_path, capsys):
+    from pipeline.cli import main
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.graph import run_graph
+
+    import_collection(settings, _cacm_head(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
+    first = run_graph(settings)
+    assert first["related_full"] and first["related_papers"] == first["corpus_papers"] == 3204 - 32
+    before = _lists(settings)
+
+    import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
+    exact = settings.model_copy(update={"warehouse": tmp_path / "exact"})
+    exact.warehouse.mkdir()
+    shutil.copy2(settings.db_path, exact.db_path)  # the same warehouse, for a full run to compare with
+
+    night = run_graph(settings)
+    assert not night["related_full"] and night["corpus_papers"] == 3204
+    after = _lists(settings)
+    new = set(after) - set(before)
+    assert new and all(p.startswith("cacm:") for p in new)
+    recomputed = {p for p, rows in after.items() if rows[0][-1] == night["run_id"]}
+    assert new <= recomputed and 32 <= night["related_papers"] < 3204 // 2
+    assert len(recomputed) <= night["related_papers"]
+    # every other list is the one the first run stored, row for row
+    kept = {p: rows for p, rows in after.items() if p not in recomputed}
+    assert kept == {p: before[p] for p in kept} and len(kept) > 1500
+    assert night["related"] == sum(len(r) for r in after.values()) > night["related_written"]
+
+    # the lists the night computed are exactly what a full run on the same graph gives those papers
+    full = run_graph(exact, full=True)
+    assert full["related_full"] and full["related_papers"] == 3204
+    assert _no_run(_lists(exact, recomputed)) == _no_run({p: after[p] for p in recomputed})
+
+    # an unchanged rerun computes nothing; `paperkb graph --full` recomputes every list and says so
+    again = run_graph(settings)
+    assert not again["related_full"] and again["related_papers"] == 0 and _lists(settings) == after
+    capsys.readouterr()
+    assert main(["--warehouse", str(settings.warehouse), "graph", "--full"]) == 0
+    line = capsys.readouterr().out
+    assert "(all 3204 lists recomputed)" in line
+    assert _no_run(_lists(settings)) == _no_run(_lists(exact))
+
+
+def test_graph_related_full_days_zero_recomputes_every_night(settings, shared_data, tmp_path):
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.graph import run_graph
+
+    import_collection(settings, _cacm_head(shared_data, tmp_path / "head", 1500), fmt="smart", name="cacm")
+    run_graph(settings)
+    every = settings.model_copy(update={"graph_related_full_days": 0})
+    s = run_graph(every)
+    assert s["related_full"] and s["related_papers"] == s["corpus_papers"]
+    assert {rows[0][-1] for rows in _lists(settings).values()} == {s["run_id"]}

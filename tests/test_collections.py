@@ -158,7 +158,7 @@ def test_graph_on_cacm_every_paper_gets_metrics_and_related_share_something(cacm
         top = con.execute("SELECT shared_citers FROM strongest_cocitation_pairs LIMIT 1").fetchone()
         assert top is not None and top[0] >= 1
         assert con.execute("SELECT count(*) FROM related WHERE paper_id = related_work_id").fetchone()[0] == 0
-    # a rerun replaces the tables (same numbers, new run id) and adds a second fit row; this one computes PageRank
+    # a rerun replaces paper_metrics (same numbers, new run id) and adds a second fit row; this one computes PageRank
     # in a child process (as graphs of 2M citations or more do), and its values are the same (up to PRPACK's own
     # run-to-run rounding: its OpenMP sums are unordered)
     assert s["pagerank"]["process"] == "this"
@@ -171,7 +171,10 @@ def test_graph_on_cacm_every_paper_gets_metrics_and_related_share_something(cacm
         again = con.execute("SELECT work_id, pagerank FROM paper_metrics ORDER BY work_id").fetchall()
         assert [w for w, _ in again] == [w for w, _ in first_pr]
         assert np.allclose([p for _, p in again], [p for _, p in first_pr], rtol=1e-9, atol=0)
-        assert con.execute("SELECT count(DISTINCT run_id) FROM related").fetchone()[0] == 1
+        # nothing changed: the rerun recomputed only the seventh of the lists whose turn it was (graph_related_refresh_runs)
+        runs = dict(con.execute("SELECT run_id, count(DISTINCT paper_id) FROM related GROUP BY ALL").fetchall())
+        assert set(runs) == {s["run_id"], s2["run_id"]} and runs[s2["run_id"]] == s2["related_papers"]
+        assert s2["related_changed"] == 0 and s2["related_papers"] == -(-n_papers // settings.graph_related_refresh_runs)
         assert con.execute("SELECT count(*) FROM powerlaw_fits").fetchone()[0] == 2
         # the tables are created again from their DDL (not emptied row by row): their primary keys still hold
         keys = dict(con.execute("SELECT table_name, constraint_column_names FROM duckdb_constraints() "

@@ -6,51 +6,50 @@ from __future__ import annotations
 
 import re
 import shutil
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.steps.related_plan import Previous, plan_related
 
-NOW = datetime(2026, 11, 27, 3, 0, tzinfo=timezone.utc)
 IDS = ["a", "b", None, "c", "d"]  # vertex 2 is an outside work
 CORPUS = np.array([0, 1, 3, 4])
 
 
-def _plan(previous, *, indeg=(1, 1, 2, 1, 0), outdeg=(1, 1, 0, 2, 1), days=7, force=False):
-    return plan_related(IDS, CORPUS, np.array(indeg), np.array(outdeg), previous, NOW, days, force_full=force)
-
-
-def _prev(degrees, age_days=1.0):
-    return Previous(degrees, NOW - timedelta(days=age_days))
+def _plan(previous, *, indeg=(1, 1, 2, 1, 0), outdeg=(1, 1, 0, 2, 1), top_k=50, runs=7, force=False):
+    return plan_related(IDS, CORPUS, np.array(indeg), np.array(outdeg), previous, top_k, runs, force_full=force)
 
 
 BEFORE = {"a": (1, 1), "b": (1, 1), "c": (1, 2), "d": (0, 1), "x": (3, 3)}
+LISTS = {"a": "graph-1", "b": "graph-1", "c": "graph-1", "d": "graph-1", "x": "graph-1"}
 
 
-def test_a_full_refresh_when_asked_due_or_never_done():
-    assert _plan(None).full and _plan(None).reason == "no full refresh on record"
-    assert _plan(Previous(BEFORE, None)).full
-    assert _plan(_prev(BEFORE, 7.0)).full and "7.0 days old" in _plan(_prev(BEFORE, 7.0)).reason
-    assert _plan(_prev(BEFORE), days=0).full
-    assert _plan(_prev(BEFORE), force=True).full
+def test_a_full_refresh_when_asked_every_run_or_nothing_on_record():
+    assert _plan(None).full and _plan(None).reason == "no run on record"
+    assert _plan(Previous(BEFORE, LISTS, None)).full
+    assert _plan(Previous(BEFORE, LISTS, 50), runs=1).full
+    assert _plan(Previous(BEFORE, LISTS, 50), force=True).full
+    assert _plan(Previous(BEFORE, LISTS, 20)).reason == "top_k changed (20 -> 50)"
     full = _plan(None)
     assert full.rows.tolist() == CORPUS.tolist() and full.replace == []
 
 
-def test_an_incremental_night_computes_new_and_changed_papers_and_drops_those_gone():
+def test_a_night_computes_new_and_changed_papers_then_the_oldest_lists_in_turn():
     before = {"a": (1, 1), "b": (1, 0), "c": (1, 2), "d": (0, 0), "x": (3, 3)}
-    plan = _plan(_prev(before), indeg=(1, 1, 2, 5, 1), outdeg=(1, 1, 0, 2, 1))
-    # b: its references changed (0 -> 1); d: no link before, one now; a and c: only citers changed (kept)
-    assert not plan.full and plan.rows.tolist() == [1, 4]
-    assert plan.replace == ["b", "d", "x"]  # x left the corpus: its list goes
-    new = _plan(_prev({"a": (1, 1), "b": (1, 1), "d": (0, 1)}))
-    assert new.rows.tolist() == [3] and new.replace == ["c"]  # c is new
+    lists = {"a": "graph-2", "b": "graph-2", "c": "graph-1", "x": "graph-2"}  # d had no list
+    plan = _plan(Previous(before, lists, 50), indeg=(1, 1, 2, 5, 1), outdeg=(1, 1, 0, 2, 1), runs=4)
+    # b: its references changed (0 -> 1); d: no link before, one now; then 1/4 of the 4 stored lists, the oldest:
+    # c (graph-1); a is kept though its citers changed, and x left the corpus: its list goes
+    assert not plan.full and plan.changed == 2 and plan.rows.tolist() == [1, 3, 4]
+    assert plan.replace == ["b", "c", "d", "x"]
+    # ties among the oldest go in paper id order, so a slice is a contiguous range of keys
+    same = {p: "graph-1" for p in "abcd"}
+    two = _plan(Previous({p: (1, 1) for p in "abcd"}, same, 50), indeg=(1, 1, 0, 1, 1), outdeg=(1, 1, 0, 1, 1), runs=2)
+    assert two.changed == 0 and two.rows.tolist() == [0, 1] and two.replace == ["a", "b"]
 
 
 def test_most_papers_changed_means_a_full_refresh():
-    plan = _plan(_prev({"a": (1, 1)}))  # three of four papers are new
+    plan = _plan(Previous({"a": (1, 1)}, {"a": "graph-1"}, 50))  # three of four papers are new
     assert plan.full and "3 of 4 papers changed" in plan.reason
 
 
@@ -82,7 +81,8 @@ def _no_run(lists):
     return {p: [r[:-1] for r in rows] for p, rows in lists.items()}
 
 
-def test_a_cacm_night_computes_the_new_papers_lists_as_a_full_run_would(settings, shared_data, tmp_path, capsys):
+def test_a_cacm_night_computes_new_lists_as_a_full_run_would_and_the_rest_in_turn(settings, shared_data, tmp_path,
+                                                                                   capsys):
     from pipeline.cli import main
     from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
@@ -103,11 +103,13 @@ def test_a_cacm_night_computes_the_new_papers_lists_as_a_full_run_would(settings
     new = set(after) - set(before)
     assert new and all(p.startswith("cacm:") for p in new)
     recomputed = {p for p, rows in after.items() if rows[0][-1] == night["run_id"]}
-    assert new <= recomputed and 32 <= night["related_papers"] < 3204 // 2
-    assert len(recomputed) <= night["related_papers"]
+    due = -(-len(before) // 7)  # the rolling seventh of the stored lists: the first in paper id order
+    assert new <= recomputed and sorted(before)[:due] == sorted(p for p in recomputed if p in before)[:due]
+    assert 32 <= night["related_changed"] and night["related_papers"] - night["related_changed"] == due
+    assert len(recomputed) <= night["related_papers"] < 3204 // 2
     # every other list is the one the first run stored, row for row
     kept = {p: rows for p, rows in after.items() if p not in recomputed}
-    assert kept == {p: before[p] for p in kept} and len(kept) > 1500
+    assert kept == {p: before[p] for p in kept} and len(kept) > 1000
     assert night["related"] == sum(len(r) for r in after.values()) > night["related_written"]
 
     # the lists the night computed are exactly what a full run on the same graph gives those papers
@@ -115,9 +117,12 @@ def test_a_cacm_night_computes_the_new_papers_lists_as_a_full_run_would(settings
     assert full["related_full"] and full["related_papers"] == 3204
     assert _no_run(_lists(exact, recomputed)) == _no_run({p: after[p] for p in recomputed})
 
-    # an unchanged rerun computes nothing; `paperkb graph --full` recomputes every list and says so
+    # an unchanged rerun computes no changed list, only the next seventh in turn; within 7 runs every list is new
     again = run_graph(settings)
-    assert not again["related_full"] and again["related_papers"] == 0 and _lists(settings) == after
+    assert not again["related_full"] and again["related_changed"] == 0 and again["related_papers"] > 0
+    for _ in range(6):
+        run_graph(settings)
+    assert not {p for p, rows in _lists(settings).items() if rows[0][-1] in (first["run_id"], night["run_id"])}
     capsys.readouterr()
     assert main(["--warehouse", str(settings.warehouse), "graph", "--full"]) == 0
     line = capsys.readouterr().out
@@ -125,13 +130,13 @@ def test_a_cacm_night_computes_the_new_papers_lists_as_a_full_run_would(settings
     assert _no_run(_lists(settings)) == _no_run(_lists(exact))
 
 
-def test_graph_related_full_days_zero_recomputes_every_night(settings, shared_data, tmp_path):
+def test_graph_related_refresh_runs_1_recomputes_every_list_every_run(settings, shared_data, tmp_path):
     from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
 
     import_collection(settings, _cacm_head(shared_data, tmp_path / "head", 1500), fmt="smart", name="cacm")
     run_graph(settings)
-    every = settings.model_copy(update={"graph_related_full_days": 0})
+    every = settings.model_copy(update={"graph_related_refresh_runs": 1})
     s = run_graph(every)
     assert s["related_full"] and s["related_papers"] == s["corpus_papers"]
     assert {rows[0][-1] for rows in _lists(settings).values()} == {s["run_id"]}

@@ -123,7 +123,7 @@ def graph(
     damping: Optional[float] = typer.Option(None, "--damping", help="PageRank damping (setting graph_damping, default 0.85)."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Related works per corpus paper (setting graph_top_k, default 50)."),
     full: bool = typer.Option(False, "--full", help="Recompute every paper's related list now (by default a run "
-                              "computes only new and changed papers' lists, and all of them every graph_related_full_days days)."),
+                              "computes new and changed papers' lists and, in turn, 1/graph_related_refresh_runs of the others)."),
 ) -> None:
     """Citation graph: PageRank, power-law fit and weights, weighted CCBC related papers."""
     from pipeline.steps.graph import run_graph
@@ -150,7 +150,8 @@ def _lists(s: dict) -> str:
         return ""
     if s["related_full"]:
         return f" (all {s['related_papers']} lists recomputed)"
-    return f" ({s['related_papers']} new or changed lists; the others kept until the next full refresh)"
+    due = s["related_papers"] - s.get("related_changed", 0)
+    return f" ({s.get('related_changed', 0)} new or changed lists, {due} more recomputed in turn)"
 
 
 @app.command(rich_help_panel=PANEL)

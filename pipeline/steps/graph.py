@@ -744,16 +744,18 @@ def replace_rows(wh, table: str, ddl: str, rows) -> None:
         wh.con.unregister("_rows")
 
 
-def previous_run(con, top_k: int) -> Previous:
-    """What the last graph run left (see :mod:`pipeline.steps.related_plan`): the corpus papers' degrees in
-    ``paper_metrics`` and the last successful full refresh of ``related`` with this ``top_k`` (``run_log``)."""
+def previous_run(con) -> Previous:
+    """What the runs before left (see :mod:`pipeline.steps.related_plan`): the corpus papers' degrees in
+    ``paper_metrics``, the run that computed each stored list in ``related``, and the last successful run's
+    ``top_k`` (``run_log``)."""
     degrees = {p: (int(i), int(o)) for p, i, o in con.execute(
         "SELECT paper_id, in_degree, out_degree FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall()}
-    last_full = con.execute("""
-        SELECT max(started_at) FROM run_log
-        WHERE step = 'graph' AND status = 'ok' AND CAST(counts->>'related_full' AS INTEGER) = 1
-          AND CAST(counts->>'related_top_k' AS INTEGER) = ?""", [top_k]).fetchone()[0]
-    return Previous(degrees, last_full)
+    computed_by = dict(con.execute("SELECT paper_id, min(run_id) FROM related GROUP BY paper_id").fetchall())
+    top_k = con.execute("""
+        SELECT CAST(counts->>'related_top_k' AS INTEGER) FROM run_log
+        WHERE step = 'graph' AND status = 'ok' AND counts->>'related_top_k' IS NOT NULL
+        ORDER BY started_at DESC LIMIT 1""").fetchone()
+    return Previous(degrees, computed_by, top_k[0] if top_k else None)
 
 
 def replace_lists(wh, papers: list[str], rows) -> None:
@@ -799,13 +801,14 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             log.info("graph: %d works (%d corpus papers), %d citations", n, len(corpus), m)
             indeg = np.bincount(data.a.indices, minlength=n).astype(np.int64)
             outdeg = np.diff(data.a.indptr).astype(np.int64)
-            plan = plan_related(data.paper_ids, corpus, indeg, outdeg, previous_run(wh.con, settings.graph_top_k),
-                                datetime.now(timezone.utc), settings.graph_related_full_days, force_full=full)
+            plan = plan_related(data.paper_ids, corpus, indeg, outdeg, previous_run(wh.con), settings.graph_top_k,
+                                settings.graph_related_refresh_runs, force_full=full)
             if plan.full:
                 log.info("graph: related lists of all %d corpus papers (a full refresh: %s)", len(corpus), plan.reason)
             else:
-                log.info("graph: related lists of %d new or changed paper(s) of %d; the others kept until the next "
-                         "full refresh", len(plan.rows), len(corpus))
+                log.info("graph: related lists of %d new or changed paper(s) and of %d computed longest ago (every "
+                         "list at least every %d runs), of %d", plan.changed, len(plan.rows) - plan.changed,
+                         settings.graph_related_refresh_runs, len(corpus))
             # a large graph's PageRank runs in a child process while the fit and CCBC run here (pagerank.py)
             pr_job = PageRankJob(data.a, settings.graph_damping, settings.graph_pagerank_process_edges)
             try:
@@ -870,19 +873,20 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             run.count("out", n)
             run.count("related", len(rel))
             run.count("related_papers", len(plan.rows))
+            run.count("related_changed", plan.changed)
             run.count("related_full", int(plan.full))
             run.count("related_top_k", settings.graph_top_k)
             run.count("rejected", 0)
     summary = {
         "run_id": run.run_id, "works": n, "citations": m, "corpus_papers": int(len(corpus)),
         "metrics": n, "related": int(related_rows), "related_written": int(len(rel)),
-        "related_papers": int(len(plan.rows)), "related_full": plan.full,
+        "related_papers": int(len(plan.rows)), "related_changed": plan.changed, "related_full": plan.full,
         "powerlaw": fit.to_dict(), "pdf_citations": pdf_links,
         "seconds": dict(getattr(meter, "seconds", {})), "pagerank": pr_job.info,
     }
     pl = summary["powerlaw"]
     log.info("graph: %d works, %d citations, %d corpus papers -> %d related rows (%d written: %s); power law %s "
              "(xmin=%s, alpha=%s)", n, m, len(corpus), related_rows, len(rel),
-             "a full refresh" if plan.full else f"{len(plan.rows)} new or changed papers",
+             "a full refresh" if plan.full else f"{plan.changed} new or changed papers, {len(plan.rows) - plan.changed} due",
              pl["status"], pl["xmin"], None if pl["alpha"] is None else round(pl["alpha"], 3))
     return summary

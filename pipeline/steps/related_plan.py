@@ -68,7 +68,7 @@ def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree
     changed: list[int] = []
     row_of: dict[str, int] = {}
     for v in corpus_rows.tolist():
-        pid: str = paper_ids[v]  # type: ignore[assignment]  # corpus rows have a paper id
+        pid: str = paper_ids[v]  # corpus rows have a paper id
         row_of[pid] = v
         before = previous.degrees.get(pid)
         if before is None:  # a new paper
@@ -84,4 +84,4 @@ def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree
     due = [row_of[pid] for _, pid in stored[:-(-len(previous.computed_by) // refresh_runs)]]
     rows = np.asarray(sorted(todo | set(due)), dtype=np.int64)
     gone = {p for p in previous.computed_by if p not in row_of}
-    return RelatedPlan(False, "", rows, sorted({paper_ids[v] for v in rows.tolist()} | gone), len(changed))  # type: ignore[misc]
+    return RelatedPlan(False, "", rows, sorted({paper_ids[v] for v in rows.tolist()} | gone), len(changed))

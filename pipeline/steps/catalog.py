@@ -26,13 +26,16 @@ moved: no absolute path is written).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import os
 import shutil
 from pathlib import Path
 
+from pipeline import catalog_changes
 from pipeline import snapshots as snap
+from pipeline.catalog_changes import JOURNALED
 from pipeline.errors import UserError
 from pipeline.settings import SQL_DIR, Settings
 from pipeline.warehouse import scalar
@@ -74,22 +77,25 @@ def part_rows(keys: int) -> int:
 PARTS = "_catalog_parts"  # temp table: (row id, row hash, partition) of the table being written
 
 
-def number_partitions(con, source: str, key: str, size: int) -> None:
-    """Fill the temp table :data:`PARTS` with each row of ``source`` (a qualified table name): its row id, its hash
-    and its partition on ``key``. One scan and one sort of (key, row id, hash), not of whole rows; the fingerprints
-    and the write both read it."""
+def number_partitions(con, source: str, key: str, size: int, where: str = "TRUE", params: list | None = None) -> None:
+    """Fill the temp table :data:`PARTS` with each row of ``source`` (a qualified table name) that ``where`` keeps:
+    its row id, its key, its hash and its partition on ``key``. One scan and one sort of (key, row id, hash), not of
+    whole rows; the fingerprints and the write both read it. A ``where`` that keeps whole key ranges starting at a
+    partition's first key numbers those partitions as the whole table does, up to their numbers."""
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {PARTS} AS
-        SELECT rid, h, {_part_of(key, size)} AS part
-        FROM (SELECT {_ident(key)}, rowid AS rid, hash(s) AS h FROM {source} s)""")
+        SELECT rid, k, h, {_part_of("k", size)} AS part
+        FROM (SELECT {_ident(key)} AS k, rowid AS rid, hash(s) AS h FROM {source} s WHERE {where})""", params or [])
 
 
-def partition_fingerprints(con, columns: str) -> dict[int, tuple[str, int]]:
-    """``{partition: (fingerprint, rows)}`` of the table :func:`number_partitions` numbered."""
+def partition_fingerprints(con, columns: str) -> dict[int, tuple[str, int, object]]:
+    """``{partition: (fingerprint, rows, first key)}`` of the table :func:`number_partitions` numbered (the first
+    key of partition 0, the keys before the first boundary, is None)."""
     rows = con.execute(f"""
-        SELECT part, count(*), CAST(sum(CAST(h AS HUGEINT)) AS VARCHAR), CAST(bit_xor(h) AS VARCHAR)
+        SELECT part, count(*), CAST(sum(CAST(h AS HUGEINT)) AS VARCHAR), CAST(bit_xor(h) AS VARCHAR), min(k)
         FROM {PARTS} GROUP BY ALL ORDER BY 1""").fetchall()
-    return {int(part): (_digest(columns, int(n), total, xor), int(n)) for part, n, total, xor in rows}
+    return {int(part): (_digest(columns, int(n), total, xor), int(n), None if part == 0 else first)
+            for part, n, total, xor, first in rows}
 
 
 def _part_of(key: str, size: int) -> str:
@@ -137,28 +143,132 @@ def partition_size(con, source: str, key: str, before: dict | None) -> tuple[int
     return part_rows(scalar(con, f"SELECT count(DISTINCT {_ident(key)}) FROM {source}")), rows
 
 
-def write_table(con, table: str, out: Path, previous: Path | None, before: dict | None = None) -> dict[str, int]:
+def write_table(con, table: str, out: Path, previous: Path | None, before: dict | None = None,
+                changed: set[str] | None = None) -> dict:
     """Write ``wh.table`` under ``out/catalog/<table>/``: partitions the ``previous`` snapshot holds are
     hard-linked (copied across filesystems), the others written; ``before`` is that snapshot's manifest entry
-    for the table (its partition size). Returns counts of rows, files linked, written, and the partition size."""
+    for the table (its partition size, and its partitions for a table published by its changes). ``changed``: the
+    keys changed since (``pipeline.catalog_changes``), for such a table; None scans the whole table. Returns counts
+    of rows, files linked, written, the partition size, and for such a table its partitions."""
     source = f"wh.main.{_ident(table)}"
     key, columns = _columns(con, source)
     size, sized_at = partition_size(con, source, key, before)  # boundaries fall on keys
+    sizing: dict = {"part_rows": size, "sized_at_rows": sized_at}
+    if changed is not None:
+        done = _write_changed(con, table, source, key, columns, out, previous, before or {}, sizing, changed)
+        if done is not None:
+            return done
     number_partitions(con, source, key, size)
     try:
-        return _write_parts(con, table, source, key, columns, out, previous,
-                            {"part_rows": size, "sized_at_rows": sized_at})
+        done = _write_parts(con, table, source, key, columns, out, previous, sizing, partition_fingerprints(con, columns))
     finally:
         con.execute(f"DROP TABLE IF EXISTS {PARTS}")
+    if table in JOURNALED:
+        done["parts"] = done.pop("_parts")
+    else:
+        done.pop("_parts")
+    return done
+
+
+def changed_ranges(parts: list[list], changed: set[str]) -> tuple[list[tuple[str | None, str | None]], set[int]] | None:
+    """The key ranges ``[lo, hi)`` (None: unbounded) of the partitions ``parts`` (``[first key, digest, rows]`` in key
+    order; the first key of partition 0 is None) that hold a ``changed`` key, widened back over any partition whose
+    first key changed (its rows may be gone, joining the partition to the one before), and the indexes of those
+    partitions in ``parts``. None when that is most of the table, or the keys are not text."""
+    bounds = [p[0] for p in parts]
+    lead = 1 if bounds and bounds[0] is not None else 0  # no partition 0: keys before the first boundary land in one
+    bounds = [None] * lead + bounds
+    firsts = bounds[1:]
+    if any(not isinstance(b, str) for b in firsts):
+        return None
+    hit: set[int] = set()
+    for k in changed:
+        i = bisect.bisect_right(firsts, k)  # partition i holds k: bounds[i] <= k < bounds[i + 1]
+        while i > 0 and bounds[i] in changed:
+            hit.add(i)
+            i -= 1
+        hit.add(i)
+    if len(hit) * 2 > len(bounds):
+        return None
+    ranges: list[tuple[str | None, str | None]] = []
+    for i in sorted(hit):
+        hi = bounds[i + 1] if i + 1 < len(bounds) else None
+        if ranges and ranges[-1][1] is not None and ranges[-1][1] == bounds[i]:
+            ranges[-1] = (ranges[-1][0], hi)
+        else:
+            ranges.append((bounds[i], hi))
+    return ranges, {i - lead for i in hit if i - lead >= 0}
+
+
+def _in_ranges(key: str, ranges: list[tuple[str | None, str | None]]) -> tuple[str, list]:
+    """SQL keeping the rows whose ``key`` lies in one of ``ranges``, with its parameters."""
+    terms, params = [], []
+    for lo, hi in ranges:
+        cond = []
+        if lo is not None:
+            cond.append(f"{_ident(key)} >= ?")
+            params.append(lo)
+        if hi is not None:
+            cond.append(f"{_ident(key)} < ?")
+            params.append(hi)
+        term = " AND ".join(cond) or "TRUE"
+        terms.append(f"({term} OR {_ident(key)} IS NULL)" if lo is None else f"({term})")
+    return " OR ".join(terms) or "FALSE", params
+
+
+def _write_changed(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
+                   before: dict, sizing: dict, changed: set[str]) -> dict | None:
+    """Write ``table`` from the ``previous`` snapshot's partitions (``before["parts"]``) and the rows of the key
+    ranges holding a ``changed`` key, numbered afresh; the others are linked without reading them. None (nothing
+    written) when that cannot be done: no partitions on record, another partition size, a key that is not text,
+    most of the table changed, or a row count the changes do not explain (a write the log missed)."""
+    parts = before.get("parts")
+    if previous is None or not isinstance(parts, list) or before.get("part_rows") != sizing["part_rows"] \
+            or not columns.startswith(f"{key} VARCHAR"):
+        return None
+    found = changed_ranges(parts, changed)
+    if found is None:
+        return None
+    ranges, inside = found
+    where, params = _in_ranges(key, ranges)
+    kept = [p for i, p in enumerate(parts) if i not in inside]
+    number_partitions(con, source, key, sizing["part_rows"], where, params)
+    try:
+        fresh = partition_fingerprints(con, columns)
+        rows = sum(n for _, n, _ in fresh.values()) + sum(int(p[2]) for p in kept)
+        if rows != scalar(con, f"SELECT count(*) FROM {source}"):
+            log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it",
+                        table, scalar(con, f"SELECT count(*) FROM {source}"), rows)
+            return None
+        folder = out / FOLDER / table
+        folder.mkdir(parents=True)
+        linked = 0
+        for first, digest, n in kept:
+            if not _link_previous(previous, table, f"{digest}.parquet", folder):
+                log.warning("publish: partition %s of %s is missing from the previous snapshot: scanning all of %s",
+                            digest, table, table)
+                shutil.rmtree(folder)
+                return None
+            linked += 1
+        done = _write_parts(con, table, source, key, columns, out, previous, sizing, fresh, folder=folder)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {PARTS}")
+    done["rows"] += sum(int(p[2]) for p in kept)
+    done["linked"] += linked
+    done["parts"] = sorted(kept + done.pop("_parts"), key=lambda p: (p[0] is not None, p[0] or ""))
+    log.info("publish: %s by its changes: %d of %d partition(s) read again", table, len(parts) - len(kept), len(parts))
+    return done
 
 
 def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
-                 sizing: dict[str, int]) -> dict[str, int]:
-    parts = partition_fingerprints(con, columns)
-    folder = out / FOLDER / table
-    folder.mkdir(parents=True)
-    done = {"rows": sum(n for _, n in parts.values()), "linked": 0, "written": 0, **sizing}
-    if not parts:  # an empty table: one empty file keeps its columns
+                 sizing: dict, parts: dict[int, tuple[str, int, object]], folder: Path | None = None) -> dict:
+    """Link or write the partitions ``parts`` (numbered in :data:`PARTS`) under ``out/catalog/<table>/``."""
+    if folder is None:
+        folder = out / FOLDER / table
+        folder.mkdir(parents=True)
+    done = {"rows": sum(n for _, n, _ in parts.values()), "linked": 0, "written": 0, **sizing,
+            "_parts": [[first, digest, n] for digest, n, first in parts.values()]}
+    if not parts and folder.exists() and not any(folder.iterdir()):  # an empty table: one empty file keeps its columns
         name = f"{_digest(columns, 0, '0', '0')}.parquet"
         if _link_previous(previous, table, name, folder):
             done["linked"] += 1
@@ -167,7 +277,7 @@ def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path
             done["written"] += 1
         return done
     todo = []
-    for part, (digest, _n) in parts.items():
+    for part, (digest, _n, _first) in parts.items():
         if _link_previous(previous, table, f"{digest}.parquet", folder):
             done["linked"] += 1
         else:
@@ -226,8 +336,12 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None
         counts: dict[str, int] = {}
         files: dict[str, dict[str, int]] = {}
         before = _previous_catalog_files(previous)
+        journal = catalog_changes.position(con, "wh")
         for t in published_tables(con):
-            done = write_table(con, t, out, previous, before.get(t))
+            changed = catalog_changes.since(con, t, (before.get(t) or {}).get("journal"), "wh") if t in JOURNALED else None
+            done = write_table(con, t, out, previous, before.get(t), changed)
+            if t in JOURNALED:
+                done["journal"] = journal
             counts[t] = done.pop("rows")
             files[t] = done
             con.execute(view_sql(t))

@@ -40,7 +40,7 @@ from typing import Any, Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from pipeline import progress
+from pipeline import catalog_changes, progress
 from pipeline.steps.pagerank import PageRankJob
 from pipeline.steps.related_plan import Previous, plan_related
 from pipeline.writer_lock import writes
@@ -862,6 +862,7 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
                         replace_rows(wh, "related", "core/072_related.sql", related)
                     else:
                         replace_lists(wh, plan.replace, related)
+                    catalog_changes.record(wh.con, "related", None if plan.full else plan.replace)
                     related_rows = (wh.con.execute("SELECT count(*) FROM related").fetchone() or (0,))[0]
                     cols = ["run_id", "created_at"] + list(fit_row)
                     wh.con.execute(

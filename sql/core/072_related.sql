@@ -1,5 +1,6 @@
 -- related: for every corpus paper, its top-k related works by weighted CCBC (RACP Eq. 3), with the
--- naive CCBC (RACP Eq. 1) of the same pair (grain: paper_id, rank). Replaced by each graph run.
+-- naive CCBC (RACP Eq. 1) of the same pair (grain: paper_id, rank). Each graph run replaces the lists of new and
+-- changed papers and, in turn, of the seventh computed longest ago (docs/graph.md); a full refresh replaces all.
 -- Only pairs that share a reference, a citer or a direct citation are candidates.
 --   paper_id          the corpus paper (papers.paper_id)
 --   rank              1 = most related (weighted CCBC desc, then naive desc, then work order)
@@ -11,7 +12,7 @@
 --   shared_references references both cite (bibliographic coupling strength)
 --   shared_citers     works citing both (co-citation strength)
 --   cites             the paper cites the related work;  cited_by: the related work cites the paper
---   run_id            run_log.run_id of the graph run
+--   run_id            run_log.run_id of the graph run that computed this paper's list
 CREATE TABLE IF NOT EXISTS related (
     paper_id           VARCHAR NOT NULL,
     rank               INTEGER NOT NULL,

@@ -19,6 +19,12 @@ others are written in one ``COPY ... PARTITION_BY`` (ordered by the key). Keys t
 order (arXiv ids, new chunks of new papers, new citations) land in the last partitions; a table whose rows
 a night changes everywhere (``paper_metrics`` after the graph run) is written whole, as it must be.
 
+Finding which partitions changed means a scan of the table. A table whose every writer logs the keys it changed
+(:data:`pipeline.catalog_changes.JOURNALED`: ``related``, written by the graph step alone) is published by its
+changes instead (:func:`_write_changed`): only the key ranges of the previous snapshot's partitions that hold a
+changed key are read and numbered again, the other partitions are linked unread, and the result is the same files
+as a full scan.
+
 DuckDB resolves the views' relative paths against its ``file_search_path``: readers open the catalog with
 :func:`pipeline.snapshots.open_catalog`, which sets it to the snapshot folder (the folder may be renamed or
 moved: no absolute path is written).
@@ -74,7 +80,7 @@ def part_rows(keys: int) -> int:
     return size
 
 
-PARTS = "_catalog_parts"  # temp table: (row id, row hash, partition) of the table being written
+PARTS = "_catalog_parts"  # temp table: (row id, key, row hash, partition) of the table being written
 
 
 def number_partitions(con, source: str, key: str, size: int, where: str = "TRUE", params: list | None = None) -> None:
@@ -236,9 +242,10 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     try:
         fresh = partition_fingerprints(con, columns)
         rows = sum(n for _, n, _ in fresh.values()) + sum(int(p[2]) for p in kept)
-        if rows != scalar(con, f"SELECT count(*) FROM {source}"):
+        held = scalar(con, f"SELECT count(*) FROM {source}")
+        if rows != held:
             log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it",
-                        table, scalar(con, f"SELECT count(*) FROM {source}"), rows)
+                        table, held, rows)
             return None
         folder = out / FOLDER / table
         folder.mkdir(parents=True)
@@ -268,7 +275,7 @@ def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path
         folder.mkdir(parents=True)
     done = {"rows": sum(n for _, n, _ in parts.values()), "linked": 0, "written": 0, **sizing,
             "_parts": [[first, digest, n] for digest, n, first in parts.values()]}
-    if not parts and folder.exists() and not any(folder.iterdir()):  # an empty table: one empty file keeps its columns
+    if not parts and not any(folder.iterdir()):  # an empty table: one empty file keeps its columns
         name = f"{_digest(columns, 0, '0', '0')}.parquet"
         if _link_previous(previous, table, name, folder):
             done["linked"] += 1

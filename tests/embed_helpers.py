@@ -20,6 +20,16 @@ def cisi_subset(shared_data: Path, out_dir: Path, n: int) -> Path:
     return f
 
 
+def cacm_without_last(shared_data: Path, out_dir: Path, drop: int) -> Path:
+    """The real CACM without its last ``drop`` records, written as a SMART file under ``out_dir`` (a folder
+    ``import-collection`` reads as CACM)."""
+    text = (shared_data / "collections" / "cacm" / "cacm.all").read_text(encoding="utf-8", errors="replace")
+    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "cacm.all").write_text(text[:starts[-drop]], encoding="utf-8")
+    return out_dir
+
+
 def import_cisi_subset(settings: Settings, shared_data: Path, n: int) -> dict:
     from pipeline.sources.local_corpus import import_collection
 

@@ -9,6 +9,8 @@ import logging
 import re
 from pathlib import Path
 
+from embed_helpers import cacm_without_last
+
 from pipeline.steps.catalog import changed_ranges
 
 PARTS = [[None, "d0", 5], ["b", "d1", 5], ["f", "d2", 5], ["m", "d3", 5], ["t", "d4", 5]]
@@ -26,14 +28,6 @@ def test_changed_keys_give_the_ranges_of_their_partitions():
     # no partition 0 on record: a key before the first boundary lands in a new one
     assert changed_ranges(PARTS[1:], {"a"}) == ([(None, "b")], set())
     assert changed_ranges([[None, "d0", 5], [3, "d1", 5]], {"x"}) is None  # keys that are not text
-
-
-def _cacm_head(shared_data: Path, out: Path, drop: int) -> Path:
-    text = (shared_data / "collections" / "cacm" / "cacm.all").read_text(encoding="utf-8", errors="replace")
-    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
-    out.mkdir(parents=True)
-    (out / "cacm.all").write_text(text[:starts[-drop]], encoding="utf-8")
-    return out
 
 
 def _catalog(settings, out: Path, previous: Path | None, *, forget_log: bool = False) -> dict:
@@ -85,7 +79,7 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     monkeypatch.setattr(catalog, "MIN_PART_ROWS", 16)  # CACM's 2,000 lists in ~64 partitions, as a large table is cut
     snaps = tmp_path / "snaps"
     snaps.mkdir()
-    import_collection(settings, _cacm_head(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
+    import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
     run_graph(settings)
     first = _catalog(settings, snaps / "s1", None)
     assert first["files"]["related"]["parts"] and first["files"]["related"]["journal"][0] >= 1

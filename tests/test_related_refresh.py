@@ -4,11 +4,11 @@ CACM citation links: the lists a night computes equal a full run's for the same 
 
 from __future__ import annotations
 
-import re
 import shutil
-from pathlib import Path
 
 import numpy as np
+
+from embed_helpers import cacm_without_last
 
 from pipeline.steps.related_plan import Previous, plan_related
 
@@ -54,15 +54,6 @@ def test_most_papers_changed_means_a_full_refresh():
 
 
 # ---- real CACM citation links ------------------------------------------------------------------------------------
-def _cacm_head(shared_data: Path, out: Path, drop: int) -> Path:
-    """CACM without its last ``drop`` records, as a SMART file under ``out``."""
-    text = (shared_data / "collections" / "cacm" / "cacm.all").read_text(encoding="utf-8", errors="replace")
-    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
-    out.mkdir(parents=True)
-    (out / "cacm.all").write_text(text[:starts[-drop]], encoding="utf-8")
-    return out
-
-
 def _lists(settings, papers=None) -> dict[str, list[tuple]]:
     import duckdb
 
@@ -87,7 +78,7 @@ def test_a_cacm_night_computes_new_lists_as_a_full_run_would_and_the_rest_in_tur
     from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
 
-    import_collection(settings, _cacm_head(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
+    import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
     first = run_graph(settings)
     assert first["related_full"] and first["related_papers"] == first["corpus_papers"] == 3204 - 32
     before = _lists(settings)
@@ -134,7 +125,7 @@ def test_graph_related_refresh_runs_1_recomputes_every_list_every_run(settings, 
     from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
 
-    import_collection(settings, _cacm_head(shared_data, tmp_path / "head", 1500), fmt="smart", name="cacm")
+    import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 1500), fmt="smart", name="cacm")
     run_graph(settings)
     every = settings.model_copy(update={"graph_related_refresh_runs": 1})
     s = run_graph(every)

@@ -760,7 +760,8 @@ def previous_run(con) -> Previous:
 
 def replace_lists(wh, papers: list[str], rows) -> None:
     """Replace the stored related lists of ``papers`` (recomputed, or gone from the corpus) by ``rows``, in the
-    caller's transaction: only those papers' rows are deleted (a few per night), the rest are kept."""
+    caller's transaction: only those papers' rows are deleted (a night's new and changed papers and the seventh whose
+    turn it is), the rest are kept."""
     import pyarrow as pa
 
     wh.con.register("_replaced", pa.table({"paper_id": pa.array(papers, pa.string())}))
@@ -778,8 +779,9 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
     """``paperkb graph``: PageRank, power-law fit and weights, CCBC related papers -> DuckDB.
 
     Replaces ``paper_metrics``, adds one ``powerlaw_fits`` row per run, and computes the related lists of every
-    corpus paper (a full refresh: ``full``, or see :mod:`pipeline.steps.related_plan` for when) or of only the
-    papers the night changed, whose lists replace theirs.
+    corpus paper (a full refresh: ``full``, or see :mod:`pipeline.steps.related_plan` for when) or of the papers the
+    night changed and those whose turn it is, whose lists replace theirs (logged in ``_catalog_changes`` for the
+    publish).
     """
     import pyarrow as pa
 

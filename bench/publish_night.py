@@ -146,41 +146,53 @@ def add_papers(db: Path, start: int, stop: int, outside: int = 100_000) -> None:
     works and 20 references each (12 to earlier papers, 8 to ``outside`` works), straight into the warehouse."""
     import duckdb
 
+    try:  # the code under test's change log (pipeline.catalog_changes); an older checkout's logs only its own tables
+        from pipeline.catalog_changes import JOURNALED, record
+    except ImportError:
+        JOURNALED, record = frozenset(), None  # type: ignore[assignment]
     con = duckdb.connect(str(db))
+
+    def write(sql: str, table: str) -> None:  # a writer of the warehouse logs what it changed, as the steps do
+        keys = [r[0] for r in con.execute(sql).fetchall()]
+        if record is not None and table in JOURNALED:
+            record(con, table, keys)
+
     try:
-        con.execute(f"""
+        con.execute("BEGIN TRANSACTION")
+        write(f"""
             INSERT INTO papers (paper_id, source, external_id, title, abstract, categories, primary_category, year, published)
             SELECT 'p' || lpad(i::VARCHAR, 8, '0'), 'arxiv', 'x' || i, {_text(8, "i, 't'")}, {_text(150, "i, 'a'")},
                    ['cs.' || chr(65 + (i % 20)::INTEGER)], 'cs.' || chr(65 + (i % 20)::INTEGER), 2000 + (i // 5000)::INTEGER,
                    DATE '2000-01-01' + (i // 100)::INTEGER
-            FROM range({start}, {stop}) t(i)""")
-        con.execute(f"""
+            FROM range({start}, {stop}) t(i) RETURNING paper_id""", "papers")
+        write(f"""
             INSERT INTO authors SELECT DISTINCT 'a' || ((hash(i, j) % 50000)::INTEGER), 'Author ' || ((hash(i, j) % 50000)::INTEGER), NULL, NULL
-            FROM range({start}, {stop}) t(i), range(3) u(j) ON CONFLICT DO NOTHING""")
-        con.execute(f"""
+            FROM range({start}, {stop}) t(i), range(3) u(j) ON CONFLICT DO NOTHING RETURNING author_id""", "authors")
+        write(f"""
             INSERT INTO paper_authors (paper_id, position, author_id, name)
             SELECT 'p' || lpad(i::VARCHAR, 8, '0'), j, 'a' || ((hash(i, j) % 50000)::INTEGER), 'Author ' || ((hash(i, j) % 50000)::INTEGER)
-            FROM range({start}, {stop}) t(i), range(3) u(j)""")
-        con.execute(f"""
+            FROM range({start}, {stop}) t(i), range(3) u(j) RETURNING paper_id""", "paper_authors")
+        write(f"""
             INSERT INTO chunks (chunk_id, paper_id, ordinal, section, role, char_start, char_end, text, n_tokens, content_hash)
             SELECT 'p' || lpad(i::VARCHAR, 8, '0') || '#' || j, 'p' || lpad(i::VARCHAR, 8, '0'), j, 'Section ' || j, 'body',
                    j * 400, j * 400 + 400, {_text(60, "i, j")}, 60, md5(i::VARCHAR || '-' || j)
-            FROM range({start}, {stop}) t(i), range(9) u(j)""")
-        con.execute(f"""
+            FROM range({start}, {stop}) t(i), range(9) u(j) RETURNING chunk_id""", "chunks")
+        write(f"""
             INSERT INTO works (work_id, paper_id, title, year)
             SELECT 'W' || lpad(i::VARCHAR, 8, '0'), 'p' || lpad(i::VARCHAR, 8, '0'), 'title ' || i, 2000 + (i // 5000)::INTEGER
-            FROM range({start}, {stop}) t(i)""")
-        con.execute(f"""
+            FROM range({start}, {stop}) t(i) RETURNING work_id""", "works")
+        write(f"""
             INSERT INTO works (work_id, title, year)
             SELECT 'X' || lpad(j::VARCHAR, 8, '0'), 'outside work ' || j, 1990 + (j % 30)::INTEGER
-            FROM range({outside}) t(j) ON CONFLICT DO NOTHING""")
-        con.execute(f"""
+            FROM range({outside}) t(j) ON CONFLICT DO NOTHING RETURNING work_id""", "works")
+        write(f"""
             INSERT INTO citations (citing_work_id, cited_work_id, source)
             SELECT DISTINCT 'W' || lpad(i::VARCHAR, 8, '0'),
                    CASE WHEN k < 12 AND i > 0 THEN 'W' || lpad((hash(i, k) % i)::VARCHAR, 8, '0')
                         ELSE 'X' || lpad(((hash(i, k) % {outside}) * (hash(i, k + 100) % 1000) // 1000)::VARCHAR, 8, '0') END,
                    's2'
-            FROM range({start}, {stop}) t(i), range(20) u(k) ON CONFLICT DO NOTHING""")
+            FROM range({start}, {stop}) t(i), range(20) u(k) ON CONFLICT DO NOTHING RETURNING citing_work_id""", "citations")
+        con.execute("COMMIT")
     finally:
         con.close()
 

@@ -1,33 +1,102 @@
 """The warehouse's change log for tables published by their changes (``_catalog_changes``, sql/core).
 
-A step that writes such a table records, in the same transaction, the keys (first-column values) whose rows it
-deleted, replaced or added, or ``None`` for "all of them". A publish reads the entries after the one the previous
-snapshot saw (:func:`since`) and rewrites only the catalog partitions holding those keys
-(:mod:`pipeline.steps.catalog`). The graph step is the only writer of the one such table, ``related``
-(:data:`JOURNALED`); any other write to it shows up as a row count the log does not explain, and the publish then
-scans the table as it does every other one.
+A write to such a table (:data:`JOURNALED`) records, in the same transaction, the keys (first-column values) whose
+rows it deleted, replaced or added, or ``None`` for "all of them". A publish reads the entries after the one the
+previous snapshot saw (:func:`since`) and rewrites only the catalog partitions holding those keys
+(:mod:`pipeline.steps.catalog`).
+
+Who records: :meth:`pipeline.warehouse.Warehouse.upsert` and ``delete_where_in`` do it for every caller; a step that
+writes such a table with its own SQL records what that SQL returned (``... RETURNING <key>``) or what
+:func:`diffed` found. ``tests/test_catalog_changes.py`` checks that every such statement in the code does one of
+them. A write that escapes the log anyway shows up as a row count the log does not explain, and the publish then
+scans that table as it does the others; an update in place that escapes it would not, which is why the test above
+exists. ``paperkb publish --full`` scans every table regardless.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
-JOURNALED = frozenset({"related"})  # tables whose every writer records its changes here
-KEEP = 1000  # entries kept: a snapshot older than that many changes is published by a full scan
+# tables whose every writer records its changes here (their key, the first column, is text). Not here:
+# paper_metrics and powerlaw_fits (written whole by every graph run), s2_dataset_citations (a numeric key).
+JOURNALED = frozenset({
+    "papers", "authors", "paper_authors", "versions", "works", "citations", "s2_authors", "work_authors",
+    "s2_unresolved", "fulltext_docs", "chunks", "figures", "paper_references", "related", "reference_links",
+    "interests",
+})
+KEEP = 20_000  # entries kept: a snapshot older than that many writes is published by a full scan
+MOST = 4  # a write of more than 1/MOST of a table's rows is logged as "all of them" (a full scan is as cheap)
 
 
-def record(con, table: str, keys: list[str] | None) -> None:
-    """Record that ``keys`` of ``table`` changed (``None``: every row), in the caller's transaction."""
+def record(con, table: str, keys: Iterable[str | None] | None) -> None:
+    """Record that ``keys`` of ``table`` changed (``None``: every row), in the caller's transaction. Nothing for a
+    table that is not :data:`JOURNALED`, or a warehouse without the log, or no keys."""
+    if table not in JOURNALED or not _has_log(con, None):
+        return
+    if keys is not None:
+        keys = sorted({k for k in keys if k is not None})
+        if not keys:
+            return
+        if len(keys) > 1000 and len(keys) * MOST > _rows(con, table):
+            keys = None
+    # every result fetched whole: DuckDB refuses other work on a connection with a result pending (unregister)
+    seq = con.execute("SELECT coalesce(max(seq), 0) + 1 FROM _catalog_changes").fetchall()[0][0]
+    con.execute("INSERT INTO _catalog_changes VALUES (?, ?, ?, ?)", [seq, table, keys, datetime.now(timezone.utc)]).fetchall()
+    if seq > KEEP:
+        con.execute("DELETE FROM _catalog_changes WHERE seq <= ?", [seq - KEEP]).fetchall()
+
+
+def returning(con, table: str, sql: str, params: list | None = None) -> int:
+    """Run ``sql``, a write to ``table`` ending in ``RETURNING <its key>``; record the keys it returned and return
+    how many rows it wrote."""
+    rows = con.execute(sql, params or []).fetchall()
+    record(con, table, (r[0] for r in rows))
+    return len(rows)
+
+
+@contextmanager
+def diffed(con, table: str, where: str, params: list | None = None) -> Iterator[None]:
+    """Record the keys of ``table`` whose rows among those ``where`` keeps differ after the block from before it
+    (a step that replaces a whole subset, e.g. the PDF citations, rewrites mostly identical rows: those are not
+    changes). Reads that subset twice."""
     if table not in JOURNALED:
-        raise ValueError(f"{table} is not published by its changes")
-    seq = (con.execute("SELECT coalesce(max(seq), 0) + 1 FROM _catalog_changes").fetchone() or (1,))[0]
-    con.execute("INSERT INTO _catalog_changes VALUES (?, ?, ?, ?)", [seq, table, keys, datetime.now(timezone.utc)])
-    con.execute("DELETE FROM _catalog_changes WHERE seq <= ?", [seq - KEEP])
+        yield
+        return
+    key = first_column(con, table)
+    snapshot = f"SELECT {key} AS k, hash(t) AS h FROM {table} t WHERE {where}"
+    before = f"_diff_before_{table}"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {before} AS {snapshot}", params or []).fetchall()
+    try:
+        yield
+        keys = con.execute(f"""
+            SELECT DISTINCT k FROM (
+                (SELECT k, h FROM {before} EXCEPT ALL {snapshot})
+                UNION ALL
+                ({snapshot} EXCEPT ALL SELECT k, h FROM {before}))""", (params or []) * 2).fetchall()
+        record(con, table, (r[0] for r in keys))
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {before}").fetchall()
 
 
-def _has_log(con, db: str) -> bool:
-    return bool((con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
-                             "AND table_name = '_catalog_changes'", [db]).fetchone() or (0,))[0])
+def first_column(con, table: str) -> str:
+    """The key of ``table`` as the catalog cuts it: its first column (quoted)."""
+    rows = con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND schema_name = 'main' "
+                       "AND database_name = current_database() ORDER BY column_index LIMIT 1", [table]).fetchall()
+    if not rows:
+        raise ValueError(f"no table {table}")
+    return '"' + rows[0][0].replace('"', '""') + '"'
+
+
+def _rows(con, table: str) -> int:
+    return int(con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0])
+
+
+def _has_log(con, db: str | None) -> bool:
+    where = "database_name = current_database()" if db is None else "database_name = ?"
+    return bool(con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {where} AND schema_name = 'main' "
+                            "AND table_name = '_catalog_changes'", [] if db is None else [db]).fetchall()[0][0])
 
 
 def position(con, db: str) -> list | None:
@@ -40,8 +109,8 @@ def position(con, db: str) -> list | None:
 
 
 def since(con, table: str, seen: list | None, db: str) -> set[str] | None:
-    """The keys of ``table`` (in the attached database ``db``) changed after the entry ``seen`` (a :func:`position`), or None when they are not known
-    (nothing seen, that entry no longer in the log, or a change of every row)."""
+    """The keys of ``table`` (in the attached database ``db``) changed after the entry ``seen`` (a :func:`position`),
+    or None when they are not known (nothing seen, that entry no longer in the log, or a change of every row)."""
     if not isinstance(seen, list) or len(seen) != 2 or not _has_log(con, db):
         return None
     seq, at = seen

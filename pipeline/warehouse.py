@@ -19,6 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import catalog_changes
 from pipeline.settings import SQL_DIR, Settings
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,14 @@ class Warehouse:
         text = (SQL_DIR / relpath).read_text(encoding="utf-8")
         return self.con.execute(text, params) if params is not None else self.con.execute(text)
 
+    def sql_file_returning(self, table: str, relpath: str, params: dict[str, Any] | list[Any] | None = None) -> int:
+        """Run a file under sql/ whose (last) statement writes ``table`` and ends in ``RETURNING <its key>``: log the
+        keys it returned (``pipeline.catalog_changes``) and return how many rows it wrote."""
+        with self.transaction():
+            rows = self.sql_file(relpath, params).fetchall()
+            catalog_changes.record(self.con, table, (r[0] for r in rows))
+        return len(rows)
+
     @contextmanager
     def transaction(self) -> Iterator["Warehouse"]:
         if self._in_tx:  # nested: the outer transaction decides
@@ -164,6 +173,8 @@ class Warehouse:
                         ).fetchall()
                 else:
                     changed = 0
+                if (new or changed) and table in catalog_changes.JOURNALED:
+                    self._record_upsert(table, name, win, key_join, cols, changed)
                 if new:
                     self.con.execute(
                         f"INSERT INTO {t} ({col_list}) SELECT {col_list} FROM {win} i "
@@ -175,6 +186,19 @@ class Warehouse:
             self.con.execute("DROP TABLE IF EXISTS _changed")
         return UpsertStats(inserted=new, updated=changed, unchanged=total - new - changed)
 
+    def _record_upsert(self, table: str, name: str, win: str, key_join: str, cols: list[str], changed: int) -> None:
+        """Log the keys an upsert is about to insert or update (``pipeline.catalog_changes``): before the insert,
+        while "new" still means "not in the table"."""
+        key = catalog_changes.first_column(self.con, table)
+        if key.strip('"') not in cols:  # the rows' keys are not in the data: every row may have changed
+            catalog_changes.record(self.con, table, None)
+            return
+        rows = self.con.execute(
+            f"SELECT i.{key} FROM {win} i WHERE NOT EXISTS (SELECT 1 FROM {_q(table)} t WHERE {key_join})"
+            + (f" UNION SELECT {key} FROM {name} WHERE __ord IN (SELECT __ord FROM _changed)" if changed else "")
+        ).fetchall()
+        catalog_changes.record(self.con, table, (r[0] for r in rows))
+
     def delete_where_in(self, table: str, column: str, values: list[Any]) -> int:
         """Delete rows whose ``column`` is in ``values`` (e.g. replace a paper's chunks)."""
         if not values:
@@ -182,11 +206,12 @@ class Warehouse:
         name = f"_del_{uuid.uuid4().hex[:8]}"
         self.con.register(name, pa.table({"v": values}))
         try:
-            n = self.con.execute(f"SELECT count(*) FROM {_q(table)} WHERE {_q(column)} IN (SELECT v FROM {name})").fetchall()[0][0]
-            self.con.execute(f"DELETE FROM {_q(table)} WHERE {_q(column)} IN (SELECT v FROM {name})").fetchall()
+            with self.transaction():
+                key = catalog_changes.first_column(self.con, table) if table in catalog_changes.JOURNALED else "NULL"
+                return catalog_changes.returning(
+                    self.con, table, f"DELETE FROM {_q(table)} WHERE {_q(column)} IN (SELECT v FROM {name}) RETURNING {key}")
         finally:
             self.con.unregister(name)
-        return n
 
     # -- run log, rejects, watermarks -------------------------------------------------------------
     @contextmanager

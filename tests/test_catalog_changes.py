@@ -127,3 +127,105 @@ def _rows_of(settings, paper: str) -> list:
 
     with duckdb.connect(str(settings.db_path), read_only=True) as con:
         return con.execute("SELECT rank FROM related WHERE paper_id = ?", [paper]).fetchall()
+
+
+def _same_table(settings, folder: Path, table: str) -> bool:
+    from pipeline import snapshots as snap
+
+    con = snap.open_catalog(folder)
+    try:
+        con.execute(f"ATTACH '{settings.db_path}' AS wh (READ_ONLY)")
+        return con.execute(f"SELECT count(*) FROM (SELECT * FROM {table} EXCEPT ALL SELECT * FROM wh.{table} "
+                           f"UNION ALL SELECT * FROM wh.{table} EXCEPT ALL SELECT * FROM {table})").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def _pdf_folder(shared_data: Path, folder: Path, names: list[str]) -> Path:
+    folder.mkdir(parents=True)
+    for n in names:
+        (folder / n).symlink_to(shared_data / "arxiv" / "pdf" / n)
+    return folder
+
+
+def test_every_steps_writes_are_published_by_their_changes_as_a_full_scan_would(settings, shared_data, tmp_path,
+                                                                               caplog, monkeypatch):
+    """Real PDFs through the library import, full text and graph steps (papers, authors, chunks, figures, references,
+    their links, works and citations from PDFs), then more of them: every table the log covers is published by its
+    changes, file for file the same as a full scan, and holds what the warehouse holds."""
+    from pipeline.catalog_changes import JOURNALED
+    from pipeline.library.pdf_folder import import_pdfs
+    from pipeline.steps import catalog
+    from pipeline.steps.fulltext import run_fulltext
+    from pipeline.steps.graph import run_graph
+
+    monkeypatch.setattr(catalog, "MIN_PART_ROWS", 16)  # a few hundred rows a table in several partitions
+    settings = settings.model_copy(update={"arxiv_pdf_url": "http://127.0.0.1:9/no-network"})
+    pdfs = sorted(p.name for p in (shared_data / "arxiv" / "pdf").glob("*.pdf"))
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+
+    def night(names: list[str]) -> None:
+        import_pdfs(settings, _pdf_folder(shared_data, tmp_path / f"lib{len(names)}", names))
+        run_fulltext(settings)
+        run_graph(settings)
+
+    night(pdfs[:6])
+    first = _catalog(settings, snaps / "s1", None)
+    assert first["counts"]["chunks"] > 100 and first["counts"]["reference_links"] > 100
+    night(pdfs)
+    with caplog.at_level(logging.INFO, logger="pipeline.steps.catalog"):
+        second = _catalog(settings, snaps / "s2", snaps / "s1")
+    scanned = _catalog(settings, snaps / "s2-scan", snaps / "s1", forget_log=True)
+    by_changes = set(re.findall(r"publish: (\w+) by its changes", caplog.text))
+    assert {"chunks", "figures", "paper_references", "reference_links"} <= by_changes  # (the tables of one partition
+    # here, papers, works..., are read whole: their one partition changed)
+    for table in second["files"]:
+        assert _names(snaps / "s2", table) == _names(snaps / "s2-scan", table), table
+        if table in JOURNALED:
+            assert second["files"][table]["parts"] == scanned["files"][table]["parts"], table
+        assert _same_table(settings, snaps / "s2", table), table
+    assert second["files"]["chunks"]["linked"] > 0  # the first six papers' passages are not read again
+
+    # the graph again, with nothing new: the PDF references match as before, so their links, works and citations are
+    # not changes (an unchanged link keeps the run that made it), and the publish reads none of those tables
+    run_graph(settings)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pipeline.steps.catalog"):
+        third = _catalog(settings, snaps / "s3", snaps / "s2")
+    for table in ("reference_links", "works", "citations", "chunks", "papers"):
+        assert third["files"][table]["written"] == 0, table
+        assert f"publish: {table} by its changes: 0 of" in caplog.text
+        assert _same_table(settings, snaps / "s3", table), table
+
+
+def test_every_write_to_a_logged_table_logs_its_keys():
+    """A statement that writes a table published by its changes, outside ``Warehouse.upsert`` / ``delete_where_in``,
+    must log what it changed: a Python file doing so uses ``pipeline.catalog_changes``, a merge file ends in
+    ``RETURNING <key>`` and is run by ``sql_file_returning``. (A write that escapes the log would publish a stale
+    table whenever it changes rows without changing their number.)"""
+    from pipeline.catalog_changes import JOURNALED
+    from pipeline.settings import SQL_DIR
+
+    root = Path(__file__).resolve().parent.parent / "pipeline"
+    write = re.compile(r"\b(?:INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+(\w+)", re.I)
+    merge_files = {}
+    for f in sorted((SQL_DIR / "core" / "merge").glob("*.sql")):
+        text = "\n".join(line for line in f.read_text().splitlines() if not line.lstrip().startswith("--"))
+        for stmt in text.split(";"):
+            tables = [t for t in write.findall(stmt) if t in JOURNALED]
+            if tables:
+                assert "RETURNING" in stmt.upper(), f"{f.name}: a write to {tables[0]} without RETURNING <key>"
+                merge_files[f.name] = tables[0]
+    assert merge_files  # the harvest's and the enrich steps' merges
+    offenders = []
+    for f in sorted(root.rglob("*.py")):
+        text = f.read_text()
+        tables = {t for t in write.findall(text) if t in JOURNALED}
+        if tables and f.name not in ("warehouse.py", "catalog_changes.py") and "catalog_changes." not in text:
+            offenders.append(f"{f.relative_to(root)} writes {sorted(tables)}")
+        for name in merge_files:
+            for call in re.findall(r"\.(sql_file\w*)\(\s*(?:\"\w+\",\s*)?\"core/merge/" + re.escape(name), text):
+                if call != "sql_file_returning":
+                    offenders.append(f"{f.relative_to(root)} runs {name} without logging its keys")
+    assert not offenders, offenders

@@ -182,12 +182,16 @@ def embed_line(s: dict) -> str:
 
 
 @app.command(rich_help_panel=PANEL)
-def publish(ctx: typer.Context) -> None:
+def publish(
+    ctx: typer.Context,
+    full: bool = typer.Option(False, "--full", help="Read every warehouse table for the catalog (by default a table "
+                              "whose writers log their changes is read only where they changed)."),
+) -> None:
     """Build, verify and publish an immutable snapshot, then point CURRENT at it."""
     from pipeline.steps.publish import run_publish
 
     settings = get_settings(ctx)
-    echo(publish_line(run_publish(settings)))
+    echo(publish_line(run_publish(settings, full=full)))
 
 
 def publish_line(s: dict) -> str:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pipeline import writer_lock
+from pipeline import catalog_changes, writer_lock
 from pipeline.errors import UserError
 from pipeline.query.filters import Filters
 from pipeline.settings import Settings
@@ -175,6 +175,7 @@ def add_interest(settings: Settings, name: str, *, query: str | None = None, fil
         it.created_at = now.isoformat()
         with wh.transaction():
             wh.con.execute("DELETE FROM interests WHERE name = ?", [name])
+            catalog_changes.record(wh.con, "interests", [name])
             wh.con.execute(
                 "INSERT INTO interests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [it.name, it.kind, it.query, json.dumps(it.filters) if it.filters else None, it.seeds or None,
@@ -193,4 +194,5 @@ def remove_interest(settings: Settings, name: str) -> None:
         wh.init()
         if not scalar(wh.con, "SELECT count(*) FROM interests WHERE name = ?", [name]):
             raise UserError(f"no interest {name!r} (see `paperkb interests list`)")
-        wh.con.execute("DELETE FROM interests WHERE name = ?", [name])
+        with wh.transaction():
+            catalog_changes.returning(wh.con, "interests", "DELETE FROM interests WHERE name = ? RETURNING name", [name])

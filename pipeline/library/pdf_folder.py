@@ -47,7 +47,7 @@ from typing import Any
 
 from pipeline.sources.arxiv.ids import parse_arxiv_id
 from pipeline.sources.pdf.front import first_page_authors, title_case
-from pipeline import progress
+from pipeline import catalog_changes, progress
 from pipeline.errors import UserError
 from pipeline.sources.pdf.text import PdfRejected
 from pipeline.settings import Settings
@@ -397,9 +397,10 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
                               content_type="application/pdf")
                     summary["pdfs_stored"] += 1
                     # new bytes for a paper the fulltext step already saw: make it extract them again
-                    summary["refetch"] += len(wh.con.execute(
+                    summary["refetch"] += catalog_changes.returning(
+                        wh.con, "fulltext_docs",
                         "DELETE FROM fulltext_docs WHERE paper_id = ? AND raw_sha256 IS DISTINCT FROM ? RETURNING paper_id",
-                        [pid, sha]).fetchall())
+                        [pid, sha])
                 summary["upserts"] = _write_rows(wh, mine)
                 if rejects:
                     summary["rejects_recorded"] = _add_rejects(wh, rejects, run.run_id)

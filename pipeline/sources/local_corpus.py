@@ -27,9 +27,9 @@ import re
 from datetime import date
 from pathlib import Path
 
+from pipeline import catalog_changes
 from pipeline.errors import UserError
 from pipeline.sources.smart import SmartRecord, iter_smart_records, normalise_docno
-from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -370,10 +370,11 @@ def _replace_paper_authors(wh, paper_ids, ids, pos, aids, names) -> dict:
     wh.con.register("_pa_ids", pa.table({"paper_id": paper_ids}))
     wh.con.register("_pa_new", new)
     try:
-        stale = scalar(
-            wh.con,
+        stale = catalog_changes.returning(
+            wh.con, "paper_authors",
             "DELETE FROM paper_authors t WHERE t.paper_id IN (SELECT paper_id FROM _pa_ids) "
-            "AND NOT EXISTS (SELECT 1 FROM _pa_new n WHERE n.paper_id = t.paper_id AND n.position = t.position)"
+            "AND NOT EXISTS (SELECT 1 FROM _pa_new n WHERE n.paper_id = t.paper_id AND n.position = t.position) "
+            "RETURNING paper_id"
         )
     finally:
         wh.con.unregister("_pa_ids")
@@ -387,10 +388,11 @@ def _replace_citations(wh, source: str, cols: dict) -> dict:
     new = _arrow(cols)
     wh.con.register("_cit_new", new)
     try:
-        deleted = scalar(
-            wh.con,
+        deleted = catalog_changes.returning(
+            wh.con, "citations",
             "DELETE FROM citations t WHERE t.source = ? AND NOT EXISTS (SELECT 1 FROM _cit_new n "
-            "WHERE n.citing_work_id = t.citing_work_id AND n.cited_work_id = t.cited_work_id)", [source]
+            "WHERE n.citing_work_id = t.citing_work_id AND n.cited_work_id = t.cited_work_id) RETURNING citing_work_id",
+            [source]
         )
     finally:
         wh.con.unregister("_cit_new")

@@ -19,11 +19,13 @@ others are written in one ``COPY ... PARTITION_BY`` (ordered by the key). Keys t
 order (arXiv ids, new chunks of new papers, new citations) land in the last partitions; a table whose rows
 a night changes everywhere (``paper_metrics`` after the graph run) is written whole, as it must be.
 
-Finding which partitions changed means a scan of the table. A table whose every writer logs the keys it changed
-(:data:`pipeline.catalog_changes.JOURNALED`: ``related``, written by the graph step alone) is published by its
-changes instead (:func:`_write_changed`): only the key ranges of the previous snapshot's partitions that hold a
-changed key are read and numbered again, the other partitions are linked unread, and the result is the same files
-as a full scan.
+Finding which partitions changed would mean a scan of the table. A table whose every writer logs the keys it
+changed (:data:`pipeline.catalog_changes.JOURNALED`: every published table with a text key except ``paper_metrics``
+and ``powerlaw_fits``, which each graph run writes whole) is published by its changes instead
+(:func:`_write_changed`): only the key ranges of the previous snapshot's partitions that hold a changed key are read
+and numbered again, the other partitions are linked unread, and the result is the same files as a full scan. The
+table is scanned as above when the log cannot say (no previous snapshot, its position pruned from the log, a write of
+most of the table, other columns, a row count the log does not explain) or ``paperkb publish --full`` asks.
 
 DuckDB resolves the views' relative paths against its ``file_search_path``: readers open the catalog with
 :func:`pipeline.snapshots.open_catalog`, which sets it to the snapshot folder (the folder may be renamed or
@@ -171,9 +173,16 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
         con.execute(f"DROP TABLE IF EXISTS {PARTS}")
     if table in JOURNALED:
         done["parts"] = done.pop("_parts")
+        done["columns"] = columns_digest(columns)
     else:
         done.pop("_parts")
     return done
+
+
+def columns_digest(columns: str) -> str:
+    """A short digest of a table's ``name type, ...`` (a table published by its changes keeps its partitions only
+    while its columns are the same)."""
+    return hashlib.sha256(columns.encode()).hexdigest()[:16]
 
 
 def changed_ranges(parts: list[list], changed: set[str]) -> tuple[list[tuple[str | None, str | None]], set[int]] | None:
@@ -230,8 +239,8 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     most of the table changed, or a row count the changes do not explain (a write the log missed)."""
     parts = before.get("parts")
     if previous is None or not isinstance(parts, list) or before.get("part_rows") != sizing["part_rows"] \
-            or not columns.startswith(f"{key} VARCHAR"):
-        return None
+            or before.get("columns") != columns_digest(columns) or not columns.startswith(f"{key} VARCHAR"):
+        return None  # (another set of columns: every row's hash and file changed, e.g. a column added)
     found = changed_ranges(parts, changed)
     if found is None:
         return None
@@ -263,6 +272,7 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     done["rows"] += sum(int(p[2]) for p in kept)
     done["linked"] += linked
     done["parts"] = sorted(kept + done.pop("_parts"), key=lambda p: (p[0] is not None, p[0] or ""))
+    done["columns"] = columns_digest(columns)
     log.info("publish: %s by its changes: %d of %d partition(s) read again", table, len(parts) - len(kept), len(parts))
     return done
 
@@ -327,11 +337,11 @@ def view_sql(table: str) -> str:
     return f"CREATE VIEW main.{_ident(table)} AS SELECT * FROM read_parquet('{path}')"
 
 
-def build_catalog(settings: Settings, out: Path, previous: Path | None = None
+def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *, full: bool = False
                   ) -> tuple[dict[str, int], dict[str, str], dict[str, dict[str, int]]]:
     """Write the snapshot folder ``out``'s catalog (``catalog.duckdb`` + ``catalog/``) from the warehouse,
-    linking partitions of the ``previous`` snapshot folder. Returns (counts, watermarks, per-table files
-    linked / written)."""
+    linking partitions of the ``previous`` snapshot folder. ``full``: scan every table, also those published by
+    their changes. Returns (counts, watermarks, per-table files linked / written)."""
     import duckdb
 
     if not settings.db_path.exists():
@@ -345,7 +355,8 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None
         before = _previous_catalog_files(previous)
         journal = catalog_changes.position(con, "wh")
         for t in published_tables(con):
-            changed = catalog_changes.since(con, t, (before.get(t) or {}).get("journal"), "wh") if t in JOURNALED else None
+            changed = catalog_changes.since(con, t, (before.get(t) or {}).get("journal"), "wh") \
+                if t in JOURNALED and not full else None
             done = write_table(con, t, out, previous, before.get(t), changed)
             if t in JOURNALED:
                 done["journal"] = journal

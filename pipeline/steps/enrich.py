@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from pipeline import progress
+from pipeline import catalog_changes, progress
 from pipeline.dates import date_of
 from pipeline.errors import ServiceUnreachable, StepFailed
 from pipeline.raw import RawEntry, RawZone
@@ -395,7 +395,10 @@ class _Enricher:
                 for r in st.work_authors:
                     lens[r["work_id"]] = max(lens.get(r["work_id"], -1), r["position"])
                 wh.con.register("_s2_bylen", pa.table({"work_id": list(lens), "last": list(lens.values())}))
-                wh.con.execute("DELETE FROM work_authors w USING _s2_bylen b WHERE w.work_id = b.work_id AND w.position > b.last")
+                catalog_changes.returning(
+                    wh.con, "work_authors",
+                    "DELETE FROM work_authors w USING _s2_bylen b WHERE w.work_id = b.work_id AND w.position > b.last "
+                    "RETURNING w.work_id")
                 wh.con.unregister("_s2_bylines")
                 wh.con.unregister("_s2_bylen")
             else:
@@ -405,8 +408,8 @@ class _Enricher:
             wh.delete_where_in("s2_unresolved", "lookup_id", sorted(st.resolved_lookups - set(st.unresolved)))
             wh.con.register("s2_done", pa.table({"paper_id": pa.array(sorted(st.done_papers), pa.string())}))
             try:
-                n = wh.sql_file("core/merge/s2_update_papers.sql").fetchone()
-                out["papers"] = UpsertStats(updated=int(n[0]) if n else 0)
+                n = wh.sql_file_returning("papers", "core/merge/s2_update_papers.sql")
+                out["papers"] = UpsertStats(updated=n)
             finally:
                 wh.con.unregister("s2_done")
             if st.rejects:

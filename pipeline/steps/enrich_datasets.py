@@ -122,11 +122,11 @@ def apply_step(wh: Warehouse, step: dict[str, Any], *, fetched_at: datetime, raw
     deleted_works = deleted_edges = 0
     if step["delete"].get("citations"):
         wh.sql_file("staging/s2_datasets_delete_citations.sql", {"files": step["delete"]["citations"]}).fetchall()
-        deleted_edges += wh.sql_file("core/merge/s2_datasets_unlink_citations.sql").fetchall()[0][0]
+        deleted_edges += wh.sql_file_returning("citations", "core/merge/s2_datasets_unlink_citations.sql")
     if step["delete"].get("papers"):
         wh.sql_file("staging/s2_datasets_delete_papers.sql", {"files": step["delete"]["papers"]}).fetchall()
-        deleted_edges += wh.sql_file("core/merge/s2_datasets_unlink_works.sql").fetchall()[0][0]
-        deleted_works = wh.sql_file("core/merge/s2_datasets_delete_works.sql").fetchall()[0][0]
+        deleted_edges += wh.sql_file_returning("citations", "core/merge/s2_datasets_unlink_works.sql")
+        deleted_works = wh.sql_file_returning("works", "core/merge/s2_datasets_delete_works.sql")
     out.update(works_deleted=deleted_works, citations_deleted=deleted_edges)
 
     if done:  # ids and counts onto papers, as the Graph API path does
@@ -134,8 +134,7 @@ def apply_step(wh: Warehouse, step: dict[str, Any], *, fetched_at: datetime, raw
 
         wh.con.register("s2_done", pa.table({"paper_id": pa.array(sorted(done), pa.string())}))
         try:
-            n = (wh.sql_file("core/merge/s2_update_papers.sql").fetchall() or [None])[0]
-            out["papers_updated"] = int(n[0]) if n else 0
+            out["papers_updated"] = wh.sql_file_returning("papers", "core/merge/s2_update_papers.sql")
         finally:
             wh.con.unregister("s2_done")
     return out

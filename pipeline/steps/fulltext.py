@@ -36,7 +36,7 @@ from pipeline.embedding.chunking import Segment, chunk_records, content_hash
 from pipeline.sources.pdf.figures import FigureLegend, find_figures
 from pipeline.sources.pdf.references import RefString, parse_reference, reference_entries
 from pipeline.sources.pdf.text import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
-from pipeline import progress
+from pipeline import catalog_changes, progress
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
@@ -472,8 +472,10 @@ def merge_fulltext(settings: Settings, wh=None, run_id: str | None = None) -> di
             # extracted_at = when the stored extraction last changed (a rerun with equal output keeps it)
             touched = changed | {pid for pid in doc_ids if new_doc_fp.get(pid) != old_doc_fp.get(pid)}
             if touched:
-                wh.con.execute("UPDATE fulltext_docs SET extracted_at = ? WHERE paper_id IN (SELECT unnest(?))",
-                               [datetime.now(timezone.utc), sorted(touched)])
+                catalog_changes.returning(
+                    wh.con, "fulltext_docs",
+                    "UPDATE fulltext_docs SET extracted_at = ? WHERE paper_id IN (SELECT unnest(?)) RETURNING paper_id",
+                    [datetime.now(timezone.utc), sorted(touched)])
             stats["rejects"] = _add_rejects(wh, tables["rejects"].to_pylist(), run_id)
         stats["parts"] = len(parts)
         stats["papers"] = len(docs)

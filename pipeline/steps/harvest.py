@@ -391,8 +391,7 @@ class _Loader:
         con = wh.con
         con.register("incoming_authors", pq.read_table(part.paths["authors"]))
         try:
-            rows = wh.sql_file("core/merge/arxiv_new_authors.sql").fetchall()
-            self.stats.authors_new += int(rows[0][0]) if rows else 0
+            self.stats.authors_new += wh.sql_file_returning("authors", "core/merge/arxiv_new_authors.sql")
         finally:
             con.unregister("incoming_authors")
 
@@ -402,7 +401,7 @@ class _Loader:
                            "n_authors": pc.fill_null(counts["position_max"], 0).cast(pa.int32())})
         con.register("incoming_author_counts", counts)
         try:
-            wh.sql_file("core/merge/arxiv_trim_paper_authors.sql").fetchall()
+            wh.sql_file_returning("paper_authors", "core/merge/arxiv_trim_paper_authors.sql")
         finally:
             con.unregister("incoming_author_counts")
         st = wh.upsert("paper_authors", paper_authors, keys=["paper_id", "position"])

@@ -37,6 +37,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from pipeline import catalog_changes
+
 log = logging.getLogger(__name__)
 
 SOURCE = "pdf"
@@ -218,7 +220,6 @@ def _targets(con) -> tuple[TargetIndex, dict[str, str]]:
 def link_references(con, run_id: str | None = None) -> dict:
     """Match every row of ``paper_references``, then replace this step's ``reference_links``, ``works``
     (detail 'pdf') and ``citations`` (source 'pdf'). Runs inside the caller's transaction."""
-    import pyarrow as pa
 
     refs = con.execute("SELECT reference_id, paper_id, arxiv_id, doi, title, year, raw FROM paper_references "
                        "ORDER BY paper_id, ordinal").fetchall()
@@ -261,6 +262,28 @@ def link_references(con, run_id: str | None = None) -> dict:
     cited_corpus = sorted({c for c, p in zip(links["cited_work_id"], links["cited_paper_id"]) if p is not None and c == p})
     corpus_works = sorted(set(citing_ids) | set(cited_corpus))
 
+    # every run replaces these rows; the change log gets only those that came out different
+    with catalog_changes.diffed(con, "citations", "source = ?", [SOURCE]), \
+            catalog_changes.diffed(con, "works", "detail = ?", [SOURCE]), \
+            catalog_changes.diffed(con, "reference_links", "TRUE"):
+        n_edges = _replace_links(con, links, own, corpus_works)
+    counts["edges"] = int(n_edges[0][0]) if n_edges else 0
+    counts["corpus_edges"] = len({(c, d) for c, d, p in zip(links["citing_work_id"], links["cited_work_id"],
+                                                             links["cited_paper_id"]) if p is not None})
+    log.info("graph: %d PDF references: %d matched by arXiv id, %d by DOI, %d by title, %d by fuzzy title, "
+             "%d by a title in the text, %d to works of their own, %d without a title or id; %d citation edges from PDFs",
+             counts["references"], counts["arxiv_id"], counts["doi"], counts["title"], counts["fuzzy_title"],
+             counts["title_in_text"],
+             counts["unmatched"], counts["unidentifiable"], counts["edges"])
+    return counts
+
+
+def _replace_links(con, links: dict[str, list], own: dict[str, tuple], corpus_works: list[str]) -> list:
+    """Replace ``reference_links``, the works (detail 'pdf') and the citations (source 'pdf') by this run's. A link
+    that comes out as it was keeps the ``run_id`` of the run that made it. Returns the INSERT's count row."""
+    import pyarrow as pa
+
+    con.execute("CREATE OR REPLACE TEMP TABLE _links_before AS SELECT * FROM reference_links")
     con.execute("DELETE FROM citations WHERE source = ?", [SOURCE])
     con.execute("DELETE FROM works WHERE detail = ?", [SOURCE])
     con.execute("DELETE FROM reference_links")
@@ -293,12 +316,9 @@ def link_references(con, run_id: str | None = None) -> dict:
                               [SOURCE]).fetchall()
     finally:
         con.unregister("_links")
-    counts["edges"] = int(n_edges[0][0]) if n_edges else 0
-    counts["corpus_edges"] = len({(c, d) for c, d, p in zip(links["citing_work_id"], links["cited_work_id"],
-                                                             links["cited_paper_id"]) if p is not None})
-    log.info("graph: %d PDF references: %d matched by arXiv id, %d by DOI, %d by title, %d by fuzzy title, "
-             "%d by a title in the text, %d to works of their own, %d without a title or id; %d citation edges from PDFs",
-             counts["references"], counts["arxiv_id"], counts["doi"], counts["title"], counts["fuzzy_title"],
-             counts["title_in_text"],
-             counts["unmatched"], counts["unidentifiable"], counts["edges"])
-    return counts
+    cols = [c for c in links if c != "run_id"]
+    con.execute(f"""
+        UPDATE reference_links r SET run_id = b.run_id FROM _links_before b
+        WHERE r.reference_id = b.reference_id AND {" AND ".join(f"r.{c} IS NOT DISTINCT FROM b.{c}" for c in cols)}""").fetchall()
+    con.execute("DROP TABLE _links_before").fetchall()
+    return n_edges

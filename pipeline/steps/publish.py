@@ -373,9 +373,10 @@ def _old_enough(created_at: str | None, now: datetime, min_age_h: float) -> bool
 
 
 @writer_lock.writes("publish")  # the run_log row at the end too
-def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dict:
+def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: bool = False) -> dict:
     """Build, verify and switch to a new snapshot. ``on_stage(stage, path)`` is called after the stages
-    'built', 'verified', 'renamed' and 'swapped' (tests use it to crash a publish at each point)."""
+    'built', 'verified', 'renamed' and 'swapped' (tests use it to crash a publish at each point). ``full``: read
+    every table of the warehouse, none by its change log (:mod:`pipeline.steps.catalog`)."""
     t0 = time.perf_counter()
     root = settings.snapshots_dir
     hook = on_stage or (lambda stage, path: None)
@@ -392,7 +393,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None) -> dic
         prev_id = snap.current_id(root)
         prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
         try:
-            counts, watermarks, catalog_files = build_catalog(settings, tmp, prev_dir)
+            counts, watermarks, catalog_files = build_catalog(settings, tmp, prev_dir, full=full)
             bar.stage("publish: copying the LanceDB tables")
             model = copy_lancedb(settings, tmp / "lancedb")
             manifest: dict[str, Any] = {

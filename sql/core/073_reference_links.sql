@@ -12,7 +12,8 @@
 --                   'fuzzy_title' (rapidfuzz ratio >= the threshold, years within 1), 'title_in_text' (a
 --                   known title printed whole as a sentence of the entry), or 'unmatched'
 --   score           the title similarity (0-100) for title matches; NULL otherwise
---   run_id          run_log.run_id of the graph run
+--   run_id          run_log.run_id of the graph run that made the link as it is (a later run that matches the
+--                   reference the same way keeps it, so an unchanged link is not a change to publish)
 CREATE TABLE IF NOT EXISTS reference_links (
     reference_id    VARCHAR PRIMARY KEY,
     paper_id        VARCHAR NOT NULL,

@@ -5,4 +5,5 @@
 INSERT INTO authors (author_id, name, keyname, forenames)
 SELECT i.author_id, i.name, i.keyname, i.forenames
 FROM incoming_authors i
-WHERE NOT EXISTS (SELECT 1 FROM authors a WHERE a.author_id = i.author_id);
+WHERE NOT EXISTS (SELECT 1 FROM authors a WHERE a.author_id = i.author_id)
+RETURNING author_id;

@@ -5,4 +5,5 @@ DELETE FROM paper_authors
 WHERE EXISTS (
     SELECT 1 FROM incoming_author_counts c
     WHERE c.paper_id = paper_authors.paper_id AND paper_authors.position > c.n_authors
-);
+)
+RETURNING paper_id;

@@ -1,6 +1,7 @@
 -- Copy Semantic Scholar ids and counts onto papers, for the papers whose enrichment is complete in
 -- this run (their ids are in the registered relation s2_done(paper_id)). Only changed rows are
--- written, so a rerun updates nothing. If S2 maps two works to one paper, the latest fetch wins.
+-- written, so a rerun updates nothing; returns their paper_id (the change log's keys). If S2 maps two
+-- works to one paper, the latest fetch wins.
 UPDATE papers AS p
 SET s2_paper_id = w.work_id,
     citation_count = w.citation_count,
@@ -25,4 +26,5 @@ WHERE w.paper_id = p.paper_id
        OR p.publication_date IS DISTINCT FROM w.publication_date
        OR p.venue IS DISTINCT FROM w.venue
        OR p.open_access_pdf_url IS DISTINCT FROM w.open_access_pdf_url
-       OR p.s2_enriched_at IS DISTINCT FROM w.fetched_at);
+       OR p.s2_enriched_at IS DISTINCT FROM w.fetched_at)
+RETURNING p.paper_id;

@@ -198,26 +198,18 @@ def add_papers(db: Path, start: int, stop: int, outside: int = 100_000) -> None:
 
 
 class SyntheticVectors:
-    """Unit vectors for passage hashes, each drawn once and remembered (the vector cache's part)."""
-
-    def __init__(self, seed: int = 7):
-        import numpy as np
-
-        self.rng = np.random.default_rng(seed)
-        self.row: dict[str, int] = {}
-        self.mat = np.zeros((0, DIM), np.float32)
+    """A unit vector for each passage hash, drawn from the hash itself (SHAKE-256 bytes as int8 components): any
+    process gives the same passage the same vector, as the vector cache does."""
 
     def get(self, hashes: list[str]):
         import numpy as np
 
-        new = [h for h in dict.fromkeys(hashes) if h not in self.row]
-        if new:
-            v = self.rng.standard_normal((len(new), DIM)).astype(np.float32)
-            v /= np.linalg.norm(v, axis=1, keepdims=True)
-            base = len(self.mat)
-            self.mat = np.concatenate([self.mat, v])
-            self.row.update({h: base + i for i, h in enumerate(new)})
-        return self.mat[[self.row[h] for h in hashes]] if hashes else np.zeros((0, DIM), np.float32)
+        if not hashes:
+            return np.zeros((0, DIM), np.float32)
+        raw = b"".join(hashlib.shake_256(h.encode()).digest(DIM) for h in hashes)
+        v = np.frombuffer(raw, np.int8).reshape(len(hashes), DIM).astype(np.float32) + 0.5
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        return v
 
 
 def synthetic_embed(settings, vectors: SyntheticVectors) -> dict:
@@ -237,13 +229,16 @@ def synthetic_embed(settings, vectors: SyntheticVectors) -> dict:
     vec = vectors.get(hashes)
     settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
     db = lancedb.connect(str(settings.lancedb_dir))
-    changes = {}
+    changes, rows = {}, {}
     for name, table, key in (("chunks", E.build_chunks_table(passages, hashes, vec, DIM), "chunk_id"),
                              ("papers", E.build_papers_table(papers, passages, hashes, vec, DIM), "paper_id"),
                              ("figures", E.build_figures_table(figures, [], vec[:0], DIM), "figure_id")):
         c = E.sync_table(db, name, table, key, FACTS)
         changes[name] = c["inserted"] + c["updated"]
+        rows[name] = table.num_rows
     E.ensure_indexes(db, settings)
+    if hasattr(E, "record_embed_run"):  # the embed run's row, as merge_embeddings writes it (older checkouts: none)
+        E.record_embed_run(settings, rows, read=len(hashes), encoded=sum(changes.values()))
     return changes
 
 

@@ -108,6 +108,21 @@ def position(con, db: str) -> list | None:
     return [int(row[0]), row[1]] if row else [0, None]
 
 
+def unchanged_since(con, tables: Iterable[str], seq: int, db: str) -> bool:
+    """True when the log shows no write to any of ``tables`` after its entry ``seq`` (False also when it cannot
+    tell: entries after ``seq`` pruned, or no log)."""
+    if not _has_log(con, db):
+        return False
+    lo, hi = con.execute(f"SELECT min(seq), max(seq) FROM {db}._catalog_changes").fetchall()[0]
+    if lo is None:
+        return seq == 0
+    if lo > seq + 1 or hi < seq:  # pruned past it, or another log (a new warehouse)
+        return False
+    tables = list(tables)
+    return not con.execute(f"SELECT count(*) FROM {db}._catalog_changes WHERE seq > ? AND table_name IN "
+                           f"({', '.join('?' * len(tables))})", [seq, *tables]).fetchall()[0][0]
+
+
 def since(con, table: str, seen: list | None, db: str) -> set[str] | None:
     """The keys of ``table`` (in the attached database ``db``) changed after the entry ``seen`` (a :func:`position`),
     or None when they are not known (nothing seen, that entry no longer in the log, or a change of every row)."""

@@ -118,3 +118,15 @@ def test_statistics_of_the_first_format_are_still_read(abstracts, tmp_path, monk
     assert old is not None and old.keys is None and old.terms() is None
     assert (old.stats.df, old.stats.n_docs) == (counted.stats.df, counted.stats.n_docs)
     assert old.passages is not None and old.passages.rowids.tolist() == counted.passages.rowids.tolist()
+
+
+def test_content_keys_are_the_first_64_bits_of_each_hash_whatever_their_lengths():
+    import pyarrow as pa
+
+    full = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(50)]
+    want = [int(h[:16], 16) for h in full]
+    assert bm25_stats.content_keys(full).tolist() == want  # one length: read from Arrow's buffer
+    assert bm25_stats.content_keys(pa.chunked_array([full[:20], full[20:]])).tolist() == want
+    assert bm25_stats.content_keys(pa.array(full)[7:]).tolist() == want[7:]  # a slice: its own offsets
+    # short or missing hashes: cut and padded with 'f' (a missing one sorts last)
+    assert bm25_stats.content_keys(["abc", None, full[0]]).tolist() == [int("abc".ljust(16, "f"), 16), 2**64 - 1, want[0]]

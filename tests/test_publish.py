@@ -105,6 +105,44 @@ def test_publish_refuses_stale_vectors(wh):
     assert not [p for p in wh.snapshots_dir.iterdir() if p.name.endswith(".tmp")]
 
 
+def _table_rows(settings) -> dict[str, int]:
+    import duckdb
+
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("chunks", "papers", "figures")}
+
+
+def test_a_publish_takes_the_passage_counts_from_the_embed_run_while_no_logged_write_came_after(wh):
+    """The check that LanceDB holds every passage need not count the passages (a scan of every text) when the embed
+    run recorded what it wrote and the change log shows no write to the passages' tables since; a graph run writes
+    other tables and keeps that; a new paper (written by the upsert, so logged) makes the publish count again, and
+    refuse."""
+    import duckdb
+    import pyarrow as pa
+
+    from pipeline.errors import UserError
+    from pipeline.steps.graph import run_graph
+    from pipeline.steps.publish import embedded_counts, run_publish
+    from pipeline.warehouse import Warehouse
+
+    with duckdb.connect(str(wh.db_path), read_only=True) as con:
+        passages, papers = con.execute("SELECT count(*), count(DISTINCT paper_id) FROM passages").fetchone()
+    assert embedded_counts(wh, _table_rows(wh)) == {"chunks": passages, "papers": papers, "figures": 0}
+    run_graph(wh)
+    assert embedded_counts(wh, _table_rows(wh)) == {"chunks": passages, "papers": papers, "figures": 0}
+    r = run_publish(wh)
+    assert r["counts"]["lancedb.chunks"] == passages and r["counts"]["lancedb.papers"] == papers
+    assert embedded_counts(wh, {**_table_rows(wh), "papers": 29}) is None  # rows the embed run did not see
+
+    with Warehouse(wh) as w:
+        w.upsert("papers", pa.table({"paper_id": ["cisi:new"], "source": ["cisi"], "external_id": ["new"],
+                                     "title": ["A new paper"], "abstract": ["Not embedded yet."]}), ["paper_id"])
+    assert embedded_counts(wh, _table_rows(wh)) is None
+    with pytest.raises(UserError, match="paperkb embed"):
+        run_publish(wh)
+    assert _visible(wh) == ([r["snapshot_id"]], r["snapshot_id"])
+
+
 @pytest.mark.parametrize("stage", ["built", "verified"])
 def test_crash_before_rename_leaves_previous_serving(wh, stage):
     from pipeline.steps.publish import run_publish

@@ -266,7 +266,8 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
                 shutil.rmtree(folder)
                 return None
             linked += 1
-        done = _write_parts(con, table, source, key, columns, out, previous, sizing, fresh, folder=folder)
+        done = _write_parts(con, table, source, key, columns, out, previous, sizing, fresh, folder=folder,
+                            where=(where, params))
     finally:
         con.execute(f"DROP TABLE IF EXISTS {PARTS}")
     done["rows"] += sum(int(p[2]) for p in kept)
@@ -278,8 +279,11 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
 
 
 def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
-                 sizing: dict, parts: dict[int, tuple[str, int, object]], folder: Path | None = None) -> dict:
-    """Link or write the partitions ``parts`` (numbered in :data:`PARTS`) under ``out/catalog/<table>/``."""
+                 sizing: dict, parts: dict[int, tuple[str, int, object]], folder: Path | None = None,
+                 where: tuple[str, list] = ("TRUE", [])) -> dict:
+    """Link or write the partitions ``parts`` (numbered in :data:`PARTS`) under ``out/catalog/<table>/``; ``where``:
+    the filter (and its parameters) that :func:`number_partitions` numbered the rows of, so that the write reads
+    only those key ranges of ``source`` too."""
     if folder is None:
         folder = out / FOLDER / table
         folder.mkdir(parents=True)
@@ -304,11 +308,12 @@ def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path
         # the rows of the partitions to write, joined back to their numbers by row id
         con.execute(f"""
             COPY (
-                SELECT s.*, k.part AS _part FROM {source} s
+                SELECT s.* EXCLUDE (_rid), k.part AS _part FROM (SELECT *, rowid AS _rid FROM {source} WHERE {where[0]}) s
                 JOIN (SELECT rid, part FROM {PARTS} WHERE part IN ({", ".join(str(p) for p in todo)})) k
-                  ON s.rowid = k.rid
+                  ON s._rid = k.rid
                 ORDER BY s.{_ident(key)} NULLS FIRST
-            ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""")
+            ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""",
+                    where[1])
         for part in todo:
             files = sorted((stage / f"_part={part}").glob("*.parquet"))
             if len(files) == 1:

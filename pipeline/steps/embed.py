@@ -494,7 +494,6 @@ def embed_shard(settings: Settings, shard: dict) -> dict:
 @writes("embed")
 def merge_embeddings(settings: Settings) -> dict:
     """Absorb staged vectors and bring the LanceDB tables in line with the warehouse (single writer)."""
-    from pipeline.warehouse import Warehouse
 
     t0 = time.perf_counter()
     encoder = get_encoder(settings)
@@ -556,12 +555,31 @@ def merge_embeddings(settings: Settings) -> dict:
         "timings": {"read_and_encode_s": round(t_read - t0, 2), "build_s": round(t_build - t_read, 2),
                     "sync_s": round(t_sync - t_build, 2), "index_s": round(t_index - t_sync, 2)},
     }
-    with Warehouse(settings) as wh, wh.run("embed") as run:
-        run.count("in", len(p_hashes) + len(f_hashes))
-        run.count("out", chunks_t.num_rows + papers_t.num_rows + figures_t.num_rows)
-        run.count("encoded", len(missing))
-        run.count("rejected", 0)
+    record_embed_run(settings, {"chunks": chunks_t.num_rows, "papers": papers_t.num_rows, "figures": figures_t.num_rows},
+                     read=len(p_hashes) + len(f_hashes), encoded=len(missing))
     return summary
+
+
+def record_embed_run(settings: Settings, rows: dict[str, int], *, read: int, encoded: int) -> None:
+    """The embed run's row in ``run_log``: what it read and wrote, the rows of each LanceDB table it left, the rows
+    of the warehouse tables of the same names, and the warehouse's change-log position (``journal_seq``) those rows
+    reflect. A publish that finds no change to the
+    passages' tables after it takes its counts instead of counting the passages again
+    (:func:`pipeline.steps.publish.embedded_counts`)."""
+    from pipeline import catalog_changes
+    from pipeline.warehouse import Warehouse
+
+    with Warehouse(settings) as wh, wh.run("embed") as run:
+        run.count("in", read)
+        run.count("out", sum(rows.values()))
+        run.count("encoded", encoded)
+        run.count("rejected", 0)
+        for name, n in rows.items():
+            run.count(f"lancedb_{name}", n)
+            run.count(f"warehouse_{name}", wh.count(name))  # a write the log missed changes these (mostly)
+        journal = catalog_changes.position(wh.con, wh.con.execute("SELECT current_database()").fetchall()[0][0])
+        if journal is not None:
+            run.count("journal_seq", journal[0])
 
 
 @writes("embed")

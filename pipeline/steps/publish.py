@@ -135,8 +135,44 @@ def _vector_query(table, vector) -> LanceVectorQueryBuilder:
     return cast("LanceVectorQueryBuilder", table.search(vector, vector_column_name="vector")).distance_type("cosine")
 
 
-def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, int]:
-    """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries."""
+PASSAGE_TABLES = ("chunks", "papers", "figures")  # what the passages, paper_meta and figure_legends marts read
+
+
+def embedded_counts(settings: Settings, counts: dict[str, int]) -> dict[str, int] | None:
+    """The rows of each LanceDB table as the last embed run left them (``run_log``), when no write to the
+    passages' tables came after it (the change log, :mod:`pipeline.catalog_changes`) and those tables hold the rows
+    they held then (``counts``: the catalog's; a write that escaped the log shows there): what the catalog's
+    passages would count. None when that is not known (then :func:`verify_contents` counts them)."""
+    import duckdb
+
+    from pipeline import catalog_changes
+
+    try:
+        con = duckdb.connect(str(settings.db_path), read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        row = con.execute("SELECT counts FROM run_log WHERE step = 'embed' AND status = 'ok' "
+                          "ORDER BY finished_at DESC LIMIT 1").fetchall()
+        counts_then = json.loads(row[0][0]) if row and row[0][0] else {}
+        want = {t: counts_then.get(f"lancedb_{t}") for t in PASSAGE_TABLES}
+        seq = counts_then.get("journal_seq")
+        db = con.execute("SELECT current_database()").fetchall()[0][0]
+        if not isinstance(seq, int) or not all(isinstance(n, int) for n in want.values()) \
+                or any(counts.get(t) != counts_then.get(f"warehouse_{t}") for t in PASSAGE_TABLES) \
+                or not catalog_changes.unchanged_since(con, PASSAGE_TABLES, seq, db):
+            return None
+        return {t: int(n) for t, n in want.items() if n is not None}
+    except duckdb.Error:  # a warehouse of an older version (no run_log yet): count them
+        return None
+    finally:
+        con.close()
+
+
+def verify_contents(folder: Path, expected_counts: dict[str, int], embedded: dict[str, int] | None = None) -> dict[str, int]:
+    """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries. ``embedded``: the
+    LanceDB rows the passages give (:func:`embedded_counts`), else counted here over the catalog's passages (a scan
+    of every passage's text)."""
     import lancedb
 
     problems: list[str] = []
@@ -146,8 +182,11 @@ def verify_contents(folder: Path, expected_counts: dict[str, int]) -> dict[str, 
             got = scalar(con, f'SELECT count(*) FROM "{t}"')
             if got != n:
                 problems.append(f"catalog.{t}: {got} rows, warehouse has {n}")
-        passages, papers = con.execute("SELECT count(*), count(DISTINCT paper_id) FROM passages").fetchone() or (0, 0)
-        want = {"chunks": passages, "papers": papers, "figures": scalar(con, "SELECT count(*) FROM figure_legends")}
+        if embedded is not None:
+            want = dict(embedded)
+        else:
+            passages, papers = con.execute("SELECT count(*), count(DISTINCT paper_id) FROM passages").fetchone() or (0, 0)
+            want = {"chunks": passages, "papers": papers, "figures": scalar(con, "SELECT count(*) FROM figure_legends")}
     finally:
         con.close()
 
@@ -411,7 +450,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
                 "catalog_files": catalog_files,
             }
             bar.stage("publish: checking the tables")
-            lance_counts = verify_contents(tmp, counts)
+            lance_counts = verify_contents(tmp, counts, None if full else embedded_counts(settings, counts))
             manifest["counts"].update(lance_counts)
             manifest["indexes"] = lance_indexes(tmp / "lancedb")
             manifest["layout"].update(write_reader_files(settings, tmp, manifest["model"], prev_dir))

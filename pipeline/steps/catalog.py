@@ -85,15 +85,14 @@ def part_rows(keys: int) -> int:
 PARTS = "_catalog_parts"  # temp table: (row id, key, row hash, partition) of the table being written
 
 
-def number_partitions(con, source: str, key: str, size: int, where: str = "TRUE", params: list | None = None) -> None:
-    """Fill the temp table :data:`PARTS` with each row of ``source`` (a qualified table name) that ``where`` keeps:
-    its row id, its key, its hash and its partition on ``key``. One scan and one sort of (key, row id, hash), not of
-    whole rows; the fingerprints and the write both read it. A ``where`` that keeps whole key ranges starting at a
-    partition's first key numbers those partitions as the whole table does, up to their numbers."""
+def number_partitions(con, source: str, key: str, size: int) -> None:
+    """Fill the temp table :data:`PARTS` with each row of ``source`` (a qualified table name): its row id, its key,
+    its hash and its partition on ``key``. One scan and one sort of (key, row id, hash), not of whole rows; the
+    fingerprints and the write both read it."""
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {PARTS} AS
         SELECT rid, k, h, {_part_of("k", size)} AS part
-        FROM (SELECT {_ident(key)} AS k, rowid AS rid, hash(s) AS h FROM {source} s WHERE {where})""", params or [])
+        FROM (SELECT {_ident(key)} AS k, rowid AS rid, hash(s) AS h FROM {source} s)""")
 
 
 def partition_fingerprints(con, columns: str) -> dict[int, tuple[str, int, object]]:
@@ -104,6 +103,14 @@ def partition_fingerprints(con, columns: str) -> dict[int, tuple[str, int, objec
         FROM {PARTS} GROUP BY ALL ORDER BY 1""").fetchall()
     return {int(part): (_digest(columns, int(n), total, xor), int(n), None if part == 0 else first)
             for part, n, total, xor, first in rows}
+
+
+def _part_by_bounds(key: str, bounds: list) -> tuple[str, list]:
+    """SQL numbering a row by how many of the sorted boundary keys ``bounds`` are at or below its key (0: before the
+    first, or a NULL key, as :func:`_part_of` numbers them), with its parameters."""
+    k = _ident(key)
+    whens = "".join(f" WHEN {k} < ? THEN {i}" for i in range(len(bounds)))
+    return f"CASE WHEN {k} IS NULL THEN 0{whens} ELSE {len(bounds)} END", list(bounds)
 
 
 def _part_of(key: str, size: int) -> str:
@@ -168,7 +175,8 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
             return done
     number_partitions(con, source, key, size)
     try:
-        done = _write_parts(con, table, source, key, columns, out, previous, sizing, partition_fingerprints(con, columns))
+        done = _write_parts(con, table, source, key, columns, out, previous, sizing, partition_fingerprints(con, columns),
+                            (f"SELECT s.*, k.part AS _part FROM {source} s JOIN {PARTS} k ON s.rowid = k.rid", []))
     finally:
         con.execute(f"DROP TABLE IF EXISTS {PARTS}")
     if table in JOURNALED:
@@ -247,29 +255,34 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     ranges, inside = found
     where, params = _in_ranges(key, ranges)
     kept = [p for i, p in enumerate(parts) if i not in inside]
-    number_partitions(con, source, key, sizing["part_rows"], where, params)
-    try:
-        fresh = partition_fingerprints(con, columns)
-        rows = sum(n for _, n, _ in fresh.values()) + sum(int(p[2]) for p in kept)
-        held = scalar(con, f"SELECT count(*) FROM {source}")
-        if rows != held:
-            log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it",
-                        table, held, rows)
+    # the ranges' partitions, numbered by their boundary keys (few: no sort of the rows as the full scan's window)
+    bounds = [r[0] for r in con.execute(
+        f"SELECT DISTINCT {_ident(key)} FROM {source} WHERE ({where}) AND hash({_ident(key)}) % {sizing['part_rows']} = 0 "
+        "ORDER BY 1", params).fetchall()]
+    case, case_params = _part_by_bounds(key, bounds)
+    numbered = (f"SELECT *, {case} AS _part FROM {source} WHERE ({where})", case_params + params)
+    fresh = {int(part): (_digest(columns, int(n), total, xor), int(n), None if part == 0 else first)
+             for part, n, total, xor, first in con.execute(f"""
+                SELECT {case} AS part, count(*), CAST(sum(CAST(hash(s) AS HUGEINT)) AS VARCHAR),
+                       CAST(bit_xor(hash(s)) AS VARCHAR), min({_ident(key)})
+                FROM {source} s WHERE ({where}) GROUP BY ALL ORDER BY 1""", case_params + params).fetchall()}
+    rows = sum(n for _, n, _ in fresh.values()) + sum(int(p[2]) for p in kept)
+    held = scalar(con, f"SELECT count(*) FROM {source}")
+    if rows != held:
+        log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it",
+                    table, held, rows)
+        return None
+    folder = out / FOLDER / table
+    folder.mkdir(parents=True)
+    linked = 0
+    for first, digest, n in kept:
+        if not _link_previous(previous, table, f"{digest}.parquet", folder):
+            log.warning("publish: partition %s of %s is missing from the previous snapshot: scanning all of %s",
+                        digest, table, table)
+            shutil.rmtree(folder)
             return None
-        folder = out / FOLDER / table
-        folder.mkdir(parents=True)
-        linked = 0
-        for first, digest, n in kept:
-            if not _link_previous(previous, table, f"{digest}.parquet", folder):
-                log.warning("publish: partition %s of %s is missing from the previous snapshot: scanning all of %s",
-                            digest, table, table)
-                shutil.rmtree(folder)
-                return None
-            linked += 1
-        done = _write_parts(con, table, source, key, columns, out, previous, sizing, fresh, folder=folder,
-                            where=(where, params))
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {PARTS}")
+        linked += 1
+    done = _write_parts(con, table, source, key, columns, out, previous, sizing, fresh, numbered, folder=folder)
     done["rows"] += sum(int(p[2]) for p in kept)
     done["linked"] += linked
     done["parts"] = sorted(kept + done.pop("_parts"), key=lambda p: (p[0] is not None, p[0] or ""))
@@ -279,11 +292,10 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
 
 
 def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
-                 sizing: dict, parts: dict[int, tuple[str, int, object]], folder: Path | None = None,
-                 where: tuple[str, list] = ("TRUE", [])) -> dict:
-    """Link or write the partitions ``parts`` (numbered in :data:`PARTS`) under ``out/catalog/<table>/``; ``where``:
-    the filter (and its parameters) that :func:`number_partitions` numbered the rows of, so that the write reads
-    only those key ranges of ``source`` too."""
+                 sizing: dict, parts: dict[int, tuple[str, int, object]], numbered: tuple[str, list],
+                 folder: Path | None = None) -> dict:
+    """Link or write the partitions ``parts`` under ``out/catalog/<table>/``; ``numbered``: the query (and its
+    parameters) giving the rows of ``source`` they hold, each with its partition as ``_part``."""
     if folder is None:
         folder = out / FOLDER / table
         folder.mkdir(parents=True)
@@ -308,12 +320,10 @@ def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path
         # the rows of the partitions to write, joined back to their numbers by row id
         con.execute(f"""
             COPY (
-                SELECT s.* EXCLUDE (_rid), k.part AS _part FROM (SELECT *, rowid AS _rid FROM {source} WHERE {where[0]}) s
-                JOIN (SELECT rid, part FROM {PARTS} WHERE part IN ({", ".join(str(p) for p in todo)})) k
-                  ON s._rid = k.rid
-                ORDER BY s.{_ident(key)} NULLS FIRST
+                SELECT * FROM ({numbered[0]}) WHERE _part IN ({", ".join(str(p) for p in todo)})
+                ORDER BY {_ident(key)} NULLS FIRST
             ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""",
-                    where[1])
+                    numbered[1])
         for part in todo:
             files = sorted((stage / f"_part={part}").glob("*.parquet"))
             if len(files) == 1:

@@ -1,6 +1,7 @@
-"""A table published by its changes (issue 31 part 1): the graph step logs which papers' related lists it replaced
+"""Tables published by their changes (issue 31 part 1): every write to a logged table records the keys it changed
 (``_catalog_changes``), and a publish rewrites only the catalog partitions holding them, linking the others without
-reading the table. On real CACM citation links, the result is the same partitions, file for file, as a full scan."""
+reading the table. On real CACM citation links and real PDFs through the import, full-text and graph steps, the
+result is the same partitions, file for file, as a full scan."""
 
 from __future__ import annotations
 

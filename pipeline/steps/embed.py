@@ -494,7 +494,6 @@ def embed_shard(settings: Settings, shard: dict) -> dict:
 @writes("embed")
 def merge_embeddings(settings: Settings) -> dict:
     """Absorb staged vectors and bring the LanceDB tables in line with the warehouse (single writer)."""
-
     t0 = time.perf_counter()
     encoder = get_encoder(settings)
     cache = VectorCache(settings, _cache_key(encoder))
@@ -563,9 +562,8 @@ def merge_embeddings(settings: Settings) -> dict:
 def record_embed_run(settings: Settings, rows: dict[str, int], *, read: int, encoded: int) -> None:
     """The embed run's row in ``run_log``: what it read and wrote, the rows of each LanceDB table it left, the rows
     of the warehouse tables of the same names, and the warehouse's change-log position (``journal_seq``) those rows
-    reflect. A publish that finds no change to the
-    passages' tables after it takes its counts instead of counting the passages again
-    (:func:`pipeline.steps.publish.embedded_counts`)."""
+    reflect. A publish that finds no change to the passages' tables after it takes its counts instead of counting
+    the passages again (:func:`pipeline.steps.publish.embedded_counts`)."""
     from pipeline import catalog_changes
     from pipeline.warehouse import Warehouse
 

@@ -317,7 +317,7 @@ def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path
             todo.append(part)
     if todo:
         stage = out / FOLDER / f".{table}.staging"
-        # the rows of the partitions to write, joined back to their numbers by row id
+        # the rows of the partitions to write, each with its number
         con.execute(f"""
             COPY (
                 SELECT * FROM ({numbered[0]}) WHERE _part IN ({", ".join(str(p) for p in todo)})

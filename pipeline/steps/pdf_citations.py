@@ -220,7 +220,6 @@ def _targets(con) -> tuple[TargetIndex, dict[str, str]]:
 def link_references(con, run_id: str | None = None) -> dict:
     """Match every row of ``paper_references``, then replace this step's ``reference_links``, ``works``
     (detail 'pdf') and ``citations`` (source 'pdf'). Runs inside the caller's transaction."""
-
     refs = con.execute("SELECT reference_id, paper_id, arxiv_id, doi, title, year, raw FROM paper_references "
                        "ORDER BY paper_id, ordinal").fetchall()
     # no PDF references (a graph from S2 or a collection alone, at any scale): nothing to index over the works

@@ -95,12 +95,14 @@ def number_partitions(con, source: str, key: str, size: int) -> None:
         FROM (SELECT {_ident(key)} AS k, rowid AS rid, hash(s) AS h FROM {source} s)""")
 
 
-def partition_fingerprints(con, columns: str) -> dict[int, tuple[str, int, object]]:
-    """``{partition: (fingerprint, rows, first key)}`` of the table :func:`number_partitions` numbered (the first
-    key of partition 0, the keys before the first boundary, is None)."""
+def partition_fingerprints(con, columns: str, numbered: str = PARTS, params: list | None = None
+                           ) -> dict[int, tuple[str, int, object]]:
+    """``{partition: (fingerprint, rows, first key)}`` of the rows ``numbered`` gives as (``part``, ``h``: row hash,
+    ``k``: key); by default the table :func:`number_partitions` numbered (the first key of partition 0, the keys
+    before the first boundary, is None)."""
     rows = con.execute(f"""
         SELECT part, count(*), CAST(sum(CAST(h AS HUGEINT)) AS VARCHAR), CAST(bit_xor(h) AS VARCHAR), min(k)
-        FROM {PARTS} GROUP BY ALL ORDER BY 1""").fetchall()
+        FROM {numbered} GROUP BY ALL ORDER BY 1""", params or []).fetchall()
     return {int(part): (_digest(columns, int(n), total, xor), int(n), None if part == 0 else first)
             for part, n, total, xor, first in rows}
 
@@ -261,11 +263,9 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
         "ORDER BY 1", params).fetchall()]
     case, case_params = _part_by_bounds(key, bounds)
     numbered = (f"SELECT *, {case} AS _part FROM {source} WHERE ({where})", case_params + params)
-    fresh = {int(part): (_digest(columns, int(n), total, xor), int(n), None if part == 0 else first)
-             for part, n, total, xor, first in con.execute(f"""
-                SELECT {case} AS part, count(*), CAST(sum(CAST(hash(s) AS HUGEINT)) AS VARCHAR),
-                       CAST(bit_xor(hash(s)) AS VARCHAR), min({_ident(key)})
-                FROM {source} s WHERE ({where}) GROUP BY ALL ORDER BY 1""", case_params + params).fetchall()}
+    fresh = partition_fingerprints(
+        con, columns, f"(SELECT {case} AS part, hash(s) AS h, {_ident(key)} AS k FROM {source} s WHERE ({where}))",
+        case_params + params)
     rows = sum(n for _, n, _ in fresh.values()) + sum(int(p[2]) for p in kept)
     held = scalar(con, f"SELECT count(*) FROM {source}")
     if rows != held:

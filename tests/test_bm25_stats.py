@@ -107,6 +107,75 @@ def test_the_sample_is_chosen_by_content_and_stays_as_the_table_grows(abstracts,
     assert len(set(again.keys.tolist()) & set(before.keys.tolist())) == 400 - len(entered)
 
 
+class ScanCounting(ReadTable):
+    """A reader's table that counts full scans of a column (what a count of a table that only grew should skip)."""
+
+    scans = 0
+
+    def scan(self, columns):
+        type(self).scans += 1
+        return super().scan(columns)
+
+
+def test_a_table_that_grew_is_counted_from_the_pool_and_its_new_fragments_as_a_full_count_would(abstracts, tmp_path,
+                                                                                                   monkeypatch):
+    """One Lance table as the embed step keeps it: appended to (a new fragment a night), rows deleted (a paper
+    re-embedded), compacted. Each publish counts with the statistics the last one kept: the same sample, rows and
+    statistics as a count of every key, without reading every key while the table only grew or lost rows outside
+    the pool."""
+    import lance
+    import pyarrow as pa
+
+    monkeypatch.setattr(bm25_stats, "SAMPLE_ROWS", 300)
+    monkeypatch.setattr(bm25_stats, "POOL_ROWS", 450)
+    uri = tmp_path / "chunks.lance"
+
+    def rows(texts, start):
+        return pa.table({"chunk_id": [f"c{start + i}" for i in range(len(texts))], "text": texts,
+                         "content_hash": [hashlib.sha256(t.encode()).hexdigest() for t in texts]})
+
+    lance.write_dataset(rows(abstracts[:1000], 0), str(uri))
+    table = lambda: ScanCounting(tmp_path, "chunks", lambda: pytest.fail("no LanceDB"))  # noqa: E731
+
+    def publish(kept):
+        """(the count a publish makes from the kept statistics, how many full scans it made, what it keeps)"""
+        ScanCounting.scans = 0
+        counted = bm25_stats.count(table(), previous=kept)
+        scans = ScanCounting.scans
+        bm25_stats.write(bm25_stats.terms_cache(tmp_path), counted, with_sample=True)
+        fresh = bm25_stats.count(table())
+        _same(counted, fresh)
+        assert counted.sample.rowids.tolist() == fresh.sample.rowids.tolist()
+        return counted, scans, bm25_stats.read(bm25_stats.terms_cache(tmp_path))
+
+    first, scans, kept = publish(None)
+    assert scans == 1 and kept.pool is not None and 300 < len(kept.pool.keys) < 450
+    lance.write_dataset(rows(abstracts[1000:1200], 1000), str(uri), mode="append")  # a night's new passages
+    night, scans, kept = publish(kept)
+    assert scans == 0 and night.stats.n_docs == 1200
+    # a paper re-embedded: rows deleted, among them some of the sample, and its new rows appended
+    ds = lance.dataset(str(uri))
+    t = ds.to_table(columns=["chunk_id", "content_hash"])
+    keys = bm25_stats.content_keys(t["content_hash"])
+    in_sample = set(night.keys.tolist())
+    sampled = [c for c, k in zip(t["chunk_id"].to_pylist(), keys.tolist()) if k in in_sample]
+    gone = sampled[:40] + ["c5", "c6", "c7"]
+    ds.delete("chunk_id IN (" + ", ".join(f"'{c}'" for c in gone) + ")")
+    lance.write_dataset(rows(abstracts[1200:1300], 1200), str(uri), mode="append")
+    after_delete, scans, kept = publish(kept)
+    assert scans == 0 and after_delete.stats.n_docs == 1300 - len(set(gone))
+    # compaction rewrites the fragments: the row ids change, so every key is read again
+    lance.dataset(str(uri)).optimize.compact_files(target_rows_per_fragment=100_000)
+    _, scans, kept = publish(kept)
+    assert scans == 1
+    # a pool that lost most of its rows cannot say which ones come next: every key is read again
+    ds = lance.dataset(str(uri))
+    pool = ds._take_rows(kept.pool.rowids.tolist(), columns=["chunk_id"])["chunk_id"].to_pylist()
+    ds.delete("chunk_id IN (" + ", ".join(f"'{c}'" for c in pool[:-200]) + ")")
+    _, scans, _ = publish(kept)
+    assert scans == 1
+
+
 def test_statistics_of_the_first_format_are_still_read(abstracts, tmp_path, monkeypatch):
     """Snapshots published before the content keys keep their stored statistics (readers do not count them)."""
     (tmp_path / "a").mkdir()

@@ -48,6 +48,32 @@ def test_a_night_computes_new_and_changed_papers_then_the_oldest_lists_in_turn()
     assert two.changed == 0 and two.rows.tolist() == [0, 1] and two.replace == ["a", "b"]
 
 
+def test_the_rolling_slice_sweeps_the_keys_in_order_and_no_list_waits_longer_than_refresh_runs():
+    """Thirty runs of a collection that grows by new papers at the end of the key order (arXiv ids), as the nightly
+    benchmark's does: each run's slice is one range of keys (two where the sweep wraps) plus one night's new papers,
+    and every list is recomputed at least every ``refresh_runs`` runs."""
+    runs = 7
+    papers = [f"p{i:05d}" for i in range(700)]
+    computed = {p: "graph-00" for p in papers}
+    for run in range(1, 31):
+        papers += [f"p{i:05d}" for i in range(len(papers), len(papers) + 10)]  # this night's new papers
+        ids: list[str | None] = list(papers)
+        corpus = np.arange(len(ids))
+        degrees = {p: (1, 1) for p in computed}
+        plan = plan_related(ids, corpus, np.ones(len(ids)), np.ones(len(ids)), Previous(degrees, dict(computed), 50),
+                            50, runs)
+        assert not plan.full and plan.changed == 10
+        swept = sorted(set(plan.rows.tolist()) - set(range(len(papers) - 10, len(papers))))
+        # contiguous runs of row numbers: the sweep (two pieces where it wraps) and, after the first cycle, the new
+        # papers of the night ``runs`` runs ago
+        pieces = 1 + sum(1 for a, b in zip(swept, swept[1:]) if b != a + 1)
+        assert pieces <= 3, (run, pieces)
+        for v in plan.rows.tolist():
+            computed[papers[v]] = f"graph-{run:02d}"
+        oldest = min(int(r.split("-")[1]) for r in computed.values())
+        assert run - oldest < runs, (run, oldest)  # no list older than refresh_runs runs after this one
+
+
 def test_most_papers_changed_means_a_full_refresh():
     plan = _plan(Previous({"a": (1, 1)}, {"a": "graph-1"}, 50))  # three of four papers are new
     assert plan.full and "3 of 4 papers changed" in plan.reason

@@ -43,6 +43,7 @@ FILE = "bm25/chunks.npz"  # in a snapshot (manifest layout key "bm25")
 FORMAT = 2  # 2: the sample is chosen by content hash and stored with its keys
 # Every passage up to this many, else a fixed-seed uniform sample of this many (see the module doc).
 SAMPLE_ROWS = 20_000
+POOL_ROWS = 2 * SAMPLE_ROWS  # the sample and a reserve for passages deleted from it (see Pool)
 # Bump when Analyzer changes in a way the inputs below do not show (tokenising, folding).
 ANALYZER_VERSION = 1
 
@@ -68,6 +69,18 @@ class Passages:
 
 
 @dataclass
+class Pool:
+    """Every passage whose content key is below ``cut`` (about :data:`POOL_ROWS` of them: the sample and its
+    reserve), with its row id, and the table's fragments when they were counted: what the next count of a table that
+    only grew (and lost none of these rows) needs instead of every passage's key (:func:`count`)."""
+
+    keys: np.ndarray  # uint64, sorted by row id
+    rowids: np.ndarray  # uint64 row addresses
+    cut: int
+    fragments: np.ndarray  # int64 (id, physical rows, deleted rows) per fragment
+
+
+@dataclass
 class Counted:
     """What :func:`count` finds and :func:`read` loads."""
 
@@ -76,6 +89,7 @@ class Counted:
     passages: Passages | None  # every passage's terms (None when sampled)
     sample: Passages | None = None  # the sample's terms, when sampled (kept for the next count, not for scoring)
     keys: np.ndarray | None = None  # uint64 content keys of the rows of ``passages`` or ``sample``
+    pool: Pool | None = None  # the publisher's own copy only (:func:`write` ``with_sample``): see :class:`Pool`
 
     def scorer(self, analyzer: Analyzer | None = None) -> CandidateBM25:
         """A :class:`CandidateBM25` holding these statistics and (fully counted tables) every passage."""
@@ -151,9 +165,14 @@ def count(table, analyzer: Analyzer | None = None, texts: tuple[np.ndarray, list
     n = table.count_rows()
     if "content_hash" not in table.schema.names:
         return _count_positions(table, analyzer, texts, n)
-    t = table.scan(["content_hash"])
-    rowids_all = t["_rowid"].to_numpy().astype(np.int64)
-    keys_all = content_keys(t["content_hash"])
+    fragments = table.fragments() if n > SAMPLE_ROWS else None
+    grown = _grown(table, previous.pool if previous is not None else None, fragments)
+    if grown is not None:  # only the passages below the pool's cut, in row id order (= storage order)
+        keys_all, rowids_all = grown
+    else:
+        t = table.scan(["content_hash"])
+        rowids_all = t["_rowid"].to_numpy().astype(np.int64)
+        keys_all = content_keys(t["content_hash"])
     if n <= SAMPLE_ROWS:
         chosen = np.arange(len(keys_all))
     else:  # the SAMPLE_ROWS smallest keys; ties (the same content twice) by position
@@ -173,6 +192,10 @@ def count(table, analyzer: Analyzer | None = None, texts: tuple[np.ndarray, list
     if len(todo):
         if texts is not None and len(texts[0]) == n:
             by_rowid = dict(zip(np.asarray(texts[0]).tolist(), texts[1]))
+            raw = [by_rowid.get(int(r)) for r in rowids_all[chosen[todo]].tolist()]
+        elif grown is not None:  # positions are not known: by row id
+            got = table.take_row_ids(rowids_all[chosen[todo]].tolist(), ["text", "_rowid"])
+            by_rowid = dict(zip(got["_rowid"].to_pylist(), got["text"].to_pylist()))
             raw = [by_rowid.get(int(r)) for r in rowids_all[chosen[todo]].tolist()]
         else:
             raw = table.take_offsets(chosen[todo].tolist(), ["text"])["text"].to_pylist()
@@ -198,7 +221,58 @@ def count(table, analyzer: Analyzer | None = None, texts: tuple[np.ndarray, list
             ids_parts.append(uniq)
             count_parts.append(c)
             lengths[i] = length
-    return _assemble(ids_parts, count_parts, lengths, vocab, rowids_all[chosen], n, n <= SAMPLE_ROWS, keys)
+    counted = _assemble(ids_parts, count_parts, lengths, vocab, rowids_all[chosen], n, n <= SAMPLE_ROWS, keys)
+    if fragments is not None:
+        counted.pool = _pool(keys_all, rowids_all, previous.pool.cut if grown is not None else None,  # type: ignore[union-attr]
+                             fragments)
+    return counted
+
+
+def _pool(keys: np.ndarray, rowids: np.ndarray, cut: int | None, fragments: list[tuple[int, int, int]]) -> Pool:
+    """The :class:`Pool` of the passages ``keys`` / ``rowids``: every one below ``cut``, or below the
+    :data:`POOL_ROWS`-th smallest key when there is no cut yet or the pool has grown to twice that (a lower cut keeps
+    it exact: every passage below it is in the pool)."""
+    if cut is None or int((keys < np.uint64(cut)).sum()) > 2 * POOL_ROWS:
+        cut = int(np.partition(keys, POOL_ROWS - 1)[POOL_ROWS - 1]) if len(keys) > POOL_ROWS else 2 ** 64 - 1
+    inside = np.flatnonzero(keys < np.uint64(cut))
+    return Pool(keys=keys[inside], rowids=rowids[inside].astype(np.uint64), cut=cut,
+                fragments=np.asarray(fragments, dtype=np.int64).reshape(-1, 3))
+
+
+def _grown(table, pool: Pool | None, fragments: list[tuple[int, int, int]] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(content keys, row ids) of every passage below ``pool.cut`` now, in row id order, read from the pool and the
+    fragments added since it was counted; None (count every key) when that cannot be known: no pool, a fragment of
+    then rewritten or gone (compaction), fewer than :data:`SAMPLE_ROWS` left, or rows that do not hold the keys the
+    pool says (another table)."""
+    if pool is None or fragments is None or not len(pool.keys):
+        return None
+    then = {int(f): (int(r), int(d)) for f, r, d in pool.fragments.tolist()}
+    now = {f: (r, d) for f, r, d in fragments}
+    if any(f not in now or now[f][0] != r for f, (r, _) in then.items()):
+        return None
+    keys, rowids = pool.keys, pool.rowids
+    deleted_from = [f for f, (_, d) in then.items() if now[f][1] != d]
+    if deleted_from:  # rows deleted since: keep the pool's rows those fragments still hold
+        live = table.scan_fragments(deleted_from, [])["_rowid"].to_numpy().astype(np.uint64)
+        keep = ~np.isin(rowids >> np.uint64(32), np.asarray(deleted_from, np.uint64)) | np.isin(rowids, live)
+        keys, rowids = keys[keep], rowids[keep]
+    added = [f for f in now if f not in then]
+    if added:
+        t = table.scan_fragments(added, ["content_hash"])
+        new_keys = content_keys(t["content_hash"])
+        below = np.flatnonzero(new_keys < np.uint64(pool.cut))
+        keys = np.concatenate([keys, new_keys[below]])
+        rowids = np.concatenate([rowids, t["_rowid"].to_numpy().astype(np.uint64)[below]])
+    if len(keys) < SAMPLE_ROWS:
+        return None
+    order = np.argsort(rowids, kind="stable")
+    keys, rowids = keys[order], rowids[order]
+    probe = np.unique(np.linspace(0, len(rowids) - 1, 64).astype(np.int64))  # the pool's rows hold its keys
+    got = table.take_row_ids(rowids[probe].tolist(), ["content_hash", "_rowid"])
+    held = dict(zip(got["_rowid"].to_pylist(), content_keys(got["content_hash"]).tolist()))
+    if any(held.get(int(r)) != int(k) for r, k in zip(rowids[probe].tolist(), keys[probe].tolist())):
+        return None
+    return keys, rowids.astype(np.int64)
 
 
 def _assemble(ids_parts: list[np.ndarray], count_parts: list[np.ndarray], lengths: np.ndarray, vocab: list[str],
@@ -272,6 +346,9 @@ def write(path: Path, counted: Counted, with_sample: bool = False) -> None:
         "keys": counted.keys if counted.keys is not None and p is not None else np.zeros(0, dtype=np.uint64),
         "full": np.array([counted.passages is not None], dtype=np.bool_),
     }
+    if with_sample and counted.pool is not None:
+        arrays.update(pool_keys=counted.pool.keys, pool_rowids=counted.pool.rowids,
+                      pool_cut=np.array([counted.pool.cut], dtype=np.uint64), pool_fragments=counted.pool.fragments)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         np.savez(f, **arrays)
@@ -316,4 +393,9 @@ def read(path: Path) -> Counted | None:
                        term_ids=a["term_ids"], counts=a["counts"], lengths=a["lengths"].astype(np.int64))
     full = bool(a["full"][0])
     keys = a["keys"].astype(np.uint64) if "keys" in a and len(a["keys"]) else None
-    return Counted(stats=stats, vocab=vocab, passages=csr if full else None, sample=None if full else csr, keys=keys)
+    pool = None
+    if "pool_cut" in a:
+        pool = Pool(keys=a["pool_keys"].astype(np.uint64), rowids=a["pool_rowids"].astype(np.uint64),
+                    cut=int(a["pool_cut"][0]), fragments=a["pool_fragments"].astype(np.int64).reshape(-1, 3))
+    return Counted(stats=stats, vocab=vocab, passages=csr if full else None, sample=None if full else csr, keys=keys,
+                   pool=pool)

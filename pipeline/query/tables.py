@@ -63,6 +63,25 @@ class ReadTable:
         t = self.lancedb
         return t.search().select(list(columns)).with_row_id(True).limit(max(t.count_rows(), 1)).to_arrow()
 
+    def fragments(self) -> list[tuple[int, int, int]] | None:
+        """``(id, physical rows, deleted rows)`` of each data fragment, when pylance reads the table and its row ids
+        are row addresses (fragment id in the high 32 bits: no stable row ids); else None."""
+        if self._ds is None:
+            return None
+        out = []
+        for f in self._ds.get_fragments():
+            m = f.metadata
+            if m.row_id_meta is not None:
+                return None
+            out.append((int(f.fragment_id), int(f.physical_rows), int(m.num_deletions)))
+        return out
+
+    def scan_fragments(self, ids: Sequence[int], columns: Sequence[str]) -> pa.Table:
+        """Every live row of the fragments ``ids`` (see :meth:`fragments`: pylance only), ``columns`` and ``_rowid``."""
+        wanted = set(ids)
+        frags = [f for f in self._ds.get_fragments() if f.fragment_id in wanted]
+        return self._ds.scanner(columns=list(columns), with_row_id=True, fragments=frags).to_table()
+
     def take_offsets(self, offsets: Sequence[int], columns: Sequence[str]) -> pa.Table:
         """The rows at these positions (0 .. count_rows - 1), in that order."""
         if self._ds is not None:

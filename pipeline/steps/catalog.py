@@ -16,8 +16,9 @@ partition is named by a fingerprint of its content (the table's column names and
 and the sum and xor of DuckDB's 64-bit ``hash`` of each row: order-independent, computed in one grouped
 scan). A partition whose file the previous snapshot holds under the same name is hard-linked from it; the
 others are written in one ``COPY ... PARTITION_BY`` (ordered by the key). Keys that arrive in increasing
-order (arXiv ids, new chunks of new papers, new citations) land in the last partitions; a table whose rows
-a night changes everywhere (``paper_metrics`` after the graph run) is written whole, as it must be.
+order (arXiv ids, new chunks of new papers, new citations) land in the last partitions. The tables every graph run
+rewrites whole (:data:`WHOLE`: ``paper_metrics``, whose PageRank values all move, and ``powerlaw_fits``) are one
+file each, named by the same fingerprint of the whole table.
 
 Finding which partitions changed would mean a scan of the table. A table whose every writer logs the keys it
 changed (:data:`pipeline.catalog_changes.JOURNALED`: every published table with a text key except ``paper_metrics``
@@ -57,6 +58,9 @@ FOLDER = "catalog"
 PARTS_PER_TABLE = 64  # a night rewrites the last partition (new keys land there): ~1.5% of the table, not ~6%
 MIN_PART_ROWS = 128
 MAX_PART_ROWS = 65_536
+# tables every graph run rewrites whole (it moves every PageRank value): one file each, named by the same fingerprint of
+# the whole table; partitions would all change every night, and finding them costs a sort of the table
+WHOLE = frozenset({"paper_metrics", "powerlaw_fits"})
 RANKS_SQL = "marts/094_paper_ranks.sql"  # the view readers take citation counts, PageRank and weights from
 # tables that describe runs of the pipeline rather than papers: not copied into a snapshot
 OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
@@ -169,6 +173,8 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
     of rows, files linked, written, the partition size, and for such a table its partitions."""
     source = f"wh.main.{_ident(table)}"
     key, columns = _columns(con, source)
+    if table in WHOLE:
+        return _write_whole(con, table, source, key, columns, out, previous)
     size, sized_at = partition_size(con, source, key, before)  # boundaries fall on keys
     sizing: dict = {"part_rows": size, "sized_at_rows": sized_at}
     if changed is not None:
@@ -187,6 +193,22 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
     else:
         done.pop("_parts")
     return done
+
+
+def _write_whole(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None) -> dict:
+    """Write ``table`` (one of :data:`WHOLE`) as one file named by its fingerprint, or link the ``previous``
+    snapshot's file of that name (a publish with no graph run since)."""
+    n, total, xor = con.execute(f"""
+        SELECT count(*), CAST(coalesce(sum(CAST(hash(s) AS HUGEINT)), 0) AS VARCHAR),
+               CAST(coalesce(bit_xor(hash(s)), 0) AS VARCHAR) FROM {source} s""").fetchall()[0]
+    folder = out / FOLDER / table
+    folder.mkdir(parents=True)
+    name = f"{_digest(columns, int(n), total, xor)}.parquet"
+    if _link_previous(previous, table, name, folder):
+        return {"rows": int(n), "linked": 1, "written": 0}
+    con.execute(f"COPY (SELECT * FROM {source} ORDER BY {_ident(key)} NULLS FIRST) "
+                f"TO '{snap.sql_quote(str(folder / name))}' (FORMAT parquet)")
+    return {"rows": int(n), "linked": 0, "written": 1}
 
 
 def columns_digest(columns: str) -> str:
@@ -251,6 +273,8 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     if previous is None or not isinstance(parts, list) or before.get("part_rows") != sizing["part_rows"] \
             or before.get("columns") != columns_digest(columns) or not columns.startswith(f"{key} VARCHAR"):
         return None  # (another set of columns: every row's hash and file changed, e.g. a column added)
+    if not changed:
+        return _link_unchanged(con, table, source, columns, out, previous, parts, sizing)
     found = changed_ranges(parts, changed)
     if found is None:
         return None
@@ -273,15 +297,9 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
                     table, held, rows)
         return None
     folder = out / FOLDER / table
-    folder.mkdir(parents=True)
-    linked = 0
-    for first, digest, n in kept:
-        if not _link_previous(previous, table, f"{digest}.parquet", folder):
-            log.warning("publish: partition %s of %s is missing from the previous snapshot: scanning all of %s",
-                        digest, table, table)
-            shutil.rmtree(folder)
-            return None
-        linked += 1
+    if not _link_all(previous, table, [f"{digest}.parquet" for _, digest, _ in kept], folder):
+        return None
+    linked = len(kept)
     done = _write_parts(con, table, source, key, columns, out, previous, sizing, fresh, numbered, folder=folder)
     done["rows"] += sum(int(p[2]) for p in kept)
     done["linked"] += linked
@@ -289,6 +307,35 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     done["columns"] = columns_digest(columns)
     log.info("publish: %s by its changes: %d of %d partition(s) read again", table, len(parts) - len(kept), len(parts))
     return done
+
+
+def _link_all(previous: Path, table: str, names: list[str], folder: Path) -> bool:
+    """Make ``folder`` and link the ``previous`` snapshot's partitions ``names`` of ``table`` into it; False (and no
+    folder) when one is missing there."""
+    folder.mkdir(parents=True)
+    for name in names:
+        if not _link_previous(previous, table, name, folder):
+            log.warning("publish: partition %s of %s is missing from the previous snapshot: scanning all of %s",
+                        name, table, table)
+            shutil.rmtree(folder)
+            return False
+    return True
+
+
+def _link_unchanged(con, table: str, source: str, columns: str, out: Path, previous: Path, parts: list,
+                    sizing: dict) -> dict | None:
+    """``table`` with no change logged since ``previous``: every one of its partitions ``parts`` linked, unread (None
+    when its row count or a file says otherwise: then it is scanned)."""
+    rows = sum(int(p[2]) for p in parts)
+    held = scalar(con, f"SELECT count(*) FROM {source}")
+    if rows != held:
+        log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it", table, held, rows)
+        return None
+    names = [f"{digest}.parquet" for _, digest, _ in parts] or [f"{_digest(columns, 0, '0', '0')}.parquet"]
+    if not _link_all(previous, table, names, out / FOLDER / table):
+        return None
+    log.info("publish: %s by its changes: 0 of %d partition(s) read again", table, len(parts))
+    return {"rows": rows, "linked": len(names), "written": 0, **sizing, "parts": parts, "columns": columns_digest(columns)}
 
 
 def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,

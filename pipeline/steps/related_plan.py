@@ -10,9 +10,14 @@ So a run computes:
 
 - the lists of the papers that are new, whose own references changed (their out-degree), or that had no link
   before and have one now;
-- a rolling slice of the others: the ``1/refresh_runs`` of the stored lists computed longest ago (ties: in paper
-  id order, so that the slice is a contiguous range of keys and a snapshot rewrites few of its partitions). Every
-  list is thus recomputed at least every ``refresh_runs`` runs, and no run is a large one;
+- a rolling slice of the others, a sweep over the stored lists in paper id order: the ``1/refresh_runs`` of them
+  that follow the list computed longest ago (the smallest paper id among those: where the last run's slice
+  ended), and any list computed ``refresh_runs`` runs ago or more (the lists of new papers, computed when they came,
+  whose turn the sweep has not reached yet). The slice is one range of keys (two where the sweep wraps) plus one
+  night's new papers, whichever night it is, so a snapshot rewrites few of ``related``'s partitions (choosing the
+  oldest lists alone, ties in paper id order, splits the slices into more and more ranges as new papers' lists join
+  the rotation: a night's publish took 13% of a full one on the first night and 24% after 17). Every list is thus
+  recomputed at least every ``refresh_runs`` runs, and no run is a large one;
 
 and drops the lists of papers that left the corpus. A run computes every list (a *full* refresh) when asked to,
 when ``refresh_runs`` is 1, when no run with the same ``top_k`` is on record, or when most papers need a list
@@ -80,8 +85,25 @@ def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree
     if len(changed) > FULL_WHEN_SHARE * max(len(corpus_rows), 1):
         return full(f"{len(changed)} of {len(corpus_rows)} papers changed")
     todo = set(changed)
-    stored = sorted((run, pid) for pid, run in previous.computed_by.items() if pid in row_of and row_of[pid] not in todo)
-    due = [row_of[pid] for _, pid in stored[:-(-len(previous.computed_by) // refresh_runs)]]
+    rest = {p: v for p, v in row_of.items() if v not in todo}
+    due = [row_of[pid] for pid in _slice(previous.computed_by, rest, refresh_runs)]
     rows = np.asarray(sorted(todo | set(due)), dtype=np.int64)
     gone = {p for p in previous.computed_by if p not in row_of}
     return RelatedPlan(False, "", rows, sorted({paper_ids[v] for v in rows.tolist()} | gone), len(changed))
+
+
+def _slice(computed_by: dict[str, str], corpus: dict[str, int], refresh_runs: int) -> list[str]:
+    """The stored lists whose turn it is (see the module doc): ``ceil(len(computed_by) / refresh_runs)`` of the corpus
+    papers' stored lists in paper id order from the one computed longest ago (wrapping past the last), and every list
+    computed by the ``refresh_runs``-th most recent run on record or before. ``computed_by``: paper id -> the run id
+    (sorting by time) of its stored list; ``corpus``: the corpus papers now, but those computed anyway."""
+    keys = sorted(p for p in computed_by if p in corpus)
+    if not keys:
+        return []
+    size = min(-(-len(computed_by) // refresh_runs), len(keys))
+    oldest = min((computed_by[p], p) for p in keys)[1]
+    start = keys.index(oldest)
+    swept = keys[start:start + size] + keys[:max(0, start + size - len(keys))]
+    runs = sorted(set(computed_by.values()))
+    overdue = {p for p in keys if computed_by[p] <= runs[-refresh_runs]} if len(runs) >= refresh_runs else set()
+    return sorted(set(swept) | overdue)

@@ -15,8 +15,11 @@ bottom-k sample, the same in every process, so a stored file and a count at open
 sample chosen by content stays the same sample as the table grows: a night that adds 1% of the passages
 brings about 1% new ones into it. Each counted passage's analysed terms are kept with its content hash, and a
 publish given the statistics counted before (``previous``) analyses only the passages it has not seen: the same
-content has the same terms. Tables without ``content_hash`` (none this paperkb writes) fall back to a
-fixed-seed sample of positions, counted whole.
+content has the same terms. Finding the sample means every passage's key; the publisher's own copy also keeps
+the pool (:class:`Pool`: every passage below a cut about twice the sample's, with its row id, and the table's
+fragments), so a table that since only gained fragments, or lost rows the pool can spare, is counted from the pool and
+the new fragments' keys alone, with the same result. Tables without ``content_hash`` (none this paperkb writes) fall
+back to a fixed-seed sample of positions, counted whole.
 
 The file: NumPy arrays (``np.savez``, read without pickle) -- ``terms`` (the vocabulary, UTF-8, one term a
 line), ``df`` (by term), the scalars, and the counted passages as CSR arrays (``rowids``, ``indptr``,

@@ -15,8 +15,8 @@ So a run computes:
   ended), and any list computed ``refresh_runs`` runs ago or more (the lists of new papers, computed when they came,
   whose turn the sweep has not reached yet). The slice is one range of keys (two where the sweep wraps) plus one
   night's new papers, whichever night it is, so a snapshot rewrites few of ``related``'s partitions (choosing the
-  oldest lists alone, ties in paper id order, splits the slices into more and more ranges as new papers' lists join
-  the rotation: a night's publish took 13% of a full one on the first night and 24% after 17). Every list is thus
+  oldest lists alone, ties in paper id order, split the slices into more and more ranges as new papers' lists
+  joined the rotation, and a night's snapshot rewrote more of ``related`` night after night). Every list is thus
   recomputed at least every ``refresh_runs`` runs, and no run is a large one;
 
 and drops the lists of papers that left the corpus. A run computes every list (a *full* refresh) when asked to,

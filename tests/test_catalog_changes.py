@@ -198,6 +198,10 @@ def test_every_steps_writes_are_published_by_their_changes_as_a_full_scan_would(
         assert third["files"][table]["written"] == 0, table
         assert f"publish: {table} by its changes: 0 of" in caplog.text
         assert _same_table(settings, snaps / "s3", table), table
+    # what every graph run rewrites whole is one file, this run's
+    for table in ("paper_metrics", "powerlaw_fits"):
+        assert third["files"][table] == {"linked": 0, "written": 1}, table
+        assert len(_names(snaps / "s3", table)) == 1 and _same_table(settings, snaps / "s3", table), table
 
 
 def test_every_write_to_a_logged_table_logs_its_keys():

@@ -45,6 +45,7 @@ def test_like_two_papers_then_recommendations_with_reasons(base_url, page):
     # seed 1: "+ like" on a search result
     page.goto(f"{base_url}/?q=hash+table+storage")
     page.wait_for_selector("#results li.result")
+    page.wait_for_load_state("networkidle")  # the example queries and the snapshot line too: no layout left to move
     first = page.locator("#results li.result").first
     like = first.locator("button.seed-pos")
     first_id = like.get_attribute("data-seed")

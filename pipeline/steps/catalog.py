@@ -291,10 +291,7 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
         con, columns, f"(SELECT {case} AS part, hash(s) AS h, {_ident(key)} AS k FROM {source} s WHERE ({where}))",
         case_params + params)
     rows = sum(n for _, n, _ in fresh.values()) + sum(int(p[2]) for p in kept)
-    held = scalar(con, f"SELECT count(*) FROM {source}")
-    if rows != held:
-        log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it",
-                    table, held, rows)
+    if not _rows_explained(con, table, source, rows):
         return None
     folder = out / FOLDER / table
     if not _link_all(previous, table, [f"{digest}.parquet" for _, digest, _ in kept], folder):
@@ -307,6 +304,15 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     done["columns"] = columns_digest(columns)
     log.info("publish: %s by its changes: %d of %d partition(s) read again", table, len(parts) - len(kept), len(parts))
     return done
+
+
+def _rows_explained(con, table: str, source: str, rows: int) -> bool:
+    """Whether ``source`` holds the ``rows`` its change log explains (else a write escaped the log: warned, and the
+    table is scanned)."""
+    held = scalar(con, f"SELECT count(*) FROM {source}")
+    if rows != held:
+        log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it", table, held, rows)
+    return rows == held
 
 
 def _link_all(previous: Path, table: str, names: list[str], folder: Path) -> bool:
@@ -327,9 +333,7 @@ def _link_unchanged(con, table: str, source: str, columns: str, out: Path, previ
     """``table`` with no change logged since ``previous``: every one of its partitions ``parts`` linked, unread (None
     when its row count or a file says otherwise: then it is scanned)."""
     rows = sum(int(p[2]) for p in parts)
-    held = scalar(con, f"SELECT count(*) FROM {source}")
-    if rows != held:
-        log.warning("publish: %s holds %d rows, not the %d its change log explains: scanning all of it", table, held, rows)
+    if not _rows_explained(con, table, source, rows):
         return None
     names = [f"{digest}.parquet" for _, digest, _ in parts] or [f"{_digest(columns, 0, '0', '0')}.parquet"]
     if not _link_all(previous, table, names, out / FOLDER / table):

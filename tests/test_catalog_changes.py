@@ -31,6 +31,17 @@ def test_changed_keys_give_the_ranges_of_their_partitions():
     assert changed_ranges([[None, "d0", 5], [3, "d1", 5]], {"x"}) is None  # keys that are not text
 
 
+def test_a_run_cut_into_pieces_is_read_again_whole():
+    # "f" and "t" start pieces of the runs starting at "b" and "m" (cut at twice the partition size): a piece is
+    # numbered from its run's start, so a change in one piece reads the whole run again
+    starts = [True, True, False, True, False]
+    assert changed_ranges(PARTS, {"g"}, starts) == ([("b", "m")], {1, 2})
+    assert changed_ranges(PARTS, {"c"}, starts) == ([("b", "m")], {1, 2})
+    assert changed_ranges(PARTS, {"z"}, starts) == ([("m", None)], {3, 4})
+    assert changed_ranges(PARTS, {"a"}, starts) == ([(None, "b")], {0})
+    assert changed_ranges(PARTS[1:], {"c"}, starts[1:]) == ([("b", "m")], {0, 1})  # no partition 0 on record
+
+
 def _catalog(settings, out: Path, previous: Path | None, *, forget_log: bool = False) -> dict:
     """``build_catalog`` into ``out`` (with a manifest holding its ``catalog_files``), from ``previous``."""
     from pipeline import snapshots as snap
@@ -95,6 +106,7 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     assert "journal" not in (json.loads((snaps / "s1-nolog" / "manifest.json").read_text())["catalog_files"]["related"])
     assert _names(snaps / "s2", "related") == _names(snaps / "s2-scan", "related")
     assert second["files"]["related"]["parts"] == scanned["files"]["related"]["parts"]
+    _assert_runs_cut(snaps / "s2", second["files"]["related"])
 
     # a rerun changes no paper: its lists are the next seventh in turn, a range of keys, so the publish reads only
     # the partitions holding them and links the rest, unread
@@ -121,6 +133,20 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     assert "not the" in caplog.text and "its change log explains" in caplog.text
     assert _same_rows(settings, snaps / "s4") and fourth["counts"]["related"] == third["counts"]["related"] + len(
         [r for r in _rows_of(settings, "cacm:1")])
+
+
+def _assert_runs_cut(folder: Path, entry: dict) -> None:
+    """No partition of ``entry`` (a ``catalog_files`` entry) holds more than ``part_max`` keys, and some run was cut
+    (a partition starts at a key that is no boundary), so the equality above covered pieces of runs too."""
+    import duckdb
+
+    from pipeline.steps.catalog import _run_starts
+
+    with duckdb.connect() as con:
+        for _first, digest, _rows in entry["parts"]:
+            keys = con.execute(f"SELECT count(DISTINCT paper_id) FROM '{folder}/catalog/related/{digest}.parquet'").fetchone()
+            assert keys[0] <= entry["part_max"] == 2 * entry["part_rows"]
+        assert not all(_run_starts(con, entry["parts"], entry["part_rows"]))
 
 
 def _rows_of(settings, paper: str) -> list:

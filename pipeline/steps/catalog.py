@@ -11,11 +11,13 @@ table's first column (its key: ``paper_id``, ``chunk_id``, ``citing_work_id``...
 starts at every key whose hash is a multiple of the table's partition size (:func:`part_rows`: about a
 sixty-fourth of the table's distinct keys, a power of two from 128 to 65,536, kept from the previous snapshot
 until the table has doubled or halved, see :func:`partition_size`; the boundaries depend on the keys alone, so
-inserting or deleting rows moves no boundary elsewhere). Each
+inserting or deleting rows moves no boundary elsewhere), and a run of keys between two such boundaries is cut every
+twice that many keys from its start (:data:`MAX_PART_FACTOR`: no partition far larger than the others; inserting a
+key moves only its own run's cuts). Each
 partition is named by a fingerprint of its content (the table's column names and types, its row count,
 and the sum and xor of DuckDB's 64-bit ``hash`` of each row: order-independent, computed in one grouped
 scan). A partition whose file the previous snapshot holds under the same name is hard-linked from it; the
-others are written in one ``COPY ... PARTITION_BY`` (ordered by the key). Keys that arrive in increasing
+others are written in one ``COPY ... PARTITION_BY``. Keys that arrive in increasing
 order (arXiv ids, new chunks of new papers, new citations) land in the last partitions. The tables every graph run
 rewrites whole (:data:`WHOLE`: ``paper_metrics``, whose PageRank values all move, and ``powerlaw_fits``) are one
 file each, named by the same fingerprint of the whole table.
@@ -24,7 +26,7 @@ Finding which partitions changed would mean a scan of the table. A table whose e
 changed (:data:`pipeline.catalog_changes.JOURNALED`: every published table with a text key except ``paper_metrics``
 and ``powerlaw_fits``, which each graph run writes whole) is published by its changes instead
 (:func:`_write_changed`): only the key ranges of the previous snapshot's partitions that hold a changed key are read
-and numbered again, the other partitions are linked unread, and the result is the same files as a full scan. The
+(whole runs) and numbered again, the other partitions are linked unread, and the result is the same files as a full scan. The
 table is scanned as above when the log cannot say (no previous snapshot, its position pruned from the log, a write of
 most of the table, other columns, a row count the log does not explain) or ``paperkb publish --full`` asks.
 
@@ -58,9 +60,16 @@ FOLDER = "catalog"
 PARTS_PER_TABLE = 64  # a night rewrites the last partition (new keys land there): ~1.5% of the table, not ~6%
 MIN_PART_ROWS = 128
 MAX_PART_ROWS = 65_536
+# a run of keys between two boundaries is cut every MAX_PART_FACTOR x the partition size: the distance between hash
+# boundaries is geometric, so without a cap one partition in seven holds over twice the mean (at 100,000 papers a
+# `related` partition of 9,853 keys, 490,000 rows, beside a mean of 2,048), and a night that touches it rewrites it all
+MAX_PART_FACTOR = 2
 # tables every graph run rewrites whole (it moves every PageRank value): one file each, named by the same fingerprint of
 # the whole table; partitions would all change every night, and finding them costs a sort of the table
 WHOLE = frozenset({"paper_metrics", "powerlaw_fits"})
+# threads writing tables at once: the largest table's write keeps DuckDB's threads busy, the other tables' short
+# queries (a few ms each, ~20 tables) fill the gaps beside it (more would only queue on a small machine's cores)
+WRITERS = 2
 RANKS_SQL = "marts/094_paper_ranks.sql"  # the view readers take citation counts, PageRank and weights from
 # tables that describe runs of the pipeline rather than papers: not copied into a snapshot
 OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
@@ -86,24 +95,39 @@ def part_rows(keys: int) -> int:
     return size
 
 
-PARTS = "_catalog_parts"  # temp table: (row id, key, row hash, partition) of the table being written
+KEYS = "_catalog_keys"  # temp table: (key, partition) of the rows of the table being written
+SUBS = 2 ** 32  # a partition's number: its natural run's * SUBS + its piece of that run
 
 
-def number_partitions(con, source: str, key: str, size: int) -> None:
-    """Fill the temp table :data:`PARTS` with each row of ``source`` (a qualified table name): its row id, its key,
-    its hash and its partition on ``key``. One scan and one sort of (key, row id, hash), not of whole rows; the
-    fingerprints and the write both read it."""
+def _natural(k: str, size: int) -> str:
+    """SQL: whether the key ``k`` is a natural boundary (its hash a multiple of ``size``; never a NULL key)."""
+    return f"({k} IS NOT NULL AND hash({k}) % {size} = 0)"
+
+
+def number_keys(con, source: str, key: str, size: int, where: str = "TRUE", params: list | None = None) -> None:
+    """Fill the temp table :data:`KEYS` with each distinct ``key`` of the rows of ``source`` that ``where`` keeps and
+    its partition: a natural run starts at every boundary key (the keys before the first one are run 0), and a run
+    is cut every :data:`MAX_PART_FACTOR` x ``size`` keys from its start. Numbered over the keys alone (one sort of the
+    distinct keys); the fingerprints and the write join the rows to it. ``where`` must keep whole runs (see
+    :func:`changed_ranges`), so that each is numbered as a scan of the whole table numbers it."""
     con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE {PARTS} AS
-        SELECT rid, k, h, {_part_of("k", size)} AS part
-        FROM (SELECT {_ident(key)} AS k, rowid AS rid, hash(s) AS h FROM {source} s)""")
+        CREATE OR REPLACE TEMP TABLE {KEYS} AS
+        SELECT k, nat * {SUBS} + (row_number() OVER (PARTITION BY nat ORDER BY k NULLS FIRST) - 1)
+                                 // {size * MAX_PART_FACTOR} AS part
+        FROM (SELECT k, coalesce(sum(CASE WHEN {_natural("k", size)} THEN 1 ELSE 0 END)
+                                 OVER (ORDER BY k NULLS FIRST), 0) AS nat
+              FROM (SELECT DISTINCT {_ident(key)} AS k FROM {source} WHERE ({where})))""", params or [])
 
 
-def partition_fingerprints(con, columns: str, numbered: str = PARTS, params: list | None = None
+def _keyed_rows(source: str, key: str, where: str) -> str:
+    """SQL ``FROM``: the rows of ``source`` that ``where`` keeps (as ``s``), each with its key's partition (``p.part``)."""
+    return f"{source} s JOIN {KEYS} p ON s.{_ident(key)} IS NOT DISTINCT FROM p.k WHERE ({where})"
+
+
+def partition_fingerprints(con, columns: str, numbered: str, params: list | None = None
                            ) -> dict[int, tuple[str, int, object]]:
     """``{partition: (fingerprint, rows, first key)}`` of the rows ``numbered`` gives as (``part``, ``h``: row hash,
-    ``k``: key); by default the table :func:`number_partitions` numbered (the first key of partition 0, the keys
-    before the first boundary, is None)."""
+    ``k``: key) (the first key of partition 0, the keys before the first boundary, is None)."""
     rows = con.execute(f"""
         SELECT part, count(*), CAST(sum(CAST(h AS HUGEINT)) AS VARCHAR), CAST(bit_xor(h) AS VARCHAR), min(k)
         FROM {numbered} GROUP BY ALL ORDER BY 1""", params or []).fetchall()
@@ -111,18 +135,19 @@ def partition_fingerprints(con, columns: str, numbered: str = PARTS, params: lis
             for part, n, total, xor, first in rows}
 
 
-def _part_by_bounds(key: str, bounds: list) -> tuple[str, list]:
-    """SQL numbering a row by how many of the sorted boundary keys ``bounds`` are at or below its key (0: before the
-    first, or a NULL key, as :func:`_part_of` numbers them), with its parameters."""
-    k = _ident(key)
-    whens = "".join(f" WHEN {k} < ? THEN {i}" for i in range(len(bounds)))
-    return f"CASE WHEN {k} IS NULL THEN 0{whens} ELSE {len(bounds)} END", list(bounds)
-
-
-def _part_of(key: str, size: int) -> str:
-    """The SQL window giving each row its partition: the boundary keys (hash a multiple of ``size``) up to its key."""
-    return (f"coalesce(sum(CASE WHEN hash({_ident(key)}) % {size} = 0 THEN 1 ELSE 0 END) "
-            f"OVER (ORDER BY {_ident(key)} NULLS FIRST), 0)")
+def _fingerprint_and_write(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
+                           sizing: dict, where: str = "TRUE", params: list | None = None,
+                           folder: Path | None = None) -> dict:
+    """Number the keys of the rows ``where`` keeps (:func:`number_keys`), fingerprint their partitions and link or
+    write them (:func:`_write_parts`)."""
+    number_keys(con, source, key, sizing["part_rows"], where, params)
+    try:
+        rows = _keyed_rows(source, key, where)
+        parts = partition_fingerprints(con, columns, f"(SELECT p.part, hash(s) AS h, p.k FROM {rows})", params)
+        return _write_parts(con, table, source, columns, out, previous, sizing, parts,
+                            (f"SELECT s.*, p.part AS _part FROM {rows}", params or []), folder=folder)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {KEYS}")
 
 
 def _digest(columns: str, rows: int, total: str, xor: str) -> str:
@@ -176,17 +201,12 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
     if table in WHOLE:
         return _write_whole(con, table, source, key, columns, out, previous)
     size, sized_at = partition_size(con, source, key, before)  # boundaries fall on keys
-    sizing: dict = {"part_rows": size, "sized_at_rows": sized_at}
+    sizing: dict = {"part_rows": size, "sized_at_rows": sized_at, "part_max": size * MAX_PART_FACTOR}
     if changed is not None:
         done = _write_changed(con, table, source, key, columns, out, previous, before or {}, sizing, changed)
         if done is not None:
             return done
-    number_partitions(con, source, key, size)
-    try:
-        done = _write_parts(con, table, source, key, columns, out, previous, sizing, partition_fingerprints(con, columns),
-                            (f"SELECT s.*, k.part AS _part FROM {source} s JOIN {PARTS} k ON s.rowid = k.rid", []))
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {PARTS}")
+    done = _fingerprint_and_write(con, table, source, key, columns, out, previous, sizing)
     if table in JOURNALED:
         done["parts"] = done.pop("_parts")
         done["columns"] = columns_digest(columns)
@@ -217,14 +237,25 @@ def columns_digest(columns: str) -> str:
     return hashlib.sha256(columns.encode()).hexdigest()[:16]
 
 
-def changed_ranges(parts: list[list], changed: set[str]) -> tuple[list[tuple[str | None, str | None]], set[int]] | None:
+def _run_starts(con, parts: list[list], size: int) -> list[bool]:
+    """Whether each of the partitions ``parts`` starts a natural run (partition 0, or a first key that is a boundary)
+    rather than a piece a run was cut into."""
+    firsts = [p[0] for p in parts if isinstance(p[0], str)]
+    natural = dict(con.execute(f"SELECT x, {_natural('x', size)} FROM unnest(?::VARCHAR[]) t(x)", [firsts]).fetchall())
+    return [i == 0 or p[0] is None or bool(natural.get(p[0], True)) for i, p in enumerate(parts)]
+
+
+def changed_ranges(parts: list[list], changed: set[str], starts: list[bool] | None = None
+                   ) -> tuple[list[tuple[str | None, str | None]], set[int]] | None:
     """The key ranges ``[lo, hi)`` (None: unbounded) of the partitions ``parts`` (``[first key, digest, rows]`` in key
     order; the first key of partition 0 is None) that hold a ``changed`` key, widened back over any partition whose
-    first key changed (its rows may be gone, joining the partition to the one before), and the indexes of those
-    partitions in ``parts``. None when that is most of the table, or the keys are not text."""
+    first key changed (its rows may be gone, joining the partition to the one before) and to whole runs (``starts``:
+    whether each partition starts one, :func:`_run_starts`; None: each does), and the indexes of those partitions in
+    ``parts``. None when that is most of the table, or the keys are not text."""
     bounds = [p[0] for p in parts]
     lead = 1 if bounds and bounds[0] is not None else 0  # no partition 0: keys before the first boundary land in one
     bounds = [None] * lead + bounds
+    starts = [True] * (lead + 1) + list(starts or [True] * len(parts))[1:]
     firsts = bounds[1:]
     if any(not isinstance(b, str) for b in firsts):
         return None
@@ -235,6 +266,15 @@ def changed_ranges(parts: list[list], changed: set[str]) -> tuple[list[tuple[str
             hit.add(i)
             i -= 1
         hit.add(i)
+    for i in list(hit):  # a run's pieces are numbered from its start: read the whole run again
+        j = i
+        while not starts[j]:
+            j -= 1
+            hit.add(j)
+        j = i + 1
+        while j < len(bounds) and not starts[j]:
+            hit.add(j)
+            j += 1
     if len(hit) * 2 > len(bounds):
         return None
     ranges: list[tuple[str | None, str | None]] = []
@@ -271,33 +311,26 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     most of the table changed, or a row count the changes do not explain (a write the log missed)."""
     parts = before.get("parts")
     if previous is None or not isinstance(parts, list) or before.get("part_rows") != sizing["part_rows"] \
+            or before.get("part_max") != sizing["part_max"] \
             or before.get("columns") != columns_digest(columns) or not columns.startswith(f"{key} VARCHAR"):
         return None  # (another set of columns: every row's hash and file changed, e.g. a column added)
     if not changed:
         return _link_unchanged(con, table, source, columns, out, previous, parts, sizing)
-    found = changed_ranges(parts, changed)
+    found = changed_ranges(parts, changed, _run_starts(con, parts, sizing["part_rows"]))
     if found is None:
         return None
     ranges, inside = found
     where, params = _in_ranges(key, ranges)
     kept = [p for i, p in enumerate(parts) if i not in inside]
-    # the ranges' partitions, numbered by their boundary keys (few: no sort of the rows as the full scan's window)
-    bounds = [r[0] for r in con.execute(
-        f"SELECT DISTINCT {_ident(key)} FROM {source} WHERE ({where}) AND hash({_ident(key)}) % {sizing['part_rows']} = 0 "
-        "ORDER BY 1", params).fetchall()]
-    case, case_params = _part_by_bounds(key, bounds)
-    numbered = (f"SELECT *, {case} AS _part FROM {source} WHERE ({where})", case_params + params)
-    fresh = partition_fingerprints(
-        con, columns, f"(SELECT {case} AS part, hash(s) AS h, {_ident(key)} AS k FROM {source} s WHERE ({where}))",
-        case_params + params)
-    rows = sum(n for _, n, _ in fresh.values()) + sum(int(p[2]) for p in kept)
-    if not _rows_explained(con, table, source, rows):
+    in_ranges = scalar(con, f"SELECT count(*) FROM {source} WHERE ({where})", params)
+    if not _rows_explained(con, table, source, in_ranges + sum(int(p[2]) for p in kept)):
         return None
     folder = out / FOLDER / table
     if not _link_all(previous, table, [f"{digest}.parquet" for _, digest, _ in kept], folder):
         return None
     linked = len(kept)
-    done = _write_parts(con, table, source, key, columns, out, previous, sizing, fresh, numbered, folder=folder)
+    # the ranges' partitions, numbered afresh over their keys alone
+    done = _fingerprint_and_write(con, table, source, key, columns, out, previous, sizing, where, params, folder=folder)
     done["rows"] += sum(int(p[2]) for p in kept)
     done["linked"] += linked
     done["parts"] = sorted(kept + done.pop("_parts"), key=lambda p: (p[0] is not None, p[0] or ""))
@@ -342,7 +375,7 @@ def _link_unchanged(con, table: str, source: str, columns: str, out: Path, previ
     return {"rows": rows, "linked": len(names), "written": 0, **sizing, "parts": parts, "columns": columns_digest(columns)}
 
 
-def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
+def _write_parts(con, table: str, source: str, columns: str, out: Path, previous: Path | None,
                  sizing: dict, parts: dict[int, tuple[str, int, object]], numbered: tuple[str, list],
                  folder: Path | None = None) -> dict:
     """Link or write the partitions ``parts`` under ``out/catalog/<table>/``; ``numbered``: the query (and its
@@ -368,11 +401,11 @@ def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path
             todo.append(part)
     if todo:
         stage = out / FOLDER / f".{table}.staging"
-        # the rows of the partitions to write, each with its number
+        # the rows of the partitions to write, each with its number, in the table's order: a partition's keys are one
+        # range (each file's statistics prune it), and a sort by key cost ~30% of the write
         con.execute(f"""
             COPY (
                 SELECT * FROM ({numbered[0]}) WHERE _part IN ({", ".join(str(p) for p in todo)})
-                ORDER BY {_ident(key)} NULLS FIRST
             ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""",
                     numbered[1])
         for part in todo:
@@ -387,20 +420,49 @@ def _write_parts(con, table: str, source: str, key: str, columns: str, out: Path
     return done
 
 
-def _previous_catalog_files(previous: Path | None) -> dict[str, dict]:
-    """The ``previous`` snapshot's manifest entry ``catalog_files`` (``{}`` when it has none or cannot be read)."""
-    if previous is None:
-        return {}
-    try:
-        files = snap.read_manifest(previous).get("catalog_files")
-    except Exception:  # noqa: BLE001 - a damaged previous snapshot only means sizes chosen afresh
-        return {}
-    return files if isinstance(files, dict) else {}
+def _previous_entries(previous: Path | None, *keys: str) -> list[dict]:
+    """The ``previous`` snapshot's manifest entries ``keys`` (``catalog_files``, ``counts``; ``{}`` for one it lacks, or
+    all when it cannot be read)."""
+    manifest: dict = {}
+    if previous is not None:
+        try:
+            manifest = snap.read_manifest(previous)
+        except Exception:  # noqa: BLE001 - a damaged previous snapshot only means sizes chosen afresh, tables scanned
+            pass
+    entries = [manifest.get(k) for k in keys]
+    return [e if isinstance(e, dict) else {} for e in entries]
 
 
 def view_sql(table: str) -> str:
     path = f"{FOLDER}/{table}/*.parquet".replace("'", "''")
     return f"CREATE VIEW main.{_ident(table)} AS SELECT * FROM read_parquet('{path}')"
+
+
+def _write_tables(con, tables: list[str], out: Path, previous: Path | None, full: bool) -> dict[str, dict]:
+    """:func:`write_table` for each of ``tables`` (attached as ``wh`` on ``con``), in :data:`WRITERS` threads with a
+    cursor each (DuckDB runs a query without the GIL), the largest first (by the ``previous`` snapshot's counts), so
+    the small tables' short queries run beside the large one's write. Returns each table's result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    before, rows_before = _previous_entries(previous, "catalog_files", "counts")
+    journal = catalog_changes.position(con, "wh")
+
+    def one(table: str) -> dict:
+        cur = con.cursor()
+        try:
+            changed = catalog_changes.since(cur, table, (before.get(table) or {}).get("journal"), "wh") \
+                if table in JOURNALED and not full else None
+            done = write_table(cur, table, out, previous, before.get(table), changed)
+        finally:
+            cur.close()
+        if table in JOURNALED:
+            done["journal"] = journal
+        return done
+
+    order = sorted(tables, key=lambda t: -int(rows_before.get(t) or 0))
+    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="catalog") as pool:
+        results = dict(zip(order, pool.map(one, order)))
+    return {t: results[t] for t in tables}
 
 
 def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *, full: bool = False
@@ -418,16 +480,11 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *
         con.execute(f"ATTACH '{snap.sql_quote(str(settings.db_path))}' AS wh (READ_ONLY)")
         counts: dict[str, int] = {}
         files: dict[str, dict[str, int]] = {}
-        before = _previous_catalog_files(previous)
-        journal = catalog_changes.position(con, "wh")
-        for t in published_tables(con):
-            changed = catalog_changes.since(con, t, (before.get(t) or {}).get("journal"), "wh") \
-                if t in JOURNALED and not full else None
-            done = write_table(con, t, out, previous, before.get(t), changed)
-            if t in JOURNALED:
-                done["journal"] = journal
+        tables = published_tables(con)
+        for t, done in _write_tables(con, tables, out, previous, full).items():
             counts[t] = done.pop("rows")
             files[t] = done
+        for t in tables:
             con.execute(view_sql(t))
         watermarks = {}
         if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'wh' AND table_name = 'watermarks'"):

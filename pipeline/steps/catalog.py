@@ -465,6 +465,12 @@ def _write_tables(con, tables: list[str], out: Path, previous: Path | None, full
     return {t: results[t] for t in tables}
 
 
+def require_warehouse(settings: Settings) -> None:
+    """A one-line error when there is no warehouse to publish."""
+    if not settings.db_path.exists():
+        raise UserError(f"no warehouse at {settings.db_path}: nothing to publish")
+
+
 def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *, full: bool = False
                   ) -> tuple[dict[str, int], dict[str, str], dict[str, dict[str, int]]]:
     """Write the snapshot folder ``out``'s catalog (``catalog.duckdb`` + ``catalog/``) from the warehouse,
@@ -472,8 +478,7 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *
     their changes. Returns (counts, watermarks, per-table files linked / written)."""
     import duckdb
 
-    if not settings.db_path.exists():
-        raise UserError(f"no warehouse at {settings.db_path}: nothing to publish")
+    require_warehouse(settings)
     con = duckdb.connect(str(out / snap.CATALOG))
     try:
         con.execute(f"SET file_search_path = '{snap.sql_quote(str(out.resolve()))}'")

@@ -27,6 +27,7 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, cast
@@ -37,7 +38,7 @@ from pipeline import writer_lock
 from pipeline.errors import UserError
 from pipeline.query.configs import weights_for
 from pipeline.steps.catalog import FOLDER as CATALOG_FOLDER
-from pipeline.steps.catalog import build_catalog
+from pipeline.steps.catalog import build_catalog, require_warehouse
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LANCE_TABLES = ("chunks", "papers", "figures")
+# the model stamp's fields a manifest carries (readers load the query encoder from them)
+MODEL_KEYS = ("name", "query_model", "dim", "key", "doc_format", "truncate_dim", "max_seq_length", "path", "query_path",
+              "backend", "precision")
 
 StageHook = Callable[[str, Path], None]
 
@@ -169,12 +173,11 @@ def embedded_counts(settings: Settings, counts: dict[str, int]) -> dict[str, int
         con.close()
 
 
-def verify_contents(folder: Path, expected_counts: dict[str, int], embedded: dict[str, int] | None = None) -> dict[str, int]:
+def verify_contents(folder: Path, expected_counts: dict[str, int], embedded: dict[str, int] | None = None,
+                    lance: tuple[dict[str, int], list[str]] | None = None) -> dict[str, int]:
     """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries. ``embedded``: the
     LanceDB rows the passages give (:func:`embedded_counts`), else counted here over the catalog's passages (a scan
-    of every passage's text)."""
-    import lancedb
-
+    of every passage's text). ``lance``: what :func:`check_lancedb` found, when it already ran."""
     problems: list[str] = []
     con = snap.open_catalog(folder)
     try:
@@ -190,12 +193,25 @@ def verify_contents(folder: Path, expected_counts: dict[str, int], embedded: dic
     finally:
         con.close()
 
-    db = lancedb.connect(str(folder / "lancedb"))
-    lance_counts: dict[str, int] = {}
-    for name in LANCE_TABLES:
-        lance_counts[name] = n = db.open_table(name).count_rows()
+    lance_counts, lance_problems = lance if lance is not None else check_lancedb(folder)
+    for name, n in lance_counts.items():
         if name in want and want[name] != n:
             problems.append(f"lancedb.{name}: {n} rows, warehouse has {want[name]}: run `paperkb embed` first")
+    problems += lance_problems
+    if problems:
+        raise UserError(f"snapshot verification failed: {problems[0]}" + (
+            f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return {f"lancedb.{k}": v for k, v in lance_counts.items()}
+
+
+def check_lancedb(folder: Path) -> tuple[dict[str, int], list[str]]:
+    """The rows of the snapshot's LanceDB tables, and the problems found: no full-text index, a probe query (exact
+    and through the index, vector and BM25) that misses."""
+    import lancedb
+
+    problems: list[str] = []
+    db = lancedb.connect(str(folder / "lancedb"))
+    lance_counts = {name: db.open_table(name).count_rows() for name in LANCE_TABLES}
     chunks = db.open_table("chunks")
     indexed = {c for ix in chunks.list_indices() for c in ix.columns}
     if lance_counts["chunks"] and "text" not in indexed:
@@ -220,10 +236,7 @@ def verify_contents(folder: Path, expected_counts: dict[str, int], embedded: dic
     papers = db.open_table("papers")
     if lance_counts["papers"]:
         papers.search().limit(1).select(["paper_id", "doc_vector"]).to_list()
-    if problems:
-        raise UserError(f"snapshot verification failed: {problems[0]}" + (
-            f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
-    return {f"lancedb.{k}": v for k, v in lance_counts.items()}
+    return lance_counts, problems
 
 
 def lance_indexes(lance_dir: Path) -> dict[str, list[dict]]:
@@ -411,6 +424,13 @@ def _old_enough(created_at: str | None, now: datetime, min_age_h: float) -> bool
     return (now - created).total_seconds() >= min_age_h * 3600
 
 
+def _lancedb_side(settings: Settings, tmp: Path, model: dict, previous: Path | None
+                  ) -> tuple[tuple[dict[str, int], list[str]], dict[str, list[dict]], dict[str, str]]:
+    """What a publish checks and writes from the snapshot's LanceDB copy alone: :func:`check_lancedb`,
+    :func:`lance_indexes` and :func:`write_reader_files`."""
+    return check_lancedb(tmp), lance_indexes(tmp / "lancedb"), write_reader_files(settings, tmp, model, previous)
+
+
 @writer_lock.writes("publish")  # the run_log row at the end too
 def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: bool = False) -> dict:
     """Build, verify and switch to a new snapshot. ``on_stage(stage, path)`` is called after the stages
@@ -420,7 +440,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
     root = settings.snapshots_dir
     hook = on_stage or (lambda stage, path: None)
     # the lock is reentrant: already held by @writes
-    with writer_lock.hold(settings.warehouse, "publish"), progress.task("publish: building the catalog") as bar:
+    with writer_lock.hold(settings.warehouse, "publish"), progress.task("publish: copying the LanceDB tables") as bar:
         root.mkdir(parents=True, exist_ok=True)
         abandoned = _remove_abandoned(root)
         if abandoned:
@@ -432,16 +452,22 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
         prev_id = snap.current_id(root)
         prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
         try:
-            counts, watermarks, catalog_files = build_catalog(settings, tmp, prev_dir, full=full)
-            bar.stage("publish: copying the LanceDB tables")
+            require_warehouse(settings)
             model = copy_lancedb(settings, tmp / "lancedb")
+            model_entry = {k: model.get(k) for k in MODEL_KEYS}
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish-lancedb") as pool:
+                # the LanceDB side needs no catalog: its probe queries and the readers' files (mostly in Rust and numpy,
+                # without the GIL) run beside the catalog's write (mostly in DuckDB, likewise)
+                lance_side = pool.submit(_lancedb_side, settings, tmp, model_entry, prev_dir)
+                bar.stage("publish: building the catalog")
+                counts, watermarks, catalog_files = build_catalog(settings, tmp, prev_dir, full=full)
+                lance, indexes, layout = lance_side.result()
             manifest: dict[str, Any] = {
                 "snapshot_id": sid,
                 "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
                 "schema_version": snap.SCHEMA_VERSION,
                 "counts": dict(counts),
-                "model": {k: model.get(k) for k in ("name", "query_model", "dim", "key", "doc_format", "truncate_dim",
-                                                    "max_seq_length", "path", "query_path", "backend", "precision")},
+                "model": model_entry,
                 "score_config": settings.query_config,
                 "weights": weights_for(settings.query_config, settings.query_weights),
                 "watermarks": watermarks,
@@ -450,10 +476,10 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
                 "catalog_files": catalog_files,
             }
             bar.stage("publish: checking the tables")
-            lance_counts = verify_contents(tmp, counts, None if full else embedded_counts(settings, counts))
+            lance_counts = verify_contents(tmp, counts, None if full else embedded_counts(settings, counts), lance)
             manifest["counts"].update(lance_counts)
-            manifest["indexes"] = lance_indexes(tmp / "lancedb")
-            manifest["layout"].update(write_reader_files(settings, tmp, manifest["model"], prev_dir))
+            manifest["indexes"] = indexes
+            manifest["layout"].update(layout)
             feeds = write_snapshot_feeds(settings, root, tmp, manifest)
             if feeds.get("feeds") is not None:
                 manifest["layout"]["feeds"] = "feeds"

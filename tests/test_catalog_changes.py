@@ -97,6 +97,7 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     assert first["files"]["related"]["parts"] and first["files"]["related"]["journal"][0] >= 1
 
     import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
+    _make_current(settings, snaps / "s1")  # the graph run ends its slice where one of its partitions starts
     night = run_graph(settings)  # the 32 new papers, the changed ones, and a seventh of the others in turn
     assert not night["related_full"]
     second = _catalog(settings, snaps / "s2", snaps / "s1")
@@ -110,11 +111,18 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
 
     # a rerun changes no paper: its lists are the next seventh in turn, a range of keys, so the publish reads only
     # the partitions holding them and links the rest, unread
+    _make_current(settings, snaps / "s2")
     again = run_graph(settings)
     assert again["related_changed"] == 0 and again["related_papers"] > 0
     with caplog.at_level(logging.INFO, logger="pipeline.steps.catalog"):
         third = _catalog(settings, snaps / "s3", snaps / "s2")
     rel = third["files"]["related"]
+    # the slice started and ended where s2's partitions start: the partitions written hold the lists it recomputed,
+    # and not one row more
+    before = {digest for _, digest, _ in second["files"]["related"]["parts"]}
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        recomputed = con.execute("SELECT count(*) FROM related WHERE run_id = (SELECT max(run_id) FROM related)").fetchone()
+    assert sum(n for _, digest, n in rel["parts"] if digest not in before) == recomputed[0] > 0
     assert re.search(r"related by its changes: \d+ of \d+ partition\(s\) read again", caplog.text)
     assert rel["linked"] > rel["written"] > 0 and third["counts"]["related"] == again["related"]
     assert _same_rows(settings, snaps / "s3")
@@ -133,6 +141,14 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     assert "not the" in caplog.text and "its change log explains" in caplog.text
     assert _same_rows(settings, snaps / "s4") and fourth["counts"]["related"] == third["counts"]["related"] + len(
         [r for r in _rows_of(settings, "cacm:1")])
+
+
+def _make_current(settings, folder: Path) -> None:
+    """Make the catalog ``folder`` (built by :func:`_catalog`) the CURRENT snapshot of ``settings``."""
+    root = settings.snapshots_dir
+    root.mkdir(parents=True, exist_ok=True)
+    (root / folder.name).symlink_to(folder)
+    (root / "CURRENT").write_text(folder.name + "\n")
 
 
 def _assert_runs_cut(folder: Path, entry: dict) -> None:

@@ -74,6 +74,33 @@ def test_the_rolling_slice_sweeps_the_keys_in_order_and_no_list_waits_longer_tha
         assert run - oldest < runs, (run, oldest)  # no list older than refresh_runs runs after this one
 
 
+def test_the_slice_ends_where_a_published_partition_starts_so_the_next_one_starts_there():
+    """With the first keys of the published ``related``'s partitions (the CURRENT snapshot's catalog), a run's
+    slice goes on to the next of them: every later run's slice then starts where a partition starts, so a publish
+    rewrites the partitions the slice recomputed and not a partly recomputed one at each end. The slice grows by less
+    than one partition, and no list waits longer than ``refresh_runs`` runs."""
+    runs = 7
+    papers = [f"p{i:05d}" for i in range(700)]
+    computed = {p: "graph-00" for p in papers}
+    for run in range(1, 31):
+        starts = [p for i, p in enumerate(papers) if i % 37 == 5]  # where the published partitions start
+        oldest = min((r, p) for p, r in computed.items())[1]
+        if run > 1:
+            assert oldest in set(starts) | {papers[0]}, (run, oldest)
+        papers += [f"p{i:05d}" for i in range(len(papers), len(papers) + 10)]
+        ids: list[str | None] = list(papers)
+        corpus = np.arange(len(ids))
+        degrees = {p: (1, 1) for p in computed}
+        ones = np.ones(len(ids))
+        plain = plan_related(ids, corpus, ones, ones, Previous(degrees, dict(computed), 50), 50, runs)
+        plan = plan_related(ids, corpus, ones, ones, Previous(degrees, dict(computed), 50, starts), 50, runs)
+        more = set(plan.rows.tolist()) - set(plain.rows.tolist())
+        assert set(plain.rows.tolist()) <= set(plan.rows.tolist()) and len(more) < 37, (run, len(more))
+        for v in plan.rows.tolist():
+            computed[papers[v]] = f"graph-{run:02d}"
+        assert run - min(int(r.split("-")[1]) for r in computed.values()) < runs
+
+
 def test_most_papers_changed_means_a_full_refresh():
     plan = _plan(Previous({"a": (1, 1)}, {"a": "graph-1"}, 50))  # three of four papers are new
     assert plan.full and "3 of 4 papers changed" in plan.reason

@@ -433,6 +433,18 @@ def _previous_entries(previous: Path | None, *keys: str) -> list[dict]:
     return [e if isinstance(e, dict) else {} for e in entries]
 
 
+def part_starts(settings: Settings, table: str) -> list[str] | None:
+    """The first keys of ``table``'s partitions in the CURRENT snapshot's catalog (None: no snapshot, or the table is
+    not published by its changes there); partition 0's, the keys before the first boundary, is left out."""
+    sid = snap.current_id(settings.snapshots_dir)
+    if sid is None:
+        return None
+    parts = (_previous_entries(settings.snapshots_dir / sid, "catalog_files")[0].get(table) or {}).get("parts")
+    if not isinstance(parts, list):
+        return None
+    return [p[0] for p in parts if isinstance(p, list) and p and isinstance(p[0], str)]
+
+
 def view_sql(table: str) -> str:
     path = f"{FOLDER}/{table}/*.parquet".replace("'", "''")
     return f"CREATE VIEW main.{_ident(table)} AS SELECT * FROM read_parquet('{path}')"

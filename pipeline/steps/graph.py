@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline import catalog_changes, progress
+from pipeline.steps.catalog import part_starts
 from pipeline.steps.pagerank import PageRankJob
 from pipeline.steps.related_plan import Previous, plan_related
 from pipeline.writer_lock import writes
@@ -744,10 +745,11 @@ def replace_rows(wh, table: str, ddl: str, rows) -> None:
         wh.con.unregister("_rows")
 
 
-def previous_run(con) -> Previous:
+def previous_run(con, part_starts: list[str] | None = None) -> Previous:
     """What the runs before left (see :mod:`pipeline.steps.related_plan`): the corpus papers' degrees in
     ``paper_metrics``, the run that computed each stored list in ``related``, and the last successful run's
-    ``top_k`` (``run_log``)."""
+    ``top_k`` (``run_log``); ``part_starts``: where the published ``related``'s partitions start
+    (:func:`pipeline.steps.catalog.part_starts`)."""
     degrees = {p: (int(i), int(o)) for p, i, o in con.execute(
         "SELECT paper_id, in_degree, out_degree FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall()}
     computed_by = dict(con.execute("SELECT paper_id, min(run_id) FROM related GROUP BY paper_id").fetchall())
@@ -755,7 +757,7 @@ def previous_run(con) -> Previous:
         SELECT CAST(counts->>'related_top_k' AS INTEGER) FROM run_log
         WHERE step = 'graph' AND status = 'ok' AND counts->>'related_top_k' IS NOT NULL
         ORDER BY started_at DESC LIMIT 1""").fetchone()
-    return Previous(degrees, computed_by, top_k[0] if top_k else None)
+    return Previous(degrees, computed_by, top_k[0] if top_k else None, part_starts)
 
 
 def replace_lists(wh, papers: list[str], rows) -> None:
@@ -803,7 +805,8 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             log.info("graph: %d works (%d corpus papers), %d citations", n, len(corpus), m)
             indeg = np.bincount(data.a.indices, minlength=n).astype(np.int64)
             outdeg = np.diff(data.a.indptr).astype(np.int64)
-            plan = plan_related(data.paper_ids, corpus, indeg, outdeg, previous_run(wh.con), settings.graph_top_k,
+            previous = previous_run(wh.con, part_starts(settings, "related"))
+            plan = plan_related(data.paper_ids, corpus, indeg, outdeg, previous, settings.graph_top_k,
                                 settings.graph_related_refresh_runs, force_full=full)
             if plan.full:
                 log.info("graph: related lists of all %d corpus papers (a full refresh: %s)", len(corpus), plan.reason)

@@ -16,8 +16,11 @@ So a run computes:
   whose turn the sweep has not reached yet). The slice is one range of keys (two where the sweep wraps) plus one
   night's new papers, whichever night it is, so a snapshot rewrites few of ``related``'s partitions (choosing the
   oldest lists alone, ties in paper id order, split the slices into more and more ranges as new papers' lists
-  joined the rotation, and a night's snapshot rewrote more of ``related`` night after night). Every list is thus
-  recomputed at least every ``refresh_runs`` runs, and no run is a large one;
+  joined the rotation, and a night's snapshot rewrote more of ``related`` night after night). The range goes on to
+  where a partition of the published ``related`` starts (the CURRENT snapshot's catalog, when there is one: a few
+  hundred lists more), so the next night's range starts there too and a publish rewrites the partitions the slice
+  covers, not a partly recomputed one at each end. Every list is thus recomputed at least every ``refresh_runs``
+  runs, and no run is a large one;
 
 and drops the lists of papers that left the corpus. A run computes every list (a *full* refresh) when asked to,
 when ``refresh_runs`` is 1, when no run with the same ``top_k`` is on record, or when most papers need a list
@@ -42,6 +45,9 @@ class Previous:
     degrees: dict[str, tuple[int, int]]
     computed_by: dict[str, str]  # paper id -> run id of its stored list (run ids sort by time)
     top_k: int | None
+    # the first keys of the published ``related`` table's partitions (the CURRENT snapshot's catalog, None: none): the
+    # slice ends where one starts, so a publish rewrites the partitions the slice recomputed and not one more at its end
+    part_starts: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,15 +92,17 @@ def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree
         return full(f"{len(changed)} of {len(corpus_rows)} papers changed")
     todo = set(changed)
     rest = {p: v for p, v in row_of.items() if v not in todo}
-    due = [row_of[pid] for pid in _slice(previous.computed_by, rest, refresh_runs)]
+    due = [row_of[pid] for pid in _slice(previous.computed_by, rest, refresh_runs, previous.part_starts)]
     rows = np.asarray(sorted(todo | set(due)), dtype=np.int64)
     gone = {p for p in previous.computed_by if p not in row_of}
     return RelatedPlan(False, "", rows, sorted({paper_ids[v] for v in rows.tolist()} | gone), len(changed))
 
 
-def _slice(computed_by: dict[str, str], corpus: dict[str, int], refresh_runs: int) -> list[str]:
+def _slice(computed_by: dict[str, str], corpus: dict[str, int], refresh_runs: int,
+           starts: list[str] | None = None) -> list[str]:
     """The stored lists whose turn it is (see the module doc): ``ceil(len(computed_by) / refresh_runs)`` of the corpus
-    papers' stored lists in paper id order from the one computed longest ago (wrapping past the last), and every list
+    papers' stored lists in paper id order from the one computed longest ago (wrapping past the last), on to the next
+    of ``starts`` (keys where a partition of the published table starts) or the first key when given, and every list
     computed by the ``refresh_runs``-th most recent run on record or before. ``computed_by``: paper id -> the run id
     (sorting by time) of its stored list; ``corpus``: the corpus papers now, but those computed anyway."""
     keys = sorted(p for p in computed_by if p in corpus)
@@ -103,7 +111,12 @@ def _slice(computed_by: dict[str, str], corpus: dict[str, int], refresh_runs: in
     size = min(-(-len(computed_by) // refresh_runs), len(keys))
     oldest = min((computed_by[p], p) for p in keys)[1]
     start = keys.index(oldest)
-    swept = keys[start:start + size] + keys[:max(0, start + size - len(keys))]
+    order = keys[start:] + keys[:start]
+    if starts is not None:  # on to where a partition of the published table starts (or the first key)
+        at = set(starts) | {keys[0]}
+        while size < len(order) and order[size] not in at:
+            size += 1
+    swept = order[:size]
     runs = sorted(set(computed_by.values()))
     overdue = {p for p in keys if computed_by[p] <= runs[-refresh_runs]} if len(runs) >= refresh_runs else set()
     return sorted(set(swept) | overdue)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 
 # tables whose every writer records its changes here (their key, the first column, is text). Not here:
-# paper_metrics and powerlaw_fits (written whole by every graph run), s2_dataset_citations (a numeric key).
+# paper_metrics and powerlaw_fits (written whole by every graph run); s2_dataset_citations is not published.
 JOURNALED = frozenset({
     "papers", "authors", "paper_authors", "versions", "works", "citations", "s2_authors", "work_authors",
     "s2_unresolved", "fulltext_docs", "chunks", "figures", "paper_references", "related", "reference_links",

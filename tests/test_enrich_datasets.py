@@ -223,7 +223,7 @@ def test_a_busy_file_host_is_asked_again_and_one_that_stays_busy_stops_the_step(
     assert not list(s2.raw_dir.rglob("*.part"))
 
 
-def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper):
+def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper, tmp_path):
     ds.register("test_get_available_releases.yaml")
     alias = ("/2025-08-19", "/2024-10-08")  # SYNTHETIC: the recorded 2025-08-19 answers serve release 2024-10-08
     ds.register("test_get_release.yaml", path_alias=alias)
@@ -270,6 +270,15 @@ def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper
                 | {(pid, new_cited["paperId"])})
     assert edges == expected
     assert q(s, "SELECT value FROM watermarks WHERE source = 's2_datasets'") == [(reached,)]
+
+    # a snapshot's catalog carries the edges (citations), not the ledger of citation ids that only a later diff's
+    # deletes need (at arXiv's size one row per loaded edge, which a publish would scan every night)
+    from pipeline.steps.catalog import build_catalog
+
+    (tmp_path / "snap").mkdir()
+    counts, _, _ = build_catalog(s2, tmp_path / "snap")
+    assert counts["citations"] == len(expected) and "s2_dataset_citations" not in counts
+    assert q(s2, "SELECT count(*) FROM s2_dataset_citations")[0][0] == len(expected)
 
     # --replay after losing the database: the release and the diff from the raw zone, no request
     seen = len(ds.replay.seen)

@@ -71,8 +71,12 @@ WHOLE = frozenset({"paper_metrics", "powerlaw_fits"})
 # queries (a few ms each, ~20 tables) fill the gaps beside it (more would only queue on a small machine's cores)
 WRITERS = 2
 RANKS_SQL = "marts/094_paper_ranks.sql"  # the view readers take citation counts, PageRank and weights from
-# tables that describe runs of the pipeline rather than papers: not copied into a snapshot
-OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries"}
+# tables that describe runs of the pipeline rather than papers: not copied into a snapshot. s2_dataset_citations is
+# the S2 Datasets' edge ledger (citation id -> edge), which only a later diff's delete files need; no reader opens it,
+# and as one row per loaded edge (tens of millions at arXiv's size) a publish would scan it every night: 6 s at 10M
+# rows unchanged (BENCHMARKS.md). The edges themselves are in `citations`.
+OPERATIONAL_TABLES = {"run_log", "rejects", "watermarks", "harvest_checkpoints", "deferred_windows", "feed_deliveries",
+                      "s2_dataset_citations"}
 
 
 def published_tables(con, db: str = "wh") -> list[str]:

@@ -16,10 +16,10 @@ So a run computes:
   whose turn the sweep has not reached yet). The slice is one range of keys (two where the sweep wraps) plus one
   night's new papers, whichever night it is, so a snapshot rewrites few of ``related``'s partitions (choosing the
   oldest lists alone, ties in paper id order, split the slices into more and more ranges as new papers' lists
-  joined the rotation, and a night's snapshot rewrote more of ``related`` night after night). The range goes on to
-  where a partition of the published ``related`` starts (the CURRENT snapshot's catalog, when there is one: a few
-  hundred lists more), so the next night's range starts there too and a publish rewrites the partitions the slice
-  covers, not a partly recomputed one at each end. Every list is thus recomputed at least every ``refresh_runs``
+  joined the rotation, and a night's snapshot rewrote more of ``related`` night after night). The range ends at
+  the nearest key where a partition of the published ``related`` starts (the CURRENT snapshot's catalog, when there
+  is one: at most half a partition more or fewer lists, as many on average), so the next night's range starts there
+  too and a publish rewrites the partitions the slice covers, not a partly recomputed one at each end. Every list is thus recomputed at least every ``refresh_runs``
   runs, and no run is a large one;
 
 and drops the lists of papers that left the corpus. A run computes every list (a *full* refresh) when asked to,
@@ -46,7 +46,7 @@ class Previous:
     computed_by: dict[str, str]  # paper id -> run id of its stored list (run ids sort by time)
     top_k: int | None
     # the first keys of the published ``related`` table's partitions (the CURRENT snapshot's catalog, None: none): the
-    # slice ends where one starts, so a publish rewrites the partitions the slice recomputed and not one more at its end
+    # slice ends at the nearest, so a publish rewrites the partitions the slice recomputed and not one more at its end
     part_starts: list[str] | None = None
 
 
@@ -101,7 +101,7 @@ def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree
 def _slice(computed_by: dict[str, str], corpus: dict[str, int], refresh_runs: int,
            starts: list[str] | None = None) -> list[str]:
     """The stored lists whose turn it is (see the module doc): ``ceil(len(computed_by) / refresh_runs)`` of the corpus
-    papers' stored lists in paper id order from the one computed longest ago (wrapping past the last), on to the next
+    papers' stored lists in paper id order from the one computed longest ago (wrapping past the last), to the nearest
     of ``starts`` (keys where a partition of the published table starts) or the first key when given, and every list
     computed by the ``refresh_runs``-th most recent run on record or before. ``computed_by``: paper id -> the run id
     (sorting by time) of its stored list; ``corpus``: the corpus papers now, but those computed anyway."""
@@ -112,10 +112,14 @@ def _slice(computed_by: dict[str, str], corpus: dict[str, int], refresh_runs: in
     oldest = min((computed_by[p], p) for p in keys)[1]
     start = keys.index(oldest)
     order = keys[start:] + keys[:start]
-    if starts is not None:  # on to where a partition of the published table starts (or the first key)
-        at = set(starts) | {keys[0]}
-        while size < len(order) and order[size] not in at:
-            size += 1
+    if starts is not None and size < len(order):  # to the nearest key where a partition of the published table
+        at = set(starts) | {keys[0]}  # starts (or the first key): on average as many lists as without
+        longer, shorter = size, size
+        while longer < len(order) and order[longer] not in at:
+            longer += 1
+        while shorter > 1 and order[shorter] not in at:
+            shorter -= 1
+        size = shorter if order[shorter] in at and size - shorter < longer - size else longer
     swept = order[:size]
     runs = sorted(set(computed_by.values()))
     overdue = {p for p in keys if computed_by[p] <= runs[-refresh_runs]} if len(runs) >= refresh_runs else set()

@@ -745,10 +745,10 @@ def replace_rows(wh, table: str, ddl: str, rows) -> None:
         wh.con.unregister("_rows")
 
 
-def previous_run(con, part_starts: list[str] | None = None) -> Previous:
+def previous_run(con, starts: list[str] | None = None) -> Previous:
     """What the runs before left (see :mod:`pipeline.steps.related_plan`): the corpus papers' degrees in
     ``paper_metrics``, the run that computed each stored list in ``related``, and the last successful run's
-    ``top_k`` (``run_log``); ``part_starts``: where the published ``related``'s partitions start
+    ``top_k`` (``run_log``); ``starts``: where the published ``related``'s partitions start
     (:func:`pipeline.steps.catalog.part_starts`)."""
     degrees = {p: (int(i), int(o)) for p, i, o in con.execute(
         "SELECT paper_id, in_degree, out_degree FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall()}
@@ -757,7 +757,7 @@ def previous_run(con, part_starts: list[str] | None = None) -> Previous:
         SELECT CAST(counts->>'related_top_k' AS INTEGER) FROM run_log
         WHERE step = 'graph' AND status = 'ok' AND counts->>'related_top_k' IS NOT NULL
         ORDER BY started_at DESC LIMIT 1""").fetchone()
-    return Previous(degrees, computed_by, top_k[0] if top_k else None, part_starts)
+    return Previous(degrees, computed_by, top_k[0] if top_k else None, starts)
 
 
 def replace_lists(wh, papers: list[str], rows) -> None:

@@ -19,8 +19,8 @@ So a run computes:
   joined the rotation, and a night's snapshot rewrote more of ``related`` night after night). The range ends at
   the nearest key where a partition of the published ``related`` starts (the CURRENT snapshot's catalog, when there
   is one: at most half a partition more or fewer lists, as many on average), so the next night's range starts there
-  too and a publish rewrites the partitions the slice covers, not a partly recomputed one at each end. Every list is thus recomputed at least every ``refresh_runs``
-  runs, and no run is a large one;
+  too and a publish rewrites the partitions the slice covers, not a partly recomputed one at each end. Every list
+  is thus recomputed at least every ``refresh_runs`` runs, and no run is a large one;
 
 and drops the lists of papers that left the corpus. A run computes every list (a *full* refresh) when asked to,
 when ``refresh_runs`` is 1, when no run with the same ``top_k`` is on record, or when most papers need a list

@@ -42,8 +42,9 @@ def test_a_run_cut_into_pieces_is_read_again_whole():
     assert changed_ranges(PARTS[1:], {"c"}, starts[1:]) == ([("b", "m")], {0, 1})  # no partition 0 on record
 
 
-def _catalog(settings, out: Path, previous: Path | None, *, forget_log: bool = False) -> dict:
-    """``build_catalog`` into ``out`` (with a manifest holding its ``catalog_files``), from ``previous``."""
+def _catalog(settings, out: Path, previous: Path | None, *, forget_log: bool = False, full: bool = False) -> dict:
+    """``build_catalog`` into ``out`` (with a manifest holding its ``catalog_files`` and ``catalog_views``), from
+    ``previous``."""
     from pipeline import snapshots as snap
     from pipeline.steps.catalog import build_catalog
 
@@ -59,9 +60,9 @@ def _catalog(settings, out: Path, previous: Path | None, *, forget_log: bool = F
             target.parent.mkdir(parents=True, exist_ok=True)
             target.hardlink_to(f)
     out.mkdir()
-    counts, _, files = build_catalog(settings, out, previous)
-    (out / snap.MANIFEST).write_text(json.dumps({"id": out.name, "catalog_files": files}))
-    return {"counts": counts, "files": files}
+    counts, _, files, views = build_catalog(settings, out, previous, full=full)
+    (out / snap.MANIFEST).write_text(json.dumps({"id": out.name, "catalog_files": files, "catalog_views": views}))
+    return {"counts": counts, "files": files, "views": views}
 
 
 def _names(folder: Path, table: str) -> set[str]:
@@ -276,3 +277,40 @@ def test_every_write_to_a_logged_table_logs_its_keys():
                 if call != "sql_file_returning":
                     offenders.append(f"{f.relative_to(root)} runs {name} without logging its keys")
     assert not offenders, offenders
+
+
+def test_catalog_duckdb_is_the_previous_one_while_its_views_are_the_same(settings, shared_data, tmp_path):
+    import os
+
+    import duckdb
+
+    from pipeline import snapshots as snap
+    from pipeline.sources.local_corpus import import_collection
+
+    import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    first = _catalog(settings, snaps / "s1", None)
+    second = _catalog(settings, snaps / "s2", snaps / "s1")
+    # the same tables and warehouse views: the same views file, linked (no night rebuilds it)
+    assert not first["views"]["linked"] and second["views"] == {"key": first["views"]["key"], "linked": True}
+    assert os.stat(snaps / "s1" / snap.CATALOG).st_ino == os.stat(snaps / "s2" / snap.CATALOG).st_ino
+
+    def count(folder: Path, view: str) -> int:
+        con = snap.open_catalog(folder)  # the views' paths are relative: they read the folder they are opened in
+        try:
+            return con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+        finally:
+            con.close()
+
+    assert count(snaps / "s2", "papers") == second["counts"]["papers"] == 3204
+    # a view added to the warehouse: the file is made anew, with it
+    with duckdb.connect(str(settings.db_path)) as con:
+        con.execute("CREATE VIEW cacm_titles AS SELECT paper_id, title FROM papers")
+    third = _catalog(settings, snaps / "s3", snaps / "s2")
+    assert not third["views"]["linked"] and third["views"]["key"] != second["views"]["key"]
+    assert count(snaps / "s3", "cacm_titles") == 3204
+    assert os.stat(snaps / "s3" / snap.CATALOG).st_ino != os.stat(snaps / "s2" / snap.CATALOG).st_ino
+    # and `paperkb publish --full` makes it anew whatever the key
+    fourth = _catalog(settings, snaps / "s4", snaps / "s3", full=True)
+    assert fourth["views"] == {"key": third["views"]["key"], "linked": False} and count(snaps / "s4", "cacm_titles") == 3204

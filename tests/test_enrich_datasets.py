@@ -276,7 +276,7 @@ def test_next_run_applies_the_diffs_since_the_loaded_release(settings, ds, paper
     from pipeline.steps.catalog import build_catalog
 
     (tmp_path / "snap").mkdir()
-    counts, _, _ = build_catalog(s2, tmp_path / "snap")
+    counts, _, _, _ = build_catalog(s2, tmp_path / "snap")
     assert counts["citations"] == len(expected) and "s2_dataset_citations" not in counts
     assert q(s2, "SELECT count(*) FROM s2_dataset_citations")[0][0] == len(expected)
 

@@ -62,6 +62,8 @@ def test_unchanged_catalog_partitions_are_hard_links_and_the_views_read_them(nig
     m = snapshots.read_manifest(b)
     unchanged = [t for t, f in m["catalog_files"].items() if f["written"] == 0]
     assert unchanged, m["catalog_files"]
+    # the views are the same: catalog.duckdb is the first snapshot's file, linked
+    assert m["catalog_views"]["linked"] and os.stat(a / "catalog.duckdb").st_ino == os.stat(b / "catalog.duckdb").st_ino
     # the catalog answers from any working directory, and the snapshot verifies by re-hashing every file
     cwd = os.getcwd()
     try:

@@ -454,13 +454,13 @@ def view_sql(table: str) -> str:
     return f"CREATE VIEW main.{_ident(table)} AS SELECT * FROM read_parquet('{path}')"
 
 
-def _write_tables(con, tables: list[str], out: Path, previous: Path | None, full: bool) -> dict[str, dict]:
+def _write_tables(con, tables: list[str], out: Path, previous: Path | None, full: bool, before: dict,
+                  rows_before: dict) -> dict[str, dict]:
     """:func:`write_table` for each of ``tables`` (attached as ``wh`` on ``con``), in :data:`WRITERS` threads with a
     cursor each (DuckDB runs a query without the GIL), the largest first (by the ``previous`` snapshot's counts), so
     the small tables' short queries run beside the large one's write. Returns each table's result."""
     from concurrent.futures import ThreadPoolExecutor
 
-    before, rows_before = _previous_entries(previous, "catalog_files", "counts")
     journal = catalog_changes.position(con, "wh")
 
     def one(table: str) -> dict:
@@ -488,32 +488,68 @@ def require_warehouse(settings: Settings) -> None:
 
 
 def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *, full: bool = False
-                  ) -> tuple[dict[str, int], dict[str, str], dict[str, dict[str, int]]]:
+                  ) -> tuple[dict[str, int], dict[str, str], dict[str, dict[str, int]], dict]:
     """Write the snapshot folder ``out``'s catalog (``catalog.duckdb`` + ``catalog/``) from the warehouse,
-    linking partitions of the ``previous`` snapshot folder. ``full``: scan every table, also those published by
-    their changes. Returns (counts, watermarks, per-table files linked / written)."""
+    linking partitions of the ``previous`` snapshot folder, and its ``catalog.duckdb`` too when the views are the
+    same (:func:`views_key`, the ``catalog_views`` of its manifest). ``full``: scan every table, also those
+    published by their changes, and write ``catalog.duckdb`` anew. Returns (counts, watermarks, per-table files
+    linked / written, the manifest's ``catalog_views``: the views' key and whether the file was linked)."""
     import duckdb
 
     require_warehouse(settings)
-    con = duckdb.connect(str(out / snap.CATALOG))
+    # the tables are written from a connection without a file: catalog.duckdb holds views alone, made (or linked)
+    # once the tables are written; DuckDB spills to temp_directory, inside the folder being published
+    spill = out / f".{snap.CATALOG}.tmp"
+    con = duckdb.connect(config={"temp_directory": str(spill)})
     try:
-        con.execute(f"SET file_search_path = '{snap.sql_quote(str(out.resolve()))}'")
         con.execute(f"ATTACH '{snap.sql_quote(str(settings.db_path))}' AS wh (READ_ONLY)")
         counts: dict[str, int] = {}
         files: dict[str, dict[str, int]] = {}
         tables = published_tables(con)
-        for t, done in _write_tables(con, tables, out, previous, full).items():
+        before, rows_before, views_before = _previous_entries(previous, "catalog_files", "counts", "catalog_views")
+        for t, done in _write_tables(con, tables, out, previous, full, before, rows_before).items():
             counts[t] = done.pop("rows")
             files[t] = done
-        for t in tables:
-            con.execute(view_sql(t))
         watermarks = {}
         if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'wh' AND table_name = 'watermarks'"):
             watermarks = dict(con.execute("SELECT source, value FROM wh.main.watermarks ORDER BY source").fetchall())
         views = con.execute(
             "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'wh' AND schema_name = 'main' "
             "AND NOT internal ORDER BY view_name").fetchall()
-        con.execute("DETACH wh")
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+    made = {"key": views_key(tables, views), "linked": False}
+    if not full and previous is not None and views_before.get("key") == made["key"]:
+        made["linked"] = _link_previous_catalog(previous / snap.CATALOG, out / snap.CATALOG)
+    if not made["linked"]:
+        _write_views(out, tables, views, counts)
+    linked = sum(f["linked"] for f in files.values())
+    written = sum(f["written"] for f in files.values())
+    log.info("publish: catalog of %d table(s): %d partition file(s) hard-linked, %d written; its views %s",
+             len(files), linked, written, "linked (unchanged)" if made["linked"] else "written")
+    return counts, watermarks, files, made
+
+
+def views_key(tables: list[str], views: list[tuple[str, str]]) -> str:
+    """What ``catalog.duckdb`` is made from: each table's view (:func:`view_sql`) and the warehouse's views (name and
+    SQL), as a digest. The same key, the same file: a publish links the previous snapshot's when the keys match."""
+    made = [view_sql(t) for t in tables] + [f"{name}\n{sql}" for name, sql in views]
+    return hashlib.sha256(repr((SCHEMA_OF_VIEWS, made)).encode()).hexdigest()
+
+
+SCHEMA_OF_VIEWS = 1  # raise when _write_views makes another file from the same definitions
+
+
+def _write_views(out: Path, tables: list[str], views: list[tuple[str, str]], counts: dict[str, int]) -> None:
+    """``out/catalog.duckdb``: a view over each table's partitions, then the warehouse's ``views`` (name, SQL)."""
+    import duckdb
+
+    con = duckdb.connect(str(out / snap.CATALOG))
+    try:
+        con.execute(f"SET file_search_path = '{snap.sql_quote(str(out.resolve()))}'")
+        for t in tables:
+            con.execute(view_sql(t))
         for name, sql in views:  # views keep working in the catalog: they name tables without a schema
             try:
                 con.execute(sql)
@@ -522,43 +558,17 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *
         if "paper_ranks" not in {name for name, _ in views} and "papers" in counts and "paper_metrics" in counts:
             # a warehouse no step of this version has opened yet: readers take the ranks from this view
             con.execute((SQL_DIR / RANKS_SQL).read_text(encoding="utf-8"))
-            views.append(("paper_ranks", ""))
         # views are not counted: a count runs the view's query over the whole catalog (at 100,000 papers, 8 s for
         # passages, strongest_cocitation_pairs and related_works), every night, for a number nobody reads
         con.execute("CHECKPOINT")
-        definitions = views_digest(con)
-    finally:
-        con.close()
-    if previous is not None and (previous / snap.CATALOG).is_file() and _views_digest_of(previous) == definitions:
-        _link_over(previous / snap.CATALOG, out / snap.CATALOG)  # the same views: share the file too
-    linked = sum(f["linked"] for f in files.values())
-    written = sum(f["written"] for f in files.values())
-    log.info("publish: catalog of %d table(s): %d partition file(s) hard-linked, %d written", len(files), linked, written)
-    return counts, watermarks, files
-
-
-def views_digest(con) -> str:
-    """A digest of every view's definition on ``con`` (what ``catalog.duckdb`` holds)."""
-    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
-    return hashlib.sha256(repr(rows).encode()).hexdigest()
-
-
-def _views_digest_of(folder: Path) -> str | None:
-    try:
-        con = snap.open_catalog(folder)
-    except Exception:  # noqa: BLE001 - an unreadable previous catalog is only not shared
-        return None
-    try:
-        return views_digest(con)
     finally:
         con.close()
 
 
-def _link_over(src: Path, dest: Path) -> None:
-    """Replace ``dest`` by a hard link to ``src`` (left as it is when the link fails: another filesystem)."""
-    tmp = dest.with_name(f".{dest.name}.link")
+def _link_previous_catalog(src: Path, dest: Path) -> bool:
+    """Hard-link the previous snapshot's ``catalog.duckdb`` as ``dest`` (False: it is missing, or another filesystem)."""
     try:
-        os.link(src, tmp)
+        os.link(src, dest)
     except OSError:
-        return
-    os.replace(tmp, dest)
+        return False
+    return True

@@ -460,7 +460,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
                 # without the GIL) run beside the catalog's write (mostly in DuckDB, likewise)
                 lance_side = pool.submit(_lancedb_side, settings, tmp, model_entry, prev_dir)
                 bar.stage("publish: building the catalog")
-                counts, watermarks, catalog_files = build_catalog(settings, tmp, prev_dir, full=full)
+                counts, watermarks, catalog_files, catalog_views = build_catalog(settings, tmp, prev_dir, full=full)
                 lance, indexes, layout = lance_side.result()
             manifest: dict[str, Any] = {
                 "snapshot_id": sid,
@@ -474,6 +474,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
                 "layout": {"catalog": snap.CATALOG, "catalog_files": CATALOG_FOLDER, "lancedb": "lancedb",
                            "lancedb_tables": list(LANCE_TABLES)},
                 "catalog_files": catalog_files,
+                "catalog_views": catalog_views,
             }
             bar.stage("publish: checking the tables")
             lance_counts = verify_contents(tmp, counts, None if full else embedded_counts(settings, counts), lance)

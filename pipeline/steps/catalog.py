@@ -531,14 +531,17 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *
     return counts, watermarks, files, made
 
 
-def views_key(tables: list[str], views: list[tuple[str, str]]) -> str:
-    """What ``catalog.duckdb`` is made from: each table's view (:func:`view_sql`) and the warehouse's views (name and
-    SQL), as a digest. The same key, the same file: a publish links the previous snapshot's when the keys match."""
-    made = [view_sql(t) for t in tables] + [f"{name}\n{sql}" for name, sql in views]
-    return hashlib.sha256(repr((SCHEMA_OF_VIEWS, made)).encode()).hexdigest()
-
-
 SCHEMA_OF_VIEWS = 1  # raise when _write_views makes another file from the same definitions
+
+
+def views_key(tables: list[str], views: list[tuple[str, str]]) -> str:
+    """What ``catalog.duckdb`` is made from: each table's view (:func:`view_sql`), the warehouse's views (name and
+    SQL) and the DuckDB release that writes the file, as a digest. The same key, the same file: a publish links the
+    previous snapshot's when the keys match."""
+    import duckdb
+
+    made = [view_sql(t) for t in tables] + [f"{name}\n{sql}" for name, sql in views]
+    return hashlib.sha256(repr((SCHEMA_OF_VIEWS, duckdb.__version__, made)).encode()).hexdigest()
 
 
 def _write_views(out: Path, tables: list[str], views: list[tuple[str, str]], counts: dict[str, int]) -> None:

@@ -1,7 +1,7 @@
 """The warehouse's change log for tables published by their changes (``_catalog_changes``, sql/core).
 
 A write to such a table (:data:`JOURNALED`) records, in the same transaction, the keys (first-column values) whose
-rows it deleted, replaced or added, or ``None`` for "all of them". A publish reads the entries after the one the
+rows it deleted, replaced or added (one row each in ``_catalog_change_keys``), or "all of them" (``keys`` NULL). A publish reads the entries after the one the
 previous snapshot saw (:func:`since`) and rewrites only the catalog partitions holding those keys
 (:mod:`pipeline.steps.catalog`).
 
@@ -27,6 +27,7 @@ JOURNALED = frozenset({
     "interests",
 })
 KEEP = 20_000  # entries kept: a snapshot older than that many writes is published by a full scan
+KEYS_TABLE = "_catalog_change_keys"  # the keys of each entry, a row each (sql/core/074_catalog_changes.sql)
 MOST = 4  # a write of more than 1/MOST of a table's rows is logged as "all of them" (a full scan is as cheap)
 
 
@@ -43,9 +44,15 @@ def record(con, table: str, keys: Iterable[str | None] | None) -> None:
             keys = None
     # every result fetched whole: DuckDB refuses other work on a connection with a result pending (unregister)
     seq = con.execute("SELECT coalesce(max(seq), 0) + 1 FROM _catalog_changes").fetchall()[0][0]
-    con.execute("INSERT INTO _catalog_changes VALUES (?, ?, ?, ?)", [seq, table, keys, datetime.now(timezone.utc)]).fetchall()
+    by_row = _has_table(con, None, KEYS_TABLE)  # else a warehouse no writer of this version has opened: keys inline
+    inline = None if keys is None else ([] if by_row else keys)
+    con.execute("INSERT INTO _catalog_changes VALUES (?, ?, ?, ?)", [seq, table, inline, datetime.now(timezone.utc)]).fetchall()
+    if keys is not None and by_row:
+        con.execute(f"INSERT INTO {KEYS_TABLE} SELECT ?, unnest(?::VARCHAR[])", [seq, keys]).fetchall()
     if seq > KEEP:
         con.execute("DELETE FROM _catalog_changes WHERE seq <= ?", [seq - KEEP]).fetchall()
+        if by_row:
+            con.execute(f"DELETE FROM {KEYS_TABLE} WHERE seq <= ?", [seq - KEEP]).fetchall()
 
 
 def returning(con, table: str, sql: str, params: list | None = None) -> int:
@@ -94,9 +101,13 @@ def _rows(con, table: str) -> int:
 
 
 def _has_log(con, db: str | None) -> bool:
+    return _has_table(con, db, "_catalog_changes")
+
+
+def _has_table(con, db: str | None, name: str) -> bool:
     where = "database_name = current_database()" if db is None else "database_name = ?"
     return bool(con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {where} AND schema_name = 'main' "
-                            "AND table_name = '_catalog_changes'", [] if db is None else [db]).fetchall()[0][0])
+                            "AND table_name = ?", ([] if db is None else [db]) + [name]).fetchall()[0][0])
 
 
 def position(con, db: str) -> list | None:
@@ -135,10 +146,18 @@ def since(con, table: str, seen: list | None, db: str) -> set[str] | None:
             return None
     elif (con.execute(f"SELECT min(seq) FROM {db}._catalog_changes").fetchone() or (None,))[0] not in (None, 1):
         return None  # the log was empty then, and its first entries are pruned now
+    entries = con.execute(f"SELECT seq, keys IS NULL, len(keys) FROM {db}._catalog_changes WHERE table_name = ? "
+                          "AND seq > ? ORDER BY seq", [table, seq]).fetchall()
+    if any(every for _, every, _ in entries):
+        return None
     changed: set[str] = set()
-    for (keys,) in con.execute(f"SELECT keys FROM {db}._catalog_changes WHERE table_name = ? AND seq > ? ORDER BY seq",
-                               [table, seq]).fetchall():
-        if keys is None:
-            return None
-        changed.update(keys)
+    inline = [s for s, _, n in entries if n]  # logged by an older paperkb, not moved yet (a read-only publish)
+    if inline:
+        changed.update(k for (k,) in con.execute(f"SELECT unnest(keys) FROM {db}._catalog_changes WHERE seq = ANY(?)",
+                                                 [inline]).fetchall())
+    by_row = [s for s, _, n in entries if not n]
+    if by_row and _has_table(con, db, KEYS_TABLE):  # the seq range first: DuckDB skips the older entries' rows
+        changed.update(k for (k,) in con.execute(
+            f"SELECT key FROM {db}.{KEYS_TABLE} WHERE seq BETWEEN ? AND ? AND seq = ANY(?)",
+            [by_row[0], by_row[-1], by_row]).fetchall())
     return changed

@@ -314,3 +314,41 @@ def test_catalog_duckdb_is_the_previous_one_while_its_views_are_the_same(setting
     # and `paperkb publish --full` makes it anew whatever the key
     fourth = _catalog(settings, snaps / "s4", snaps / "s3", full=True)
     assert fourth["views"] == {"key": third["views"]["key"], "linked": False} and count(snaps / "s4", "cacm_titles") == 3204
+
+
+def test_the_keys_logged_by_an_older_paperkb_are_read_and_moved_to_a_row_each(settings, shared_data, tmp_path):
+    """Entries logged before ``_catalog_change_keys`` held their keys as a list: a read-only publish reads them as
+    they are, and the next writer moves them to a row each (once: opened again, nothing moves twice)."""
+    import duckdb
+
+    from pipeline import catalog_changes
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.warehouse import Warehouse
+
+    import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        seen = catalog_changes.position(con, con.execute("SELECT current_database()").fetchone()[0])
+    import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
+
+    def changed(table: str) -> set[str] | None:
+        with duckdb.connect() as con:
+            con.execute(f"ATTACH '{settings.db_path}' AS wh (READ_ONLY)")
+            return catalog_changes.since(con, table, seen, "wh")
+
+    papers = changed("papers")
+    assert papers and 32 <= len(papers) < 1000 and all(k.startswith("cacm:") for k in papers)
+    logged = {t: changed(t) for t in ("papers", "citations", "works")}
+    with duckdb.connect(str(settings.db_path)) as con:  # as an older paperkb left it: each entry's keys in its row
+        assert con.execute("SELECT count(*) FROM _catalog_changes WHERE len(keys) > 0").fetchone()[0] == 0
+        con.execute("UPDATE _catalog_changes c SET keys = (SELECT list(key ORDER BY key) FROM _catalog_change_keys k "
+                    "WHERE k.seq = c.seq) WHERE keys IS NOT NULL")
+        con.execute("DROP TABLE _catalog_change_keys")
+    assert {t: changed(t) for t in logged} == logged
+
+    for _ in range(2):
+        Warehouse(settings).init().close()
+        with duckdb.connect(str(settings.db_path), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM _catalog_changes WHERE len(keys) > 0").fetchone()[0] == 0
+            moved = con.execute("SELECT count(*), count(DISTINCT (seq, key)) FROM _catalog_change_keys").fetchone()
+        assert moved[0] == moved[1] >= sum(len(v or ()) for v in logged.values())
+        assert {t: changed(t) for t in logged} == logged

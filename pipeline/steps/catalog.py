@@ -149,7 +149,7 @@ def _fingerprint_and_write(con, table: str, source: str, key: str, columns: str,
         rows = _keyed_rows(source, key, where)
         parts = partition_fingerprints(con, columns, f"(SELECT p.part, hash(s) AS h, p.k FROM {rows})", params)
         return _write_parts(con, table, source, columns, out, previous, sizing, parts,
-                            (f"SELECT s.*, p.part AS _part FROM {rows}", params or []), folder=folder)
+                            (key, where, params or [], f"SELECT s.*, p.part AS _part FROM {rows}"), folder=folder)
     finally:
         con.execute(f"DROP TABLE IF EXISTS {KEYS}")
 
@@ -380,10 +380,11 @@ def _link_unchanged(con, table: str, source: str, columns: str, out: Path, previ
 
 
 def _write_parts(con, table: str, source: str, columns: str, out: Path, previous: Path | None,
-                 sizing: dict, parts: dict[int, tuple[str, int, object]], numbered: tuple[str, list],
+                 sizing: dict, parts: dict[int, tuple[str, int, object]], rows: tuple[str, str, list, str],
                  folder: Path | None = None) -> dict:
-    """Link or write the partitions ``parts`` under ``out/catalog/<table>/``; ``numbered``: the query (and its
-    parameters) giving the rows of ``source`` they hold, each with its partition as ``_part``."""
+    """Link or write the partitions ``parts`` under ``out/catalog/<table>/``; ``rows``: (the key, the condition and
+    its parameters keeping the rows of ``source`` they hold, and the query giving those rows each with its partition
+    as ``_part``)."""
     if folder is None:
         folder = out / FOLDER / table
         folder.mkdir(parents=True)
@@ -403,25 +404,76 @@ def _write_parts(con, table: str, source: str, columns: str, out: Path, previous
             done["linked"] += 1
         else:
             todo.append(part)
-    if todo:
-        stage = out / FOLDER / f".{table}.staging"
-        # the rows of the partitions to write, each with its number, in the table's order: a partition's keys are one
-        # range (each file's statistics prune it), and a sort by key cost ~30% of the write
-        con.execute(f"""
-            COPY (
-                SELECT * FROM ({numbered[0]}) WHERE _part IN ({", ".join(str(p) for p in todo)})
-            ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""",
-                    numbered[1])
-        for part in todo:
-            files = sorted((stage / f"_part={part}").glob("*.parquet"))
-            if len(files) == 1:
-                os.replace(files[0], folder / f"{parts[part][0]}.parquet")
-            else:  # DuckDB closed and reopened the partition's file (many partitions open at once)
-                for i, f in enumerate(files):
-                    os.replace(f, folder / f"{parts[part][0]}.{i}.parquet")
-            done["written"] += len(files)
-        shutil.rmtree(stage)
+    order = sorted(parts)
+    if len(todo) > RANGED_WRITES or any(parts[p][2] is None for p in order[1:]):  # (a piece of NULL keys: no range)
+        done["written"] += _write_partitioned(con, table, out, folder, parts, todo, rows[3], rows[2])
+    elif todo:
+        _write_ranges(con, source, folder, parts, todo, *rows[:3])
+        done["written"] += len(todo)
     return done
+
+
+# partitions to write up to which each is one COPY of its key range (a night's: a few), rather than one COPY ...
+# PARTITION_BY of them all (a full scan: a COPY per partition would scan the table once each). Measured on a night's
+# `related` at 143,000 papers (10 partitions, 1.1M rows): 1.0 s of CPU in two threads instead of 1.5 s
+RANGED_WRITES = 16
+
+
+def _write_partitioned(con, table: str, out: Path, folder: Path, parts: dict[int, tuple[str, int, object]],
+                       todo: list[int], numbered: str, params: list) -> int:
+    """Write the partitions ``todo`` of ``parts`` in one ``COPY ... PARTITION_BY`` of ``numbered`` (the rows, each with
+    its partition as ``_part``); returns the files written."""
+    stage = out / FOLDER / f".{table}.staging"
+    # the rows of the partitions to write, each with its number, in the table's order: a partition's keys are one
+    # range (each file's statistics prune it), and a sort by key cost ~30% of the write
+    con.execute(f"""
+        COPY (
+            SELECT * FROM ({numbered}) WHERE _part IN ({", ".join(str(p) for p in todo)})
+        ) TO '{snap.sql_quote(str(stage))}' (FORMAT parquet, PARTITION_BY (_part), FILENAME_PATTERN 'f{{i}}')""",
+                params)
+    written = 0
+    for part in todo:
+        files = sorted((stage / f"_part={part}").glob("*.parquet"))
+        if len(files) == 1:
+            os.replace(files[0], folder / f"{parts[part][0]}.parquet")
+        else:  # DuckDB closed and reopened the partition's file (many partitions open at once)
+            for i, f in enumerate(files):
+                os.replace(f, folder / f"{parts[part][0]}.{i}.parquet")
+        written += len(files)
+    shutil.rmtree(stage)
+    return written
+
+
+def _write_ranges(con, source: str, folder: Path, parts: dict[int, tuple[str, int, object]], todo: list[int],
+                  key: str, where: str, params: list) -> None:
+    """Write each of the partitions ``todo`` of ``parts`` with a COPY of the rows of ``source`` that ``where`` keeps
+    whose key lies from its first key to the next partition's (keys are numbered in order: a partition is the keys of
+    one range; the first one's holds the NULL keys too), two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    order = sorted(parts)
+    at = {part: i for i, part in enumerate(order)}
+    k = _ident(key)
+
+    def one(part: int) -> None:
+        i = at[part]
+        cond, args = [f"({where})"], list(params)
+        if i > 0:
+            cond.append(f"{k} >= ?")
+            args.append(parts[part][2])
+        if i + 1 < len(order):
+            cond.append(f"({k} < ?{f' OR {k} IS NULL' if i == 0 else ''})")
+            args.append(parts[order[i + 1]][2])
+        dest = folder / f"{parts[part][0]}.parquet"
+        cur = con.cursor()
+        try:
+            cur.execute(f"COPY (SELECT * FROM {source} WHERE {' AND '.join(cond)}) TO '{snap.sql_quote(str(dest))}' "
+                        "(FORMAT parquet)", args)
+        finally:
+            cur.close()
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"catalog-{folder.name}") as pool:
+        list(pool.map(one, todo))
 
 
 def _previous_entries(previous: Path | None, *keys: str) -> list[dict]:

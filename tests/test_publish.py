@@ -122,22 +122,22 @@ def test_a_publish_takes_the_passage_counts_from_the_embed_run_while_no_logged_w
 
     from pipeline.errors import UserError
     from pipeline.steps.graph import run_graph
-    from pipeline.steps.publish import embedded_counts, run_publish
+    from pipeline.steps.publish import embedded_counts, last_embed, run_publish
     from pipeline.warehouse import Warehouse
 
     with duckdb.connect(str(wh.db_path), read_only=True) as con:
         passages, papers = con.execute("SELECT count(*), count(DISTINCT paper_id) FROM passages").fetchone()
-    assert embedded_counts(wh, _table_rows(wh)) == {"chunks": passages, "papers": papers, "figures": 0}
+    assert embedded_counts(last_embed(wh), _table_rows(wh)) == {"chunks": passages, "papers": papers, "figures": 0}
     run_graph(wh)
-    assert embedded_counts(wh, _table_rows(wh)) == {"chunks": passages, "papers": papers, "figures": 0}
+    assert embedded_counts(last_embed(wh), _table_rows(wh)) == {"chunks": passages, "papers": papers, "figures": 0}
     r = run_publish(wh)
     assert r["counts"]["lancedb.chunks"] == passages and r["counts"]["lancedb.papers"] == papers
-    assert embedded_counts(wh, {**_table_rows(wh), "papers": 29}) is None  # rows the embed run did not see
+    assert embedded_counts(last_embed(wh), {**_table_rows(wh), "papers": 29}) is None  # rows the embed run did not see
 
     with Warehouse(wh) as w:
         w.upsert("papers", pa.table({"paper_id": ["cisi:new"], "source": ["cisi"], "external_id": ["new"],
                                      "title": ["A new paper"], "abstract": ["Not embedded yet."]}), ["paper_id"])
-    assert embedded_counts(wh, _table_rows(wh)) is None
+    assert embedded_counts(last_embed(wh), _table_rows(wh)) is None
     with pytest.raises(UserError, match="paperkb embed"):
         run_publish(wh)
     assert _visible(wh) == ([r["snapshot_id"]], r["snapshot_id"])

@@ -148,3 +148,38 @@ def test_the_partition_size_is_kept_until_a_table_doubles(night):
         assert catalog.partition_size(con, "big", "paper_id", None) == (catalog.part_rows(n), n)
     finally:
         con.close()
+
+
+def test_a_night_counts_its_tables_from_their_files_and_finds_a_file_that_lost_rows(night, tmp_path):
+    """The second snapshot links the first's views, so its check counts each table from its files (a partition linked
+    from the first counts what the first recorded, a new file its Parquet footer): the counts the views give. A file
+    that is not the linked one and holds other rows fails the publish's check, naming the table."""
+    import shutil
+
+    import duckdb
+
+    from pipeline import snapshots
+    from pipeline.errors import UserError
+    from pipeline.steps.catalog import file_rows
+    from pipeline.steps.publish import verify_contents
+
+    a, b = _snap(night, "first"), _snap(night, "second")
+    counts = {t: n for t, n in snapshots.read_manifest(b)["counts"].items() if not t.startswith("lancedb.")}
+    assert file_rows(b, list(counts), a) == counts
+    con = snapshots.open_catalog(b)
+    try:
+        assert {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in counts} == counts
+    finally:
+        con.close()
+
+    copy = tmp_path / b.name  # every file a new inode: each one's rows read from its footer
+    shutil.copytree(b, copy)
+    assert verify_contents(copy, counts, {}, ({}, []), a) == {}
+    table = max(counts, key=counts.get)
+    victim = max((copy / "catalog" / table).glob("*.parquet"), key=lambda f: f.stat().st_size)
+    with duckdb.connect() as c:
+        c.execute(f"COPY (SELECT * FROM read_parquet('{victim}') LIMIT 1) TO '{victim}.tmp' (FORMAT parquet)")
+    os.replace(f"{victim}.tmp", victim)
+    with pytest.raises(UserError, match=rf"snapshot verification failed: catalog\.{table}: \d+ rows, warehouse has "
+                                        rf"{counts[table]}"):
+        verify_contents(copy, counts, {}, ({}, []), a)

@@ -489,6 +489,43 @@ def _previous_entries(previous: Path | None, *keys: str) -> list[dict]:
     return [e if isinstance(e, dict) else {} for e in entries]
 
 
+def file_rows(out: Path, tables: list[str], previous: Path | None) -> dict[str, int]:
+    """The rows of each of ``tables``' files under ``out/catalog/<table>/``: a file that is the same inode as the
+    ``previous`` snapshot's file of that name (a partition linked from it, checked when that snapshot was published)
+    counts the rows its manifest records for that partition; any other file's rows are read from its Parquet
+    footer."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    recorded: dict[str, dict[str, int]] = {}
+    for table, entry in _previous_entries(previous, "catalog_files")[0].items():
+        parts = entry.get("parts") if isinstance(entry, dict) else None
+        recorded[table] = {p[1]: int(p[2]) for p in parts or [] if isinstance(p, list) and len(p) == 3}
+    rows = {}
+    for table in tables:
+        n = 0
+        for f in (out / FOLDER / table).iterdir():
+            known = recorded.get(table, {}).get(f.name.removesuffix(".parquet"))
+            if known is not None and previous is not None and _same_file(f, previous / FOLDER / table / f.name):
+                n += known
+            else:
+                try:
+                    n += pq.read_metadata(f).num_rows
+                except (OSError, pa.ArrowException) as exc:
+                    raise UserError(f"snapshot verification failed: catalog/{table}/{f.name} is not readable Parquet: "
+                                    f"{exc}") from None
+        rows[table] = n
+    return rows
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = a.stat(), b.stat()
+    except OSError:
+        return False
+    return (sa.st_ino, sa.st_dev) == (sb.st_ino, sb.st_dev)
+
+
 def part_starts(settings: Settings, table: str) -> list[str] | None:
     """The first keys of ``table``'s partitions in the CURRENT snapshot's catalog (None: no snapshot, or the table is
     not published by its changes there); partition 0's, the keys before the first boundary, is left out."""

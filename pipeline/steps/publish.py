@@ -38,7 +38,7 @@ from pipeline import writer_lock
 from pipeline.errors import UserError
 from pipeline.query.configs import weights_for
 from pipeline.steps.catalog import FOLDER as CATALOG_FOLDER
-from pipeline.steps.catalog import build_catalog, require_warehouse
+from pipeline.steps.catalog import build_catalog, file_rows, require_warehouse
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 
@@ -142,11 +142,10 @@ def _vector_query(table, vector) -> LanceVectorQueryBuilder:
 PASSAGE_TABLES = ("chunks", "papers", "figures")  # what the passages, paper_meta and figure_legends marts read
 
 
-def embedded_counts(settings: Settings, counts: dict[str, int]) -> dict[str, int] | None:
-    """The rows of each LanceDB table as the last embed run left them (``run_log``), when no write to the
-    passages' tables came after it (the change log, :mod:`pipeline.catalog_changes`) and those tables hold the rows
-    they held then (``counts``: the catalog's; a write that escaped the log shows there): what the catalog's
-    passages would count. None when that is not known (then :func:`verify_contents` counts them)."""
+def last_embed(settings: Settings) -> dict | None:
+    """The counts the last embed run recorded (``run_log``: each LanceDB table's rows and each passage table's), when
+    no write to the passages' tables came after it (the change log, :mod:`pipeline.catalog_changes`); None when that is
+    not known. Read beside the catalog's write; :func:`embedded_counts` compares them with the catalog's."""
     import duckdb
 
     from pipeline import catalog_changes
@@ -159,39 +158,57 @@ def embedded_counts(settings: Settings, counts: dict[str, int]) -> dict[str, int
         row = con.execute("SELECT counts FROM run_log WHERE step = 'embed' AND status = 'ok' "
                           "ORDER BY finished_at DESC LIMIT 1").fetchall()
         counts_then = json.loads(row[0][0]) if row and row[0][0] else {}
-        want = {t: counts_then.get(f"lancedb_{t}") for t in PASSAGE_TABLES}
         seq = counts_then.get("journal_seq")
         db = con.execute("SELECT current_database()").fetchall()[0][0]
-        if not isinstance(seq, int) or not all(isinstance(n, int) for n in want.values()) \
-                or any(counts.get(t) != counts_then.get(f"warehouse_{t}") for t in PASSAGE_TABLES) \
-                or not catalog_changes.unchanged_since(con, PASSAGE_TABLES, seq, db):
+        if not isinstance(seq, int) or not catalog_changes.unchanged_since(con, PASSAGE_TABLES, seq, db):
             return None
-        return {t: int(n) for t, n in want.items() if n is not None}
+        return counts_then
     except duckdb.Error:  # a warehouse of an older version (no run_log yet): count them
         return None
     finally:
         con.close()
 
 
+def embedded_counts(counts_then: dict | None, counts: dict[str, int]) -> dict[str, int] | None:
+    """The rows of each LanceDB table as the last embed run left them (:func:`last_embed`), when the passages' tables
+    hold the rows they held then (``counts``: the catalog's; a write that escaped the log shows there): what the
+    catalog's passages would count. None when that is not known (then :func:`verify_contents` counts them)."""
+    if counts_then is None:
+        return None
+    want = {t: counts_then.get(f"lancedb_{t}") for t in PASSAGE_TABLES}
+    if not all(isinstance(n, int) for n in want.values()) \
+            or any(counts.get(t) != counts_then.get(f"warehouse_{t}") for t in PASSAGE_TABLES):
+        return None
+    return {t: int(n) for t, n in want.items() if n is not None}
+
+
 def verify_contents(folder: Path, expected_counts: dict[str, int], embedded: dict[str, int] | None = None,
-                    lance: tuple[dict[str, int], list[str]] | None = None) -> dict[str, int]:
+                    lance: tuple[dict[str, int], list[str]] | None = None, previous: Path | None = None) -> dict[str, int]:
     """Open the catalog and the LanceDB copy, compare counts, check indexes, run probe queries. ``embedded``: the
     LanceDB rows the passages give (:func:`embedded_counts`), else counted here over the catalog's passages (a scan
-    of every passage's text). ``lance``: what :func:`check_lancedb` found, when it already ran."""
+    of every passage's text). ``lance``: what :func:`check_lancedb` found, when it already ran. ``previous``: the
+    snapshot whose ``catalog.duckdb`` this one links (the same views): then the tables' rows are counted from their
+    files (:func:`pipeline.steps.catalog.file_rows`: a partition linked from it counts the rows it recorded), not
+    through the views."""
     problems: list[str] = []
-    con = snap.open_catalog(folder)
-    try:
-        for t, n in expected_counts.items():
-            got = scalar(con, f'SELECT count(*) FROM "{t}"')
-            if got != n:
-                problems.append(f"catalog.{t}: {got} rows, warehouse has {n}")
-        if embedded is not None:
-            want = dict(embedded)
-        else:
-            passages, papers = con.execute("SELECT count(*), count(DISTINCT paper_id) FROM passages").fetchone() or (0, 0)
-            want = {"chunks": passages, "papers": papers, "figures": scalar(con, "SELECT count(*) FROM figure_legends")}
-    finally:
-        con.close()
+    if previous is not None and embedded is not None:
+        got_counts = file_rows(folder, list(expected_counts), previous)
+        want = dict(embedded)
+    else:
+        con = snap.open_catalog(folder)
+        try:
+            got_counts = {t: scalar(con, f'SELECT count(*) FROM "{t}"') for t in expected_counts}
+            if embedded is not None:
+                want = dict(embedded)
+            else:
+                passages, papers = con.execute("SELECT count(*), count(DISTINCT paper_id) FROM passages").fetchone() or (0, 0)
+                want = {"chunks": passages, "papers": papers,
+                        "figures": scalar(con, "SELECT count(*) FROM figure_legends")}
+        finally:
+            con.close()
+    for t, n in expected_counts.items():
+        if got_counts[t] != n:
+            problems.append(f"catalog.{t}: {got_counts[t]} rows, warehouse has {n}")
 
     lance_counts, lance_problems = lance if lance is not None else check_lancedb(folder)
     for name, n in lance_counts.items():
@@ -340,15 +357,17 @@ def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -
     prev_m = _previous_manifest(previous)
     reused: set[str] = set()
     manifest["files"], manifest["sizes"] = {}, {}
+    to_hash = []
     for rel in files:
         st = (folder / rel).stat()
         digest = (prev_m.get("files") or {}).get(rel)
         if digest and previous is not None and _same_inode(st, previous / rel):
             reused.add(rel)
         else:
-            digest = snap.sha256_file(folder / rel)
+            to_hash.append(rel)
         manifest["files"][rel] = digest
         manifest["sizes"][rel] = st.st_size
+    manifest["files"].update(zip(to_hash, snap.sha256_files([folder / rel for rel in to_hash])))
     tmp = folder / f".{snap.MANIFEST}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, sort_keys=False)
@@ -455,13 +474,15 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
             require_warehouse(settings)
             model = copy_lancedb(settings, tmp / "lancedb")
             model_entry = {k: model.get(k) for k in MODEL_KEYS}
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish-lancedb") as pool:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="publish-lancedb") as pool:
                 # the LanceDB side needs no catalog: its probe queries and the readers' files (mostly in Rust and numpy,
                 # without the GIL) run beside the catalog's write (mostly in DuckDB, likewise)
                 lance_side = pool.submit(_lancedb_side, settings, tmp, model_entry, prev_dir)
+                embed_run = pool.submit(last_embed, settings) if not full else None
                 bar.stage("publish: building the catalog")
                 counts, watermarks, catalog_files, catalog_views = build_catalog(settings, tmp, prev_dir, full=full)
                 lance, indexes, layout = lance_side.result()
+                embedded = embedded_counts(embed_run.result(), counts) if embed_run is not None else None
             manifest: dict[str, Any] = {
                 "snapshot_id": sid,
                 "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
@@ -477,7 +498,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
                 "catalog_views": catalog_views,
             }
             bar.stage("publish: checking the tables")
-            lance_counts = verify_contents(tmp, counts, None if full else embedded_counts(settings, counts), lance)
+            lance_counts = verify_contents(tmp, counts, embedded, lance, prev_dir if catalog_views["linked"] else None)
             manifest["counts"].update(lance_counts)
             manifest["indexes"] = indexes
             manifest["layout"].update(layout)

@@ -77,8 +77,9 @@ def _remove_abandoned(root: Path) -> list[str]:
 
 
 # ---- build ---------------------------------------------------------------------------------------------
-def copy_lancedb(settings: Settings, out: Path) -> dict:
-    """Link the working LanceDB into the snapshot (see ``link_tree``) and read its model stamp."""
+def lancedb_model(settings: Settings) -> dict:
+    """The model stamp of the working LanceDB's tables (one-line errors when a table is missing, or they were embedded
+    with different models): what :func:`copy_lancedb` links into a snapshot."""
     import lancedb
 
     from pipeline.steps.embed import table_model, table_names
@@ -95,9 +96,13 @@ def copy_lancedb(settings: Settings, out: Path) -> dict:
     keys = {(m["key"], m["dim"]) for m in models.values()}
     if len(keys) != 1:
         raise UserError("LanceDB tables were embedded with different models: run `paperkb embed` again")
-    linked = link_tree(src, out)
-    log.info("publish: LanceDB %d file(s) hard-linked, %d copied", linked["linked"], linked["copied"])
     return models["chunks"]
+
+
+def copy_lancedb(settings: Settings, out: Path) -> None:
+    """Link the working LanceDB into the snapshot (see ``link_tree``)."""
+    linked = link_tree(settings.lancedb_dir, out)
+    log.info("publish: LanceDB %d file(s) hard-linked, %d copied", linked["linked"], linked["copied"])
 
 
 # Lance never rewrites these files in place: a new version writes new files, so a snapshot can share them.
@@ -445,8 +450,9 @@ def _old_enough(created_at: str | None, now: datetime, min_age_h: float) -> bool
 
 def _lancedb_side(settings: Settings, tmp: Path, model: dict, previous: Path | None
                   ) -> tuple[tuple[dict[str, int], list[str]], dict[str, list[dict]], dict[str, str]]:
-    """What a publish checks and writes from the snapshot's LanceDB copy alone: :func:`check_lancedb`,
-    :func:`lance_indexes` and :func:`write_reader_files`."""
+    """What a publish links, checks and writes from the working LanceDB alone: :func:`copy_lancedb`, then
+    :func:`check_lancedb`, :func:`lance_indexes` and :func:`write_reader_files` on the snapshot's copy."""
+    copy_lancedb(settings, tmp / "lancedb")
     return check_lancedb(tmp), lance_indexes(tmp / "lancedb"), write_reader_files(settings, tmp, model, previous)
 
 
@@ -472,11 +478,11 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
         prev_dir = root / prev_id if prev_id and (root / prev_id).is_dir() else None
         try:
             require_warehouse(settings)
-            model = copy_lancedb(settings, tmp / "lancedb")
+            model = lancedb_model(settings)
             model_entry = {k: model.get(k) for k in MODEL_KEYS}
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="publish-lancedb") as pool:
-                # the LanceDB side needs no catalog: its probe queries and the readers' files (mostly in Rust and numpy,
-                # without the GIL) run beside the catalog's write (mostly in DuckDB, likewise)
+                # the LanceDB side needs no catalog: its links, probe queries and the readers' files (mostly in Rust and
+                # numpy, without the GIL) run beside the catalog's write (mostly in DuckDB, likewise)
                 lance_side = pool.submit(_lancedb_side, settings, tmp, model_entry, prev_dir)
                 embed_run = pool.submit(last_embed, settings) if not full else None
                 bar.stage("publish: building the catalog")

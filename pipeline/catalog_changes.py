@@ -137,27 +137,51 @@ def unchanged_since(con, tables: Iterable[str], seq: int, db: str) -> bool:
 def since(con, table: str, seen: list | None, db: str) -> set[str] | None:
     """The keys of ``table`` (in the attached database ``db``) changed after the entry ``seen`` (a :func:`position`),
     or None when they are not known (nothing seen, that entry no longer in the log, or a change of every row)."""
-    if not isinstance(seen, list) or len(seen) != 2 or not _has_log(con, db):
-        return None
-    seq, at = seen
+    return changes_since(con, {table: seen}, db)[table]
+
+
+def _still_logged(con, db: str, seq: int, at: str | None) -> bool:
+    """Whether the log still holds its entry ``seq`` recorded ``at`` (else pruned, or another log: a new warehouse), or
+    for ``seq`` 0 (an empty log then) still holds its first entries."""
     if seq:
         row = con.execute(f"SELECT CAST(changed_at AS VARCHAR) FROM {db}._catalog_changes WHERE seq = ?", [seq]).fetchone()
-        if row is None or row[0] != at:  # pruned, or another log (a new warehouse)
-            return None
-    elif (con.execute(f"SELECT min(seq) FROM {db}._catalog_changes").fetchone() or (None,))[0] not in (None, 1):
-        return None  # the log was empty then, and its first entries are pruned now
-    entries = con.execute(f"SELECT seq, keys IS NULL, len(keys) FROM {db}._catalog_changes WHERE table_name = ? "
-                          "AND seq > ? ORDER BY seq", [table, seq]).fetchall()
-    if any(every for _, every, _ in entries):
-        return None
-    changed: set[str] = set()
-    inline = [s for s, _, n in entries if n]  # logged by an older paperkb, not moved yet (a read-only publish)
+        return row is not None and row[0] == at
+    return (con.execute(f"SELECT min(seq) FROM {db}._catalog_changes").fetchone() or (None,))[0] in (None, 1)
+
+
+def changes_since(con, seen: dict[str, list | None], db: str) -> dict[str, set[str] | None]:
+    """:func:`since` of each table of ``seen`` (table -> the entry it saw), in a few queries for them all."""
+    out: dict[str, set[str] | None] = {t: None for t in seen}
+    if not any(isinstance(s, list) and len(s) == 2 for s in seen.values()) or not _has_log(con, db):
+        return out
+    starts: dict[str, int] = {}
+    known: dict[tuple, bool] = {}  # (seq, at) -> whether the log still holds that entry (tables mostly saw the same)
+    for table, entry in seen.items():
+        if not isinstance(entry, list) or len(entry) != 2:
+            continue
+        seq, at = entry
+        if (seq, at) not in known:
+            known[(seq, at)] = _still_logged(con, db, seq, at)
+        if known[(seq, at)]:
+            starts[table] = int(seq)
+    if not starts:
+        return out
+    entries = con.execute(f"SELECT table_name, seq, keys IS NULL, len(keys) FROM {db}._catalog_changes "
+                          "WHERE seq > ? AND table_name = ANY(?) ORDER BY seq", [min(starts.values()), list(starts)]
+                          ).fetchall()
+    mine = [(t, s, every, n) for t, s, every, n in entries if s > starts[t]]
+    every_row = {t for t, _, every, _ in mine if every}
+    changed: dict[str, set[str]] = {t: set() for t in starts if t not in every_row}
+    of = {s: t for t, s, _, _ in mine if t in changed}
+    inline = [s for t, s, _, n in mine if n and t in changed]  # logged by an older paperkb, not moved yet (read-only)
     if inline:
-        changed.update(k for (k,) in con.execute(f"SELECT unnest(keys) FROM {db}._catalog_changes WHERE seq = ANY(?)",
-                                                 [inline]).fetchall())
-    by_row = [s for s, _, n in entries if not n]
+        for s, k in con.execute(f"SELECT seq, unnest(keys) FROM {db}._catalog_changes WHERE seq = ANY(?)",
+                                [inline]).fetchall():
+            changed[of[s]].add(k)
+    by_row = [s for t, s, _, n in mine if not n and t in changed]
     if by_row and _has_table(con, db, KEYS_TABLE):  # the seq range first: DuckDB skips the older entries' rows
-        changed.update(k for (k,) in con.execute(
-            f"SELECT key FROM {db}.{KEYS_TABLE} WHERE seq BETWEEN ? AND ? AND seq = ANY(?)",
-            [by_row[0], by_row[-1], by_row]).fetchall())
-    return changed
+        for s, k in con.execute(f"SELECT seq, key FROM {db}.{KEYS_TABLE} WHERE seq BETWEEN ? AND ? AND seq = ANY(?)",
+                                [by_row[0], by_row[-1], by_row]).fetchall():
+            changed[of[s]].add(k)
+    out.update(changed)
+    return out

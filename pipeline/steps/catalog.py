@@ -551,13 +551,13 @@ def _write_tables(con, tables: list[str], out: Path, previous: Path | None, full
     from concurrent.futures import ThreadPoolExecutor
 
     journal = catalog_changes.position(con, "wh")
+    logged = [t for t in tables if t in JOURNALED] if not full else []
+    changes = catalog_changes.changes_since(con, {t: (before.get(t) or {}).get("journal") for t in logged}, "wh")
 
     def one(table: str) -> dict:
         cur = con.cursor()
         try:
-            changed = catalog_changes.since(cur, table, (before.get(table) or {}).get("journal"), "wh") \
-                if table in JOURNALED and not full else None
-            done = write_table(cur, table, out, previous, before.get(table), changed)
+            done = write_table(cur, table, out, previous, before.get(table), changes.get(table))
         finally:
             cur.close()
         if table in JOURNALED:

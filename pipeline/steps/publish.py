@@ -344,6 +344,8 @@ def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: di
     returned ``feeds_failed`` says why (``run_publish`` puts it in the manifest)."""
     from pipeline.feeds.write import write_feeds
 
+    if (manifest.get("counts") or {}).get("interests") == 0:  # no interest saved: no feed (the catalog left unopened)
+        return {}
     prev = snap.current_id(root)
     try:
         return write_feeds(tmp, manifest, root / prev if prev and (root / prev).is_dir() else None, settings)

@@ -1,9 +1,9 @@
 """The warehouse's change log for tables published by their changes (``_catalog_changes``, sql/core).
 
 A write to such a table (:data:`JOURNALED`) records, in the same transaction, the keys (first-column values) whose
-rows it deleted, replaced or added (one row each in ``_catalog_change_keys``), or "all of them" (``keys`` NULL). A publish reads the entries after the one the
-previous snapshot saw (:func:`since`) and rewrites only the catalog partitions holding those keys
-(:mod:`pipeline.steps.catalog`).
+rows it deleted, replaced or added (one row each in ``_catalog_change_keys``), or "all of them" (``keys`` NULL). A
+publish reads the entries after the one the previous snapshot saw (:func:`changes_since`) and rewrites only the
+catalog partitions holding those keys (:mod:`pipeline.steps.catalog`).
 
 Who records: :meth:`pipeline.warehouse.Warehouse.upsert` and ``delete_where_in`` do it for every caller; a step that
 writes such a table with its own SQL records what that SQL returned (``... RETURNING <key>``) or what

@@ -504,26 +504,21 @@ def file_rows(out: Path, tables: list[str], previous: Path | None) -> dict[str, 
     rows = {}
     for table in tables:
         n = 0
-        for f in (out / FOLDER / table).iterdir():
-            known = recorded.get(table, {}).get(f.name.removesuffix(".parquet"))
-            if known is not None and previous is not None and _same_file(f, previous / FOLDER / table / f.name):
-                n += known
-            else:
+        here = os.path.join(out, FOLDER, table)
+        there = os.path.join(previous, FOLDER, table) if previous is not None else None
+        with os.scandir(here) as files:
+            for f in files:
+                known = recorded.get(table, {}).get(f.name.removesuffix(".parquet"))
+                if known is not None and there is not None and snap.same_inode(f.stat(), os.path.join(there, f.name)):
+                    n += known
+                    continue
                 try:
-                    n += pq.read_metadata(f).num_rows
+                    n += pq.read_metadata(f.path).num_rows
                 except (OSError, pa.ArrowException) as exc:
                     raise UserError(f"snapshot verification failed: catalog/{table}/{f.name} is not readable Parquet: "
                                     f"{exc}") from None
         rows[table] = n
     return rows
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        sa, sb = a.stat(), b.stat()
-    except OSError:
-        return False
-    return (sa.st_ino, sa.st_dev) == (sb.st_ino, sb.st_dev)
 
 
 def part_starts(settings: Settings, table: str) -> list[str] | None:

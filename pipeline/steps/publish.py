@@ -262,7 +262,12 @@ def check_lancedb(folder: Path) -> tuple[dict[str, int], list[str]]:
         probes += [exact, ann] + ([bm25] if word else [])
     if lance_counts["papers"]:
         papers = db.open_table("papers")
-        probes.append(lambda: papers.search().limit(1).select(["paper_id", "doc_vector"]).to_list() and None)
+
+        def paper_row() -> str | None:  # the papers table's vectors read (an error raises)
+            papers.search().limit(1).select(["paper_id", "doc_vector"]).to_list()
+            return None
+
+        probes.append(paper_row)
     # at once: each opens its own index files (the cold reads are most of a probe's time), and LanceDB runs them
     # in Rust without the GIL
     with ThreadPoolExecutor(max_workers=max(1, len(probes)), thread_name_prefix="publish-probe") as pool:

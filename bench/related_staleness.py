@@ -1,0 +1,213 @@
+"""Benchmark: what a longer related refresh cycle costs in the lists' quality, on CACM's real citations (issue 31,
+item 1: a night's publish rewrites ``related``'s rolling slice, 1/``graph_related_refresh_runs`` of the table).
+
+A graph run recomputes the lists of new and changed papers and, in turn, 1/R of the others
+(:mod:`pipeline.steps.related_plan`); a stored list is exact for the graph of the run that computed it. This
+replays CACM in its own order (its records run by date, 1958-1979): the first ``--start`` share of the records
+imported and a full graph run, then ``--nights`` nights that each import the next ``--grow`` share and run
+``graph`` with R = ``--refresh-runs`` (each R in its own warehouse). After every night the stored lists are set
+beside an exact recomputation of every list on a copy of the same warehouse (``graph --full``).
+
+Reported per R, night by night and as means over the nights after the first cycle (night > R, the steady state):
+
+- ``recall10``: of each paper's exact top 10 (related works by weighted CCBC), the share in its stored top 10,
+  averaged over the papers whose exact list is not empty;
+- ``same10``: the share of those papers whose stored top 10 holds the same works;
+- ``new_missed``: of the exact top-10 entries that are papers imported in the last R nights, the share missing from
+  the stored top 10 (what a reader does not see yet: the weeks' new papers in older papers' lists);
+- ``recomputed``: the share of the corpus papers whose lists the night's run recomputed (what a publish rewrites of
+  ``related``).
+
+and the same three (``*_merged``) when each stored list is read together with the lists computed after it that name
+its paper (CCBC is symmetric: a newer list's score for the pair is that of a later graph), a reading that rewrites
+no list. R = 1 (every list every night) is the control: its stored lists are the exact ones.
+
+    .venv/bin/python -m bench.related_staleness [--refresh-runs 1,7,14,28] [--nights 40] [--start 0.5] [--grow 0.01]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+SHARED = Path(os.environ.get("PAPERKB_SHARED_DATA", ROOT.parent / "shared" / "data"))
+TOP = 10
+
+
+def cacm_head(text: str, starts: list[int], n: int, out_dir: Path) -> Path:
+    """The first ``n`` records of CACM as a SMART file under ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    f = out_dir / "cacm.all"
+    f.write_text(text[:starts[n] if n < len(starts) else len(text)], encoding="utf-8")
+    return f
+
+
+def stored_rows(db: Path) -> dict[str, tuple[str, dict[str, tuple[float, float]], list[str]]]:
+    """Each paper's stored list in the warehouse ``db``: (the run that computed it, {related work: (weighted, naive
+    CCBC)}, the corpus papers among those works)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        out: dict[str, tuple[str, dict[str, tuple[float, float]], list[str]]] = {}
+        for pid, wid, rpid, w, nv, run in con.execute(
+                "SELECT paper_id, related_work_id, related_paper_id, ccbc_weighted, ccbc_naive, run_id FROM related"
+                ).fetchall():
+            entry = out.setdefault(pid, (run, {}, []))
+            entry[1][wid] = (float(w), float(nv))
+            if rpid is not None:
+                entry[2].append(rpid)
+        return out
+    finally:
+        con.close()
+
+
+def top(entries: dict[str, tuple[float, float]]) -> set[str]:
+    """The ``TOP`` works of a list by the product's order (weighted CCBC, then naive, descending; then the id)."""
+    return {w for w, _ in sorted(entries.items(), key=lambda e: (-e[1][0], -e[1][1], e[0]))[:TOP]}
+
+
+def merged(lists: dict, work_of: dict[str, str]) -> dict[str, set[str]]:
+    """Each paper's top works when its stored list is read together with the lists computed after it that name it
+    (CCBC is symmetric: paper Q's newer list scores the pair (Q, P) for the graph of a later run, so Q enters or
+    moves in P's list with that score): what a reader could show without rewriting P's list."""
+    newer: dict[str, dict[str, tuple[float, float]]] = {}
+    for q, (run, entries, papers) in lists.items():
+        wq = work_of.get(q)
+        for p in papers:
+            wp = work_of.get(p)
+            if wq is not None and wp in entries and p in lists and run > lists[p][0]:
+                newer.setdefault(p, {})[wq] = entries[wp]
+    return {p: top({**entries, **newer.get(p, {})}) for p, (_run, entries, _papers) in lists.items()}
+
+
+def paper_works(db: Path) -> dict[str, str]:
+    """paper id -> work id of the corpus papers in ``db``."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return dict(con.execute("SELECT paper_id, work_id FROM works WHERE paper_id IS NOT NULL").fetchall())
+    finally:
+        con.close()
+
+
+def exact_lists(settings, scratch: Path) -> dict[str, set[str]]:
+    """Every paper's exact top lists: ``graph --full`` on a copy of the warehouse (the copy removed after)."""
+    from pipeline.steps.graph import run_graph
+
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    shutil.copy2(settings.db_path, scratch / settings.db_path.name)
+    copy = settings.model_copy(update={"warehouse": scratch})
+    try:
+        run_graph(copy, full=True)
+        return {p: top(entries) for p, (_run, entries, _papers) in stored_rows(copy.db_path).items()}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def compare(stored: dict[str, set[str]], exact: dict[str, set[str]], recent: set[str]) -> dict:
+    """recall10, same10 and new_missed (see the module doc) of the top works ``stored`` against the ``exact`` ones;
+    ``recent``: the work ids of the papers imported in the last R nights."""
+    recall, same, new_total, new_missed = [], 0, 0, 0
+    for pid, want in exact.items():
+        got = stored.get(pid, set())
+        recall.append(len(want & got) / len(want))
+        same += want == got
+        fresh = want & recent
+        new_total += len(fresh)
+        new_missed += len(fresh - got)
+    n = max(1, len(recall))
+    return {"papers": len(recall), "recall10": round(sum(recall) / n, 4), "same10": round(same / n, 4),
+            "new_in_exact": new_total, "new_missed": round(new_missed / new_total, 4) if new_total else None}
+
+
+def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float) -> dict:
+    """One warehouse replayed with ``graph_related_refresh_runs = refresh``."""
+    from pipeline.settings import Settings
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.graph import run_graph
+
+    text = (SHARED / "collections" / "cacm" / "cacm.all").read_text(encoding="utf-8", errors="replace")
+    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
+    first, step = round(len(starts) * start), max(1, round(len(starts) * grow))
+    settings = Settings(warehouse=work / f"r{refresh}" / "warehouse", graph_related_refresh_runs=refresh)
+    added: list[set[str]] = []  # work ids of the papers each night imported
+    before: set[str] = set()
+    rows = []
+    for night in range(nights + 1):
+        n = min(len(starts), first + night * step)
+        import_collection(settings, cacm_head(text, starts, n, work / f"r{refresh}" / "head"), fmt="smart", name="cacm")
+        summary = run_graph(settings, full=night == 0)
+        work_of = paper_works(settings.db_path)
+        works = set(work_of.values())
+        added.append(works - before if night else set())  # (night 0's papers are the start, not new)
+        before = works
+        recent = set().union(*added[-refresh:]) if night else set()
+        exact = exact_lists(settings, work / f"r{refresh}" / "exact")
+        lists = stored_rows(settings.db_path)
+        row = {"night": night, "papers": summary["corpus_papers"], "with_list": len(exact),
+               "recomputed": round(summary["related_papers"] / max(1, summary["corpus_papers"]), 4),
+               **compare({p: top(e) for p, (_r, e, _ps) in lists.items()}, exact, recent)}
+        row.update({f"{k}_merged": v for k, v in compare(merged(lists, work_of), exact, recent).items() if k != "papers"})
+        rows.append(row)
+        print(json.dumps({"refresh_runs": refresh, **row}), flush=True)
+    steady = [r for r in rows if r["night"] > refresh] or rows[1:]
+
+    def mean(key: str) -> float | None:
+        vals = [r[key] for r in steady if r[key] is not None]
+        return round(sum(vals) / len(vals), 4) if vals else None
+
+    return {"refresh_runs": refresh, "nights_detail": rows, "steady_nights": len(steady),
+            **{f"mean_{k}": mean(k) for k in ("recall10", "same10", "new_missed", "recomputed", "recall10_merged",
+                                              "same10_merged", "new_missed_merged")},
+            "min_recall10": min((r["recall10"] for r in steady), default=None)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--refresh-runs", default="1,7,14,28", help="the cycles to compare, comma-separated")
+    ap.add_argument("--nights", type=int, default=40)
+    ap.add_argument("--start", type=float, default=0.5, help="share of CACM's records imported before the first night")
+    ap.add_argument("--grow", type=float, default=0.01, help="share of CACM's records a night imports")
+    args = ap.parse_args(argv)
+    if not (SHARED / "collections" / "cacm" / "cacm.all").is_file():
+        print(f"bench.related_staleness: CACM not found under {SHARED}/collections/cacm", file=sys.stderr)
+        return 2
+    try:
+        cycles = [int(x) for x in args.refresh_runs.split(",") if x.strip()]
+    except ValueError:
+        print(f"bench.related_staleness: --refresh-runs takes whole numbers, not {args.refresh_runs!r}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-staleness-") as tmp:
+        runs = [run_cycle(Path(tmp), r, args.nights, args.start, args.grow) for r in cycles]
+    out = {"machine": f"{platform.node() and 'vm'} ({os.cpu_count()} CPUs, {platform.machine()})",
+           "command": "python -m bench.related_staleness " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "load_before": load, "nights": args.nights, "start": args.start, "grow": args.grow, "top": TOP,
+           "runs": runs, "wall_s": round(time.perf_counter() - t0, 1)}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "related_staleness.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+    for r in runs:
+        print(f"R={r['refresh_runs']}: over {r['steady_nights']} nights after the first cycle, recall@10 "
+              f"{r['mean_recall10']} (min {r['min_recall10']}), same top 10 {r['mean_same10']}, "
+              f"new papers missed {r['mean_new_missed']}, lists recomputed a night {r['mean_recomputed']}; read with "
+              f"the newer lists that name them: recall@10 {r['mean_recall10_merged']}, same top 10 "
+              f"{r['mean_same10_merged']}, new papers missed {r['mean_new_missed_merged']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

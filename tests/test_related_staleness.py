@@ -1,0 +1,48 @@
+"""bench.related_staleness: what a longer related refresh cycle costs in list quality (issue 31, item 1), on CACM's
+real citations, and what reading each list with the newer lists that name its paper gives back."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.related_staleness import compare, merged, run_cycle, top
+
+
+def test_top_orders_by_weighted_then_naive_then_id():
+    entries = {f"W{i:02d}": (1.0, 0.5) for i in range(12)} | {"Wz": (2.0, 0.1), "Wy": (1.0, 0.9)}
+    assert top(entries) == {"Wz", "Wy"} | {f"W{i:02d}" for i in range(8)}
+
+
+def test_compare_counts_recall_same_lists_and_missed_new_papers():
+    exact = {"p1": {"A", "B"}, "p2": {"C", "N"}}
+    got = compare({"p1": {"A", "B"}, "p2": {"C", "D"}}, exact, recent={"N"})
+    assert got == {"papers": 2, "recall10": 0.75, "same10": 0.5, "new_in_exact": 1, "new_missed": 1.0}
+
+
+def test_a_newer_list_that_names_a_paper_enters_its_older_list_with_the_newer_score():
+    work_of = {"p1": "W1", "p2": "W2", "p3": "W3"}
+    lists = {  # p1's list is the oldest; p3 (new) scores the pair (p3, p1) above p1's stored entries
+        "p1": ("graph-1", {"W2": (0.2, 0.2)}, ["p2"]),
+        "p2": ("graph-1", {"W1": (0.2, 0.2)}, ["p1"]),
+        "p3": ("graph-2", {"W1": (0.9, 0.5)}, ["p1"]),
+    }
+    got = merged(lists, work_of)
+    assert got["p1"] == {"W2", "W3"}  # p3 joined p1's list from p3's newer one
+    assert got["p2"] == {"W1"} and got["p3"] == {"W1"}  # no newer list names them
+    older = dict(lists, p3=("graph-0", *lists["p3"][1:]))  # an older list never overrides a newer one
+    assert merged(older, work_of)["p1"] == {"W2"}
+
+
+@pytest.mark.slow
+def test_on_cacm_every_night_refresh_is_exact_and_the_newer_lists_win_back_what_a_cycle_misses(shared_data, tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setattr("bench.related_staleness.SHARED", shared_data)
+    exact = run_cycle(tmp_path, refresh=1, nights=3, start=0.5, grow=0.01)
+    assert all(r["recall10"] == 1.0 and r["same10"] == 1.0 for r in exact["nights_detail"])  # the control
+    cycle = run_cycle(tmp_path, refresh=3, nights=5, start=0.5, grow=0.01)
+    steady = [r for r in cycle["nights_detail"] if r["night"] > 3]
+    assert steady and all(r["papers"] > 500 for r in steady)
+    assert all(r["recomputed"] < 0.6 for r in steady)  # a third of the lists and the new papers', not all
+    assert all(r["recall10"] < 1.0 for r in steady)  # older lists miss what the graph gained since
+    assert all(r["recall10_merged"] >= r["recall10"] for r in steady)
+    assert all(r["new_missed_merged"] <= r["new_missed"] for r in steady if r["new_missed"] is not None)

@@ -23,6 +23,9 @@ its paper (CCBC is symmetric: a newer list's score for the pair is that of a lat
 no list. R = 1 (every list every night) is the control: its stored lists are the exact ones.
 
     .venv/bin/python -m bench.related_staleness [--refresh-runs 1,7,14,28] [--nights 40] [--start 0.5] [--grow 0.01]
+
+CACM is the one collection beside the checkout whose records carry citations (CISI's ``.X`` lines are co-citation
+counts, which the importer does not take as citations; Cranfield has none), so this has no held-out collection.
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 SHARED = Path(os.environ.get("PAPERKB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TOP = 10
+CACM = "collections/cacm/cacm.all"
 
 
-def cacm_head(text: str, starts: list[int], n: int, out_dir: Path) -> Path:
-    """The first ``n`` records of CACM as a SMART file under ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    f = out_dir / "cacm.all"
+def head(text: str, starts: list[int], n: int, out: Path) -> Path:
+    """The first ``n`` records of a SMART ``text`` as the file ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    f = out
     f.write_text(text[:starts[n] if n < len(starts) else len(text)], encoding="utf-8")
     return f
 
@@ -139,7 +143,8 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float) 
     from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
 
-    text = (SHARED / "collections" / "cacm" / "cacm.all").read_text(encoding="utf-8", errors="replace")
+    source = SHARED / CACM
+    text = source.read_text(encoding="utf-8", errors="replace")
     starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
     first, step = round(len(starts) * start), max(1, round(len(starts) * grow))
     settings = Settings(warehouse=work / f"r{refresh}" / "warehouse", graph_related_refresh_runs=refresh)
@@ -148,7 +153,8 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float) 
     rows = []
     for night in range(nights + 1):
         n = min(len(starts), first + night * step)
-        import_collection(settings, cacm_head(text, starts, n, work / f"r{refresh}" / "head"), fmt="smart", name="cacm")
+        import_collection(settings, head(text, starts, n, work / f"r{refresh}" / "head" / source.name), fmt="smart",
+                          name="cacm")
         summary = run_graph(settings, full=night == 0)
         work_of = paper_works(settings.db_path)
         works = set(work_of.values())
@@ -156,6 +162,8 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float) 
         before = works
         recent = set().union(*added[-refresh:]) if night else set()
         exact = exact_lists(settings, work / f"r{refresh}" / "exact")
+        if not exact:
+            raise SystemExit(f"bench.related_staleness: no related list after night {night}: {source} gave no citations")
         lists = stored_rows(settings.db_path)
         row = {"night": night, "papers": summary["corpus_papers"], "with_list": len(exact),
                "recomputed": round(summary["related_papers"] / max(1, summary["corpus_papers"]), 4),
@@ -182,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start", type=float, default=0.5, help="share of CACM's records imported before the first night")
     ap.add_argument("--grow", type=float, default=0.01, help="share of CACM's records a night imports")
     args = ap.parse_args(argv)
-    if not (SHARED / "collections" / "cacm" / "cacm.all").is_file():
-        print(f"bench.related_staleness: CACM not found under {SHARED}/collections/cacm", file=sys.stderr)
+    if not (SHARED / CACM).is_file():
+        print(f"bench.related_staleness: CACM not found: {SHARED / CACM}", file=sys.stderr)
         return 2
     try:
         cycles = [int(x) for x in args.refresh_runs.split(",") if x.strip()]
@@ -194,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-staleness-") as tmp:
         runs = [run_cycle(Path(tmp), r, args.nights, args.start, args.grow) for r in cycles]
-    out = {"machine": f"{platform.node() and 'vm'} ({os.cpu_count()} CPUs, {platform.machine()})",
+    out = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.machine()})",
            "command": "python -m bench.related_staleness " + " ".join(argv if argv is not None else sys.argv[1:]),
            "load_before": load, "nights": args.nights, "start": args.start, "grow": args.grow, "top": TOP,
            "runs": runs, "wall_s": round(time.perf_counter() - t0, 1)}

@@ -217,7 +217,10 @@ class Warehouse:
     @contextmanager
     def run(self, step: str, *, interval: tuple[str | None, str | None] = (None, None)) -> Iterator[RunLog]:
         """Record a step run: status ok/failed, counts, message. The row is written even on failure."""
-        run = RunLog(run_id=f"{step}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}", step=step)
+        # run ids sort by time, to the microsecond (the related lists' sweep takes the oldest list by its run id: two
+        # runs in one second, ordered by their random suffix, swapped the sweep's order); an older id without the
+        # microseconds sorts before any new id of its second
+        run = RunLog(run_id=f"{step}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:6]}", step=step)
         started = datetime.now(timezone.utc)
         status, message = "ok", ""
         try:

@@ -58,6 +58,20 @@ def test_run_log_records_failures_and_watermark_moves_only_when_set(settings):
     assert wh.get_watermark("arxiv") == "2024-01-03"
 
 
+def test_run_ids_sort_by_time_within_one_second(settings):
+    """The related lists' sweep takes the oldest list by its run id: runs started in the same second must sort in the
+    order they ran (a random suffix alone swapped them), and an id of an older version (no microseconds) sorts
+    before every new id of its second."""
+    wh = Warehouse(settings).init()
+    ids = []
+    for _ in range(20):
+        with wh.run("graph") as run:
+            ids.append(run.run_id)
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    second = ids[0][len("graph-"):len("graph-") + 15]  # YYYYmmddTHHMMSS
+    assert f"graph-{second}-ffffff" < ids[0]
+
+
 def test_cli_help_and_user_error_exit_code(tmp_path):
     out = subprocess.run([sys.executable, "-m", "pipeline.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "paperkb" in out.stdout

@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 # paper_metrics and powerlaw_fits (written whole by every graph run); s2_dataset_citations is not published.
 JOURNALED = frozenset({
     "papers", "authors", "paper_authors", "versions", "works", "citations", "s2_authors", "work_authors",
-    "s2_unresolved", "fulltext_docs", "chunks", "figures", "paper_references", "related", "reference_links",
-    "interests",
+    "s2_unresolved", "fulltext_docs", "chunks", "figures", "paper_references", "related", "related_incoming",
+    "reference_links", "interests",
 })
 KEEP = 20_000  # entries kept: a snapshot older than that many writes is published by a full scan
 KEYS_TABLE = "_catalog_change_keys"  # the keys of each entry, a row each (sql/core/074_catalog_changes.sql)

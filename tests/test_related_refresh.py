@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pytest
 
 from embed_helpers import cacm_without_last
 
@@ -191,3 +192,53 @@ def test_graph_related_refresh_runs_1_recomputes_every_list_every_run(settings, 
     s = run_graph(every)
     assert s["related_full"] and s["related_papers"] == s["corpus_papers"]
     assert {rows[0][-1] for rows in _lists(settings).values()} == {s["run_id"]}
+
+
+def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_incoming(settings, shared_data, tmp_path):
+    """The entries of the lists a night computed for new and changed papers, keyed by run and the paper they name
+    (``related_incoming``): each scores its pair as a full run on the same graph does (CCBC is symmetric), related
+    papers read them with the named paper's older list, and they go once every list is newer than their run."""
+    import duckdb
+
+    from pipeline.query.related import graph_neighbours
+    from pipeline.sources.local_corpus import import_collection
+    from pipeline.steps.graph import run_graph
+
+    import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
+    first = run_graph(settings)
+    assert first["related_full"] and first["related_incoming"] == 0
+    import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
+    exact = settings.model_copy(update={"warehouse": tmp_path / "exact"})
+    exact.warehouse.mkdir()
+    shutil.copy2(settings.db_path, exact.db_path)
+    night = run_graph(settings)
+    run_graph(exact, full=True)
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        incoming = con.execute("SELECT entry_key, related_paper_id, paper_id, work_id, ccbc_weighted, cites, cited_by, "
+                               "run_id FROM related_incoming ORDER BY entry_key").fetchall()
+        recomputed = {p for p, in con.execute("SELECT DISTINCT paper_id FROM related WHERE run_id = ?",
+                                               [night["run_id"]]).fetchall()}
+        assert len(incoming) == night["related_incoming"] > 0
+        assert all(k == f"{run}/{named}" and run == night["run_id"] and q in recomputed
+                   for k, named, q, _w, _s, _c, _cb, run in incoming)
+        with duckdb.connect(str(exact.db_path), read_only=True) as ex:
+            pairs = {(p, w): (s, c, cb) for p, w, s, c, cb in ex.execute(
+                "SELECT paper_id, related_work_id, ccbc_weighted, cites, cited_by FROM related").fetchall()}
+        stored = {(p, w) for p, w in con.execute("SELECT paper_id, related_work_id FROM related").fetchall()}
+        gained = 0
+        for _k, named, _q, wq, score, cites, cited_by, _run in incoming:
+            if (named, wq) in pairs:  # the pair in the named paper's exact list: the same score, seen from it
+                assert pairs[(named, wq)] == (pytest.approx(score, rel=1e-12), cites, cited_by)
+            if (named, wq) in pairs and (named, wq) not in stored and named not in recomputed:
+                shown = {r["work_id"]: r["ccbc_weighted"] for r in graph_neighbours(con, named)}
+                assert shown[wq] == pytest.approx(score, rel=1e-12)  # the older list gains the new paper
+                gained += 1
+        assert gained > 0
+    for _ in range(7):  # within a cycle every list is newer than the night: its entries go
+        again = run_graph(settings)
+    assert again["related_incoming"] == 0
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        assert not con.execute("SELECT count(*) FROM related_incoming WHERE run_id = ?", [night["run_id"]]).fetchone()[0]
+    assert run_graph(settings, full=True)["related_incoming_dropped"] >= 0
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM related_incoming").fetchone()[0] == 0

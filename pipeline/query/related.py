@@ -29,13 +29,37 @@ log = logging.getLogger(__name__)
 
 def graph_neighbours(con, paper_id: str) -> list[dict]:
     """Rows of ``related`` for this paper, with the related work's title/year/citations (the mart
-    ``related_works``), strongest first."""
+    ``related_works``), and the entries of the lists computed after its own that name it (:func:`newer_entries`),
+    strongest first."""
     cur = con.execute(
         "SELECT related_work_id AS work_id, related_paper_id AS paper_id, ccbc_weighted, ccbc_naive, "
         "work_title AS w_title, work_year AS w_year, work_citation_count AS w_cc "
         "FROM related_works WHERE paper_id = ? ORDER BY ccbc_weighted DESC", [paper_id])
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    rows = {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+    for row in newer_entries(con, paper_id):  # a later graph's score of the pair replaces the stored one (the newest last)
+        rows[row["work_id"]] = {**rows.get(row["work_id"], {"w_title": None, "w_year": None, "w_cc": None}), **row}
+    return sorted(rows.values(), key=lambda r: -float(r["ccbc_weighted"] or 0))
+
+
+def newer_entries(con, paper_id: str) -> list[dict]:
+    """The entries that name ``paper_id`` in the lists of new and changed papers computed after its own list
+    (``related_incoming``, sql/core/075_related_incoming.sql): weighted CCBC is symmetric, so each scores the pair
+    for a later graph, and a new paper enters an older list the night it arrives instead of when that list's turn
+    comes. Read by key range, one per newer run (the key is the run, then the paper named). [] for a snapshot
+    published before that table."""
+    import duckdb
+
+    try:
+        own = con.execute("SELECT min(run_id) FROM related WHERE paper_id = ?", [paper_id]).fetchone()
+        run = (own or (None,))[0] or ""
+        # keys of later runs sort after every key of this run ("/" < "0"): the key range skips older runs' files
+        cur = con.execute(
+            "SELECT work_id, paper_id, ccbc_weighted, ccbc_naive FROM related_incoming "
+            "WHERE entry_key > ? AND run_id > ? AND related_paper_id = ? ORDER BY run_id", [run + "0", run, paper_id])
+    except duckdb.CatalogException:  # a snapshot without related_incoming
+        return []
+    return [dict(zip(("work_id", "paper_id", "ccbc_weighted", "ccbc_naive"), r)) for r in cur.fetchall()]
 
 
 def edges_among(con, paper_ids: list[str]) -> list[tuple[str, str, float]]:

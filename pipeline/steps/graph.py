@@ -776,6 +776,48 @@ def replace_lists(wh, papers: list[str], rows) -> None:
         wh.con.unregister("_rows")
 
 
+def incoming_table(rel: TopRelated, rows: np.ndarray, work_ids: np.ndarray, paper_ids: np.ndarray, run_id: str):
+    """The ``related_incoming`` rows (sql/core/075_related_incoming.sql) of the lists in ``rel`` of the vertex ``rows``
+    (a run's new and changed papers): each entry that names a corpus paper, seen from that paper (``cites`` and
+    ``cited_by`` swap), keyed by the run and the paper named, in key order."""
+    import pyarrow as pa
+
+    idx = np.flatnonzero(np.isin(rel.row, rows))  # the new and changed papers' entries (few), then those naming
+    idx = idx[np.fromiter((paper_ids[c] is not None for c in rel.col[idx]), dtype=bool, count=len(idx))]  # a paper
+    named_ids = paper_ids[rel.col[idx]].tolist()
+    return pa.table({
+        "entry_key": pa.array([f"{run_id}/{p}" for p in named_ids], pa.string()),
+        "related_paper_id": pa.array(named_ids, pa.string()),
+        "paper_id": pa.array(paper_ids[rel.row[idx]].tolist(), pa.string()),
+        "work_id": pa.array(work_ids[rel.row[idx]].tolist(), pa.string()),
+        "ccbc_weighted": rel.weighted[idx],
+        "ccbc_naive": rel.naive[idx],
+        "shared_references": rel.shared_refs[idx],
+        "shared_citers": rel.shared_citers[idx],
+        "cites": rel.cited_by[idx],  # the named paper cites the list's paper
+        "cited_by": rel.cites[idx],
+        "run_id": pa.array([run_id] * len(idx), pa.string()),
+    }).sort_by("entry_key")
+
+
+def update_incoming(wh, rows) -> int:
+    """Append a run's ``related_incoming`` ``rows`` (:func:`incoming_table`; none on a full refresh) and drop the rows
+    of runs no newer than every stored list (no list is older, so none reads them) and of papers no longer in the
+    corpus, in the caller's transaction, with the keys logged for the publish. Returns the rows dropped."""
+    if rows.num_rows:
+        wh.con.register("_incoming", rows)
+        try:
+            wh.con.execute(f"INSERT INTO related_incoming ({', '.join(rows.column_names)}) SELECT * FROM _incoming")
+        finally:
+            wh.con.unregister("_incoming")
+        catalog_changes.record(wh.con, "related_incoming", rows.column("entry_key").to_pylist())
+    oldest = (wh.con.execute("SELECT min(run_id) FROM related").fetchone() or (None,))[0]
+    return catalog_changes.returning(
+        wh.con, "related_incoming",
+        "DELETE FROM related_incoming WHERE ? IS NULL OR run_id <= ? OR paper_id NOT IN (SELECT paper_id FROM papers) "
+        "RETURNING entry_key", [oldest, oldest])
+
+
 @writes("graph")
 def run_graph(settings, meter=None, *, full: bool = False) -> dict:
     """``paperkb graph``: PageRank, power-law fit and weights, CCBC related papers -> DuckDB.
@@ -868,6 +910,9 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
                     else:
                         replace_lists(wh, plan.replace, related)
                     catalog_changes.record(wh.con, "related", None if plan.full else plan.replace)
+                    incoming = incoming_table(rel, plan.changed_rows if plan.changed_rows is not None else
+                                              np.zeros(0, np.int64), work_ids, paper_ids, run.run_id)
+                    dropped = update_incoming(wh, incoming)
                     related_rows = (wh.con.execute("SELECT count(*) FROM related").fetchone() or (0,))[0]
                     cols = ["run_id", "created_at"] + list(fit_row)
                     wh.con.execute(
@@ -882,11 +927,14 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             run.count("related_changed", plan.changed)
             run.count("related_full", int(plan.full))
             run.count("related_top_k", settings.graph_top_k)
+            run.count("related_incoming", incoming.num_rows)
+            run.count("related_incoming_dropped", dropped)
             run.count("rejected", 0)
     summary = {
         "run_id": run.run_id, "works": n, "citations": m, "corpus_papers": int(len(corpus)),
         "metrics": n, "related": int(related_rows), "related_written": int(len(rel)),
         "related_papers": int(len(plan.rows)), "related_changed": plan.changed, "related_full": plan.full,
+        "related_incoming": int(incoming.num_rows), "related_incoming_dropped": int(dropped),
         "powerlaw": fit.to_dict(), "pdf_citations": pdf_links,
         "seconds": dict(getattr(meter, "seconds", {})), "pagerank": pr_job.info,
     }

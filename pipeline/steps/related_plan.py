@@ -57,6 +57,7 @@ class RelatedPlan:
     rows: np.ndarray  # vertex rows to compute (every corpus row when full)
     replace: list[str]  # paper ids whose stored lists go: recomputed, or no longer corpus papers (not full)
     changed: int = 0  # of ``rows``: new or changed papers (the rest are the rolling slice)
+    changed_rows: np.ndarray | None = None  # those papers' vertex rows (not full; None: a full refresh)
 
 
 def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree: np.ndarray, out_degree: np.ndarray,
@@ -95,7 +96,8 @@ def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree
     due = [row_of[pid] for pid in _slice(previous.computed_by, rest, refresh_runs, previous.part_starts)]
     rows = np.asarray(sorted(todo | set(due)), dtype=np.int64)
     gone = {p for p in previous.computed_by if p not in row_of}
-    return RelatedPlan(False, "", rows, sorted({paper_ids[v] for v in rows.tolist()} | gone), len(changed))
+    return RelatedPlan(False, "", rows, sorted({paper_ids[v] for v in rows.tolist()} | gone), len(changed),
+                       np.asarray(sorted(changed), dtype=np.int64))
 
 
 def _slice(computed_by: dict[str, str], corpus: dict[str, int], refresh_runs: int,

@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     graph_powerlaw_xmin: float | None = Field(default=None, description="fixed xmin instead of the KS search")
     graph_block_nnz: int = Field(default=10_000_000, ge=1000, description="CCBC block budget (candidate pairs); bounds memory")
     graph_pagerank_process_edges: int = Field(default=2_000_000, ge=0, description="graphs with at least this many citations rank in a child process while CCBC runs (igraph holds the GIL); a very large number keeps PageRank in the graph step's process")
-    graph_related_refresh_runs: int = Field(default=7, ge=1, description="every related list is recomputed at least every this many graph runs: a run computes the lists of new papers and of papers whose references changed, and 1/N of the others in turn, a sweep in paper id order (older lists gain new papers when their turn comes); 1 = every run recomputes every list (exact every night)")
+    graph_related_refresh_runs: int = Field(default=7, ge=1, description="every related list is recomputed at least every this many graph runs: a run computes the lists of new papers and of papers whose references changed, and 1/N of the others in turn, a sweep in paper id order (related papers show a new paper in older lists at once, through the new papers' own lists; the older lists' other scores move when their turn comes); 1 = every run recomputes every list (exact every night)")
     graph_hub_citers: int | None = Field(default=300, ge=1, description="references with more citers are 'hubs': their sharing is bounded, then added exactly (same result, much faster); None = enumerate all")
 
     # --- embed / publish (issue 6) ------------------------------------------------------------

@@ -207,8 +207,9 @@ def test_model_change_reembeds_everything(shared_data, tmp_path):
 
 
 def test_title_text_pair_format(shared_data, tmp_path):
-    from pipeline.steps.embed import run_embed
+    from pipeline.embedding.backends import vector_tolerance
     from pipeline.embedding.encoders import get_encoder
+    from pipeline.steps.embed import run_embed
 
     s = make_settings(tmp_path, embed_doc_format="title_text_pair")
     import_cisi_subset(s, shared_data, 3)
@@ -219,7 +220,9 @@ def test_title_text_pair_format(shared_data, tmp_path):
     enc = get_encoder(s)
     i = papers.column("paper_id").to_pylist().index("cisi:1")
     pair = [papers.column("title")[i].as_py(), papers.column("abstract")[i].as_py()]
-    np.testing.assert_allclose(enc.encode_docs([pair])[0], _vectors(papers, "abs_vector")[i], atol=1e-5)
+    # alone vs in the embed run's batch: equal at the backend's tolerance (OpenVINO's kernels vary with batch and threads)
+    np.testing.assert_allclose(enc.encode_docs([pair])[0], _vectors(papers, "abs_vector")[i],
+                               atol=vector_tolerance(enc.spec.runtime.precision))
     assert chunks.num_rows == 3
 
 

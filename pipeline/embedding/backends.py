@@ -131,9 +131,11 @@ def auto_cpu() -> tuple[str, str]:
 
 def vector_tolerance(precision: str) -> float:
     """How far (absolute, per component of a unit vector) two encodings of the same text may differ at this
-    precision: across backends, batch sizes and thread counts. fp32 1e-5 (measured within 5e-7); bf16 and fp16
-    round activations to 8 / 11 bits (measured ~4e-4 per component, batch to batch); int8 (cosine >= 0.99 to fp32)."""
-    return {"fp32": 1e-5, "fp16": 5e-3, "bf16": 5e-3}.get(precision, 3e-2)
+    precision: across backends, batch sizes and thread counts. fp32 1e-4 (measured within 5e-7 on a quiet machine,
+    and 3.1e-5 once: OpenVINO fp32, a text alone against the same text in a padded batch of three, while another
+    test suite shared the two cores); bf16 and fp16 round activations to 8 / 11 bits (measured ~4e-4 per component,
+    batch to batch); int8 (cosine >= 0.99 to fp32)."""
+    return {"fp32": 1e-4, "fp16": 5e-3, "bf16": 5e-3}.get(precision, 3e-2)
 
 
 def _device_kind(device: str | None) -> str:

@@ -24,9 +24,14 @@ no list, and (``*_new_lists``) with only the lists of the papers imported in the
 R = 1 (every list every night) is the control: its stored lists are the exact ones.
 
     .venv/bin/python -m bench.related_staleness [--refresh-runs 1,7,14,28] [--nights 40] [--start 0.5] [--grow 0.01]
+    .venv/bin/python -m bench.related_staleness --collection synthetic [--papers 5000] [...]
 
 CACM is the one collection beside the checkout whose records carry citations (CISI's ``.X`` lines are co-citation
-counts, which the importer does not take as citations; Cranfield has none), so this has no held-out collection.
+counts, which the importer does not take as citations; Cranfield has none). The second graph is synthetic
+(``--collection synthetic``: :func:`synthetic_nights`, the papers the publish benchmark times): no real collection is
+held out, but a cycle chosen on CACM is checked on a graph of another shape (uniform references to earlier papers
+rather than CACM's few much-cited ones). Results: ``bench/out/related_staleness.json`` (CACM),
+``bench/out/related_staleness_synthetic.json``.
 """
 
 from __future__ import annotations
@@ -141,24 +146,55 @@ def compare(stored: dict[str, set[str]], exact: dict[str, set[str]], recent: set
             "new_in_exact": new_total, "new_missed": round(new_missed / new_total, 4) if new_total else None}
 
 
-def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float) -> dict:
-    """One warehouse replayed with ``graph_related_refresh_runs = refresh``."""
-    from pipeline.settings import Settings
+def cacm_nights(start: float, grow: float):
+    """``load(settings, night)``: import CACM's first ``start`` share of records (night 0), then ``grow`` more a night."""
     from pipeline.sources.local_corpus import import_collection
-    from pipeline.steps.graph import run_graph
 
     source = SHARED / CACM
     text = source.read_text(encoding="utf-8", errors="replace")
     starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
     first, step = round(len(starts) * start), max(1, round(len(starts) * grow))
+
+    def load(settings, night: int) -> None:
+        n = min(len(starts), first + night * step)
+        import_collection(settings, head(text, starts, n, settings.warehouse.parent / "head" / source.name), fmt="smart",
+                          name="cacm")
+
+    return load
+
+
+def synthetic_nights(papers: int, grow: float):
+    """``load(settings, night)``: ``papers`` synthetic papers (``bench.publish_night``'s: arXiv-like ids, 12 references
+    each to earlier papers drawn uniformly, 8 to outside works drawn with a skew), then ``grow`` x ``papers`` a night:
+    a citation graph of another shape than CACM's, the one the publish benchmark times."""
+    from bench.publish_night import add_papers
+    from pipeline.warehouse import Warehouse
+
+    step = max(1, round(papers * grow))
+
+    def load(settings, night: int) -> None:
+        if night == 0:
+            with Warehouse(settings) as wh:
+                wh.init()
+        lo = 0 if night == 0 else papers + (night - 1) * step
+        add_papers(settings.db_path, lo, papers + night * step, outside=max(1000, papers))
+
+    return load
+
+
+def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, load=None) -> dict:
+    """One warehouse replayed with ``graph_related_refresh_runs = refresh``; ``load(settings, night)`` brings each
+    night's papers (default: CACM's, :func:`cacm_nights`)."""
+    from pipeline.settings import Settings
+    from pipeline.steps.graph import run_graph
+
+    load = load or cacm_nights(start, grow)
     settings = Settings(warehouse=work / f"r{refresh}" / "warehouse", graph_related_refresh_runs=refresh)
     added: list[set[str]] = []  # work ids of the papers each night imported
     before: set[str] = set()
     rows = []
     for night in range(nights + 1):
-        n = min(len(starts), first + night * step)
-        import_collection(settings, head(text, starts, n, work / f"r{refresh}" / "head" / source.name), fmt="smart",
-                          name="cacm")
+        load(settings, night)
         summary = run_graph(settings, full=night == 0)
         work_of = paper_works(settings.db_path)
         works = set(work_of.values())
@@ -167,7 +203,7 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float) 
         recent = set().union(*added[-refresh:]) if night else set()
         exact = exact_lists(settings, work / f"r{refresh}" / "exact")
         if not exact:
-            raise SystemExit(f"bench.related_staleness: no related list after night {night}: {source} gave no citations")
+            raise SystemExit(f"bench.related_staleness: no related list after night {night}: the papers gave no citations")
         lists = stored_rows(settings.db_path)
         row = {"night": night, "papers": summary["corpus_papers"], "with_list": len(exact),
                "recomputed": round(summary["related_papers"] / max(1, summary["corpus_papers"]), 4),
@@ -196,9 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-runs", default="1,7,14,28", help="the cycles to compare, comma-separated")
     ap.add_argument("--nights", type=int, default=40)
     ap.add_argument("--start", type=float, default=0.5, help="share of CACM's records imported before the first night")
-    ap.add_argument("--grow", type=float, default=0.01, help="share of CACM's records a night imports")
+    ap.add_argument("--grow", type=float, default=0.01, help="share of the papers a night imports")
+    ap.add_argument("--collection", choices=["cacm", "synthetic"], default="cacm",
+                    help="CACM's real citations (default), or bench.publish_night's synthetic papers (a second graph)")
+    ap.add_argument("--papers", type=int, default=5000, help="synthetic: papers before the first night")
     args = ap.parse_args(argv)
-    if not (SHARED / CACM).is_file():
+    if args.collection == "cacm" and not (SHARED / CACM).is_file():
         print(f"bench.related_staleness: CACM not found: {SHARED / CACM}", file=sys.stderr)
         return 2
     try:
@@ -209,13 +248,17 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-staleness-") as tmp:
-        runs = [run_cycle(Path(tmp), r, args.nights, args.start, args.grow) for r in cycles]
+        runs = [run_cycle(Path(tmp), r, args.nights, args.start, args.grow,
+                          synthetic_nights(args.papers, args.grow) if args.collection == "synthetic" else None)
+                for r in cycles]
     out = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.machine()})",
            "command": "python -m bench.related_staleness " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "load_before": load, "nights": args.nights, "start": args.start, "grow": args.grow, "top": TOP,
+           "load_before": load, "collection": args.collection, "nights": args.nights, "grow": args.grow, "top": TOP,
+           **({"papers": args.papers} if args.collection == "synthetic" else {"start": args.start}),
            "runs": runs, "wall_s": round(time.perf_counter() - t0, 1)}
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "related_staleness.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+    name = "related_staleness.json" if args.collection == "cacm" else f"related_staleness_{args.collection}.json"
+    (OUT / name).write_text(json.dumps(out, indent=1), encoding="utf-8")
     for r in runs:
         print(f"R={r['refresh_runs']}: over {r['steady_nights']} nights after the first cycle, recall@10 "
               f"{r['mean_recall10']} (min {r['min_recall10']}), same top 10 {r['mean_same10']}, "

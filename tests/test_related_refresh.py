@@ -200,6 +200,7 @@ def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_inc
     papers read them with the named paper's older list, and they go once every list is newer than their run."""
     import duckdb
 
+    from pipeline.query.recommend import related_edges
     from pipeline.query.related import graph_neighbours
     from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
@@ -226,15 +227,18 @@ def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_inc
                 "SELECT paper_id, related_work_id, ccbc_weighted, cites, cited_by FROM related").fetchall()}
         stored = {(p, w) for p, w in con.execute("SELECT paper_id, related_work_id FROM related").fetchall()}
         gained = 0
-        for _k, named, _q, wq, score, cites, cited_by, _run in incoming:
+        for _k, named, q, wq, score, cites, cited_by, _run in incoming:
             if (named, wq) in pairs:  # the pair in the named paper's exact list: the same score, seen from it
                 assert pairs[(named, wq)] == (pytest.approx(score, rel=1e-12), cites, cited_by)
             if (named, wq) in pairs and (named, wq) not in stored and named not in recomputed:
                 shown = {r["work_id"]: r["ccbc_weighted"] for r in graph_neighbours(con, named)}
                 assert shown[wq] == pytest.approx(score, rel=1e-12)  # the older list gains the new paper
+                edge = related_edges(con, [named])[named][q]  # and so does recommend's graph evidence from it
+                assert (edge["ccbc_weighted"], edge["cites"], edge["cited_by"]) == (pytest.approx(score, rel=1e-12),
+                                                                                   cites, cited_by)
                 gained += 1
         assert gained > 0
-    for _ in range(7):  # within a cycle every list is newer than the night: its entries go
+    for _ in range(settings.graph_related_refresh_runs):  # within a cycle every list is newer than the night: its entries go
         again = run_graph(settings)
     assert again["related_incoming"] == 0
     with duckdb.connect(str(settings.db_path), read_only=True) as con:

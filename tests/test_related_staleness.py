@@ -48,3 +48,16 @@ def test_on_cacm_every_night_refresh_is_exact_and_the_newer_lists_win_back_what_
     assert all(r["recall10"] < 1.0 for r in steady)  # older lists miss what the graph gained since
     assert all(min(r["recall10_merged"], r["recall10_new_lists"]) >= r["recall10"] for r in steady)
     assert all(r["new_missed_merged"] <= r["new_missed"] for r in steady if r["new_missed"] is not None)
+
+
+@pytest.mark.slow
+def test_the_synthetic_graph_replays_nights_of_new_papers_and_its_control_is_exact(tmp_path):
+    """The second graph (--collection synthetic): each night brings its share of new papers with their citations; the
+    every-night cycle matches a full recomputation, and a longer cycle recomputes about its share of the lists."""
+    from bench.related_staleness import synthetic_nights
+
+    exact = run_cycle(tmp_path / "r1", refresh=1, nights=2, start=0.0, grow=0.05, load=synthetic_nights(400, 0.05))
+    assert [r["papers"] for r in exact["nights_detail"]] == [400, 420, 440]
+    assert all(r["recall10"] == 1.0 and r["same10"] == 1.0 and r["with_list"] > 350 for r in exact["nights_detail"])
+    cycle = run_cycle(tmp_path / "r4", refresh=4, nights=2, start=0.0, grow=0.05, load=synthetic_nights(400, 0.05))
+    assert all(0.2 < r["recomputed"] < 0.5 for r in cycle["nights_detail"][1:])  # a quarter and the new papers' lists

@@ -181,7 +181,11 @@ def combine(semantic: np.ndarray, graph: np.ndarray, neg_semantic: np.ndarray, n
 
 # ---- reading the snapshot ----------------------------------------------------------------------
 def related_edges(con, seeds: list[str]) -> dict[str, dict[str, dict]]:
-    """seed -> corpus paper -> the stored ``related`` row (ccbc_weighted, shared counts, cites, cited_by)."""
+    """seed -> corpus paper -> the stored ``related`` row (ccbc_weighted, shared counts, cites, cited_by), with the
+    entries of the lists computed after the seed's own that name it (a new paper's, the night it arrives: see
+    :func:`pipeline.query.related.newer_entries_of`), a newer score replacing the stored one."""
+    from pipeline.query.related import newer_entries_of
+
     if not seeds:
         return {}
     extra = ["shared_references", "shared_citers", "cites", "cited_by"]
@@ -191,6 +195,10 @@ def related_edges(con, seeds: list[str]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
         out.setdefault(r[0], {})[r[1]] = {"ccbc_weighted": float(r[2] or 0.0), **dict(zip(extra, r[3:]))}
+    for seed, entries in newer_entries_of(con, seeds).items():
+        for e in entries:
+            out.setdefault(seed, {})[e["paper_id"]] = {"ccbc_weighted": float(e["ccbc_weighted"] or 0.0),
+                                                       **{k: e[k] for k in extra}}
     return out
 
 

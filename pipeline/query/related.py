@@ -46,20 +46,39 @@ def newer_entries(con, paper_id: str) -> list[dict]:
     """The entries that name ``paper_id`` in the lists of new and changed papers computed after its own list
     (``related_incoming``, sql/core/075_related_incoming.sql): weighted CCBC is symmetric, so each scores the pair
     for a later graph, and a new paper enters an older list the night it arrives instead of when that list's turn
-    comes. Read by key range, one per newer run (the key is the run, then the paper named). [] for a snapshot
-    published before that table."""
+    comes. Oldest first; [] for a snapshot published before that table."""
+    keep = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive")
+    return [{k: e[k] for k in keep} for e in newer_entries_of(con, [paper_id]).get(paper_id, [])]
+
+
+INCOMING_COLUMNS = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive", "shared_references", "shared_citers", "cites",
+                    "cited_by")
+
+
+def newer_entries_of(con, paper_ids: list[str]) -> dict[str, list[dict]]:
+    """:func:`newer_entries` of each of ``paper_ids`` (paper -> its entries, oldest run first; ``cites``: the named
+    paper cites the entry's paper, as in its own list), in two queries. Read by key range (the key is the run, then
+    the paper named): from the run of the oldest of their lists on."""
     import duckdb
 
+    if not paper_ids:
+        return {}
     try:
-        own = con.execute("SELECT min(run_id) FROM related WHERE paper_id = ?", [paper_id]).fetchone()
-        run = (own or (None,))[0] or ""
+        runs = dict(con.execute("SELECT paper_id, min(run_id) FROM related WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) "
+                                "GROUP BY 1", [paper_ids]).fetchall())
+        oldest = min(runs.get(p) or "" for p in paper_ids)
         # keys of later runs sort after every key of this run ("/" < "0"): the key range skips older runs' files
-        cur = con.execute(
-            "SELECT work_id, paper_id, ccbc_weighted, ccbc_naive FROM related_incoming "
-            "WHERE entry_key > ? AND run_id > ? AND related_paper_id = ? ORDER BY run_id", [run + "0", run, paper_id])
+        rows = con.execute(
+            f"SELECT related_paper_id, run_id, {', '.join(INCOMING_COLUMNS)} FROM related_incoming "
+            "WHERE entry_key > ? AND run_id > ? AND related_paper_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id",
+            [oldest + "0", oldest, paper_ids]).fetchall()
     except duckdb.CatalogException:  # a snapshot without related_incoming
-        return []
-    return [dict(zip(("work_id", "paper_id", "ccbc_weighted", "ccbc_naive"), r)) for r in cur.fetchall()]
+        return {}
+    out: dict[str, list[dict]] = {}
+    for named, run, *values in rows:
+        if run > (runs.get(named) or ""):
+            out.setdefault(named, []).append(dict(zip(INCOMING_COLUMNS, values)))
+    return out
 
 
 def edges_among(con, paper_ids: list[str]) -> list[tuple[str, str, float]]:

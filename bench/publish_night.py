@@ -78,15 +78,18 @@ def new_bytes(folder: Path, seen: set[tuple[int, int]]) -> dict[str, int]:
 
 
 # ---- CISI --------------------------------------------------------------------------------------------------
+def smart_head(text: str, n: int | None, out: Path) -> Path:
+    """The first ``n`` records (all with None) of the SMART collection ``text`` as the file ``out``."""
+    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text[:starts[n] if n is not None and n < len(starts) else len(text)], encoding="utf-8")
+    return out
+
+
 def cisi_head(out_dir: Path, n: int | None) -> Path:
     """The first ``n`` records of the real CISI.ALL (all with None) as a SMART file under ``out_dir``."""
     text = (SHARED / "collections" / "cisi" / "CISI.ALL").read_text(encoding="utf-8", errors="replace")
-    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
-    end = starts[n] if n is not None and n < len(starts) else len(text)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    f = out_dir / "CISI.ALL"
-    f.write_text(text[:end], encoding="utf-8")
-    return f
+    return smart_head(text, n, out_dir / "CISI.ALL")
 
 
 def cisi_night(settings, collection: Path) -> dict:

@@ -54,14 +54,6 @@ TOP = 10
 CACM = "collections/cacm/cacm.all"
 
 
-def head(text: str, starts: list[int], n: int, out: Path) -> Path:
-    """The first ``n`` records of a SMART ``text`` as the file ``out``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    f = out
-    f.write_text(text[:starts[n] if n < len(starts) else len(text)], encoding="utf-8")
-    return f
-
-
 def stored_rows(db: Path) -> dict[str, tuple[str, dict[str, tuple[float, float]], list[str]]]:
     """Each paper's stored list in the warehouse ``db``: (the run that computed it, {related work: (weighted, naive
     CCBC)}, the corpus papers among those works)."""
@@ -148,6 +140,7 @@ def compare(stored: dict[str, set[str]], exact: dict[str, set[str]], recent: set
 
 def cacm_nights(start: float, grow: float):
     """``load(settings, night)``: import CACM's first ``start`` share of records (night 0), then ``grow`` more a night."""
+    from bench.publish_night import smart_head
     from pipeline.sources.local_corpus import import_collection
 
     source = SHARED / CACM
@@ -157,7 +150,7 @@ def cacm_nights(start: float, grow: float):
 
     def load(settings, night: int) -> None:
         n = min(len(starts), first + night * step)
-        import_collection(settings, head(text, starts, n, settings.warehouse.parent / "head" / source.name), fmt="smart",
+        import_collection(settings, smart_head(text, n, settings.warehouse.parent / "head" / source.name), fmt="smart",
                           name="cacm")
 
     return load

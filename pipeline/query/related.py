@@ -63,15 +63,17 @@ def newer_entries_of(con, paper_ids: list[str]) -> dict[str, list[dict]]:
 
     if not paper_ids:
         return {}
+    ids = sorted(set(paper_ids))
+    among = f"({', '.join('?' * len(ids))})"  # a list of constants: pushed into the Parquet scans as a filter
     try:
-        runs = dict(con.execute("SELECT paper_id, min(run_id) FROM related WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) "
-                                "GROUP BY 1", [paper_ids]).fetchall())
-        oldest = min(runs.get(p) or "" for p in paper_ids)
+        runs = dict(con.execute(f"SELECT paper_id, min(run_id) FROM related WHERE paper_id IN {among} GROUP BY 1",
+                                ids).fetchall())
+        oldest = min(runs.get(p) or "" for p in ids)
         # keys of later runs sort after every key of this run ("/" < "0"): the key range skips older runs' files
         rows = con.execute(
             f"SELECT related_paper_id, run_id, {', '.join(INCOMING_COLUMNS)} FROM related_incoming "
-            "WHERE entry_key > ? AND run_id > ? AND related_paper_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id",
-            [oldest + "0", oldest, paper_ids]).fetchall()
+            f"WHERE entry_key > ? AND run_id > ? AND related_paper_id IN {among} ORDER BY run_id",
+            [oldest + "0", oldest, *ids]).fetchall()
     except duckdb.CatalogException:  # a snapshot without related_incoming
         return {}
     out: dict[str, list[dict]] = {}

@@ -21,7 +21,13 @@ Reported per R, night by night and as means over the nights after the first cycl
 and the same three (``*_merged``) when each stored list is read together with the lists computed after it that name
 its paper (CCBC is symmetric: a newer list's score for the pair is that of a later graph), a reading that rewrites
 no list, and (``*_new_lists``) with only the lists of the papers imported in the last R nights read that way.
-R = 1 (every list every night) is the control: its stored lists are the exact ones.
+R = 1 (every list every night) is the control: its stored lists are the exact ones. Two more say what a refresh
+driven by change rather than by turn could do:
+
+- ``cover_new_lists``: of each paper's exact top 10, the share its stored candidates hold (its whole stored list and
+  the new papers' lists that name it): the most that re-ranking them by the current graph would give;
+- ``exact_moved``: the share of the papers whose exact top 10 changed since the night before (the same for every R):
+  what a run that recomputed exactly the lists whose top moved would recompute a night.
 
     .venv/bin/python -m bench.related_staleness [--refresh-runs 1,7,14,28] [--nights 40] [--start 0.5] [--grow 0.01]
     .venv/bin/python -m bench.related_staleness --collection synthetic [--papers 5000] [...]
@@ -79,11 +85,10 @@ def top(entries: dict[str, tuple[float, float]]) -> set[str]:
     return {w for w, _ in sorted(entries.items(), key=lambda e: (-e[1][0], -e[1][1], e[0]))[:TOP]}
 
 
-def merged(lists: dict, work_of: dict[str, str], only: set[str] | None = None) -> dict[str, set[str]]:
-    """Each paper's top works when its stored list is read together with the lists computed after it that name it
-    (CCBC is symmetric: paper Q's newer list scores the pair (Q, P) for the graph of a later run, so Q enters or
-    moves in P's list with that score): what a reader could show without rewriting P's list. ``only``: read the
-    newer lists of these papers alone (the new papers')."""
+def newer_entries(lists: dict, work_of: dict[str, str], only: set[str] | None = None
+                  ) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each paper's entries from the lists computed after its own that name it (CCBC is symmetric: paper Q's newer
+    list scores the pair (Q, P) for the graph of a later run). ``only``: the newer lists of these papers alone."""
     newer: dict[str, dict[str, tuple[float, float]]] = {}
     for q, (run, entries, papers) in lists.items():
         wq = work_of.get(q)
@@ -93,7 +98,33 @@ def merged(lists: dict, work_of: dict[str, str], only: set[str] | None = None) -
             wp = work_of.get(p)
             if wq is not None and wp in entries and p in lists and run > lists[p][0]:
                 newer.setdefault(p, {})[wq] = entries[wp]
+    return newer
+
+
+def merged(lists: dict, work_of: dict[str, str], only: set[str] | None = None) -> dict[str, set[str]]:
+    """Each paper's top works when its stored list is read together with the lists computed after it that name it
+    (:func:`newer_entries`: Q enters or moves in P's list with the newer score): what a reader could show without
+    rewriting P's list. ``only``: read the newer lists of these papers alone (the new papers')."""
+    newer = newer_entries(lists, work_of, only)
     return {p: top({**entries, **newer.get(p, {})}) for p, (_run, entries, _papers) in lists.items()}
+
+
+def cover(lists: dict, work_of: dict[str, str], exact: dict[str, set[str]], only: set[str] | None = None) -> float:
+    """Of each paper's exact top works, the share its stored candidates hold (every work of its stored list, not only
+    its top, and the works of the newer lists that name it, as :func:`merged` reads them), averaged over the papers
+    with an exact list: what re-ranking the stored candidates by the current graph's scores would give at most, so
+    how much of what a cycle loses is order (scores that moved) rather than works the stored lists never held."""
+    newer = newer_entries(lists, work_of, only)
+    shares = [len(want & (set(lists.get(p, (None, {}, []))[1]) | set(newer.get(p, {})))) / len(want)
+              for p, want in exact.items()]
+    return round(sum(shares) / max(1, len(shares)), 4)
+
+
+def moved(before: dict[str, set[str]], now: dict[str, set[str]]) -> float | None:
+    """The share of the papers with an exact list both nights whose exact top works changed between them: what a
+    refresh that recomputed exactly the lists whose top moved would recompute that night."""
+    both = [p for p in now if p in before]
+    return round(sum(before[p] != now[p] for p in both) / len(both), 4) if both else None
 
 
 def paper_works(db: Path) -> dict[str, str]:
@@ -185,6 +216,7 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
     settings = Settings(warehouse=work / f"r{refresh}" / "warehouse", graph_related_refresh_runs=refresh)
     added: list[set[str]] = []  # work ids of the papers each night imported
     before: set[str] = set()
+    exact_before: dict[str, set[str]] = {}
     rows = []
     for night in range(nights + 1):
         load(settings, night)
@@ -205,6 +237,9 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
         new_papers = {p for p, w in work_of.items() if w in recent}
         row.update({f"{k}_new_lists": v for k, v in compare(merged(lists, work_of, new_papers), exact, recent).items()
                     if k != "papers"})
+        row["cover_new_lists"] = cover(lists, work_of, exact, new_papers)
+        row["exact_moved"] = moved(exact_before, exact) if night else None
+        exact_before = exact
         rows.append(row)
         print(json.dumps({"refresh_runs": refresh, **row}), flush=True)
     steady = [r for r in rows if r["night"] > refresh] or rows[1:]
@@ -216,7 +251,8 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
     return {"refresh_runs": refresh, "nights_detail": rows, "steady_nights": len(steady),
             **{f"mean_{k}": mean(k) for k in ("recall10", "same10", "new_missed", "recomputed", "recall10_merged",
                                               "same10_merged", "new_missed_merged", "recall10_new_lists",
-                                              "same10_new_lists", "new_missed_new_lists")},
+                                              "same10_new_lists", "new_missed_new_lists", "cover_new_lists",
+                                              "exact_moved")},
             "min_recall10": min((r["recall10"] for r in steady), default=None)}
 
 
@@ -259,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
               f"the newer lists that name them: recall@10 {r['mean_recall10_merged']}, same top 10 "
               f"{r['mean_same10_merged']}, new papers missed {r['mean_new_missed_merged']}; with the new papers' lists "
               f"alone: recall@10 {r['mean_recall10_new_lists']}, same top 10 {r['mean_same10_new_lists']}, new papers "
-              f"missed {r['mean_new_missed_new_lists']}")
+              f"missed {r['mean_new_missed_new_lists']}, exact top 10 among the stored candidates {r['mean_cover_new_lists']}; "
+              f"exact top 10 moved a night {r['mean_exact_moved']}")
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.related_staleness import compare, merged, run_cycle, top
+from bench.related_staleness import compare, cover, merged, moved, run_cycle, top
 
 
 def test_top_orders_by_weighted_then_naive_then_id():
@@ -35,6 +35,23 @@ def test_a_newer_list_that_names_a_paper_enters_its_older_list_with_the_newer_sc
     assert merged(lists, work_of, only={"p2"})["p1"] == {"W2"}  # p2's list is not newer; p3's is not read
 
 
+def test_cover_counts_every_stored_work_and_the_new_papers_lists_as_candidates():
+    work_of = {"p1": "W1", "p2": "W2", "p3": "W3"}
+    lists = {  # p1's top 10 is the ten Ts; its 11th stored work (A) and p3's newer list (W3) are candidates too
+        "p1": ("graph-1", {**{f"T{i}": (1.0, 0.5) for i in range(10)}, "A": (0.1, 0.1), "W2": (0.05, 0.05)}, ["p2"]),
+        "p2": ("graph-1", {"W1": (0.2, 0.2)}, ["p1"]),
+        "p3": ("graph-2", {"W1": (0.9, 0.5)}, ["p1"]),
+    }
+    exact = {"p1": {"A", "W3", "T0", "Z"}, "p2": {"W1", "W9"}}
+    assert cover(lists, work_of, exact) == round((3 / 4 + 1 / 2) / 2, 4)  # Z and W9 were never candidates
+    assert cover(lists, work_of, exact, only=set()) == round((2 / 4 + 1 / 2) / 2, 4)  # without p3's newer list
+
+
+def test_moved_is_the_share_of_papers_in_both_nights_whose_exact_top_changed():
+    assert moved({"p1": {"A"}, "p2": {"B"}}, {"p1": {"A"}, "p2": {"C"}, "p3": {"D"}}) == 0.5  # p3 is new: not counted
+    assert moved({}, {"p1": {"A"}}) is None
+
+
 @pytest.mark.slow
 def test_on_cacm_every_night_refresh_is_exact_and_the_newer_lists_win_back_what_a_cycle_misses(shared_data, tmp_path,
                                                                                                    monkeypatch):
@@ -48,6 +65,11 @@ def test_on_cacm_every_night_refresh_is_exact_and_the_newer_lists_win_back_what_
     assert all(r["recall10"] < 1.0 for r in steady)  # older lists miss what the graph gained since
     assert all(min(r["recall10_merged"], r["recall10_new_lists"]) >= r["recall10"] for r in steady)
     assert all(r["new_missed_merged"] <= r["new_missed"] for r in steady if r["new_missed"] is not None)
+    # the stored candidates hold at least what their top 10 shows; the exact lists' own night-to-night change is the
+    # same whichever cycle stored the lists
+    assert all(r["recall10_new_lists"] <= r["cover_new_lists"] <= 1.0 for r in steady)
+    assert [r["exact_moved"] for r in cycle["nights_detail"][1:4]] == [r["exact_moved"] for r in exact["nights_detail"][1:4]]
+    assert all(0.0 < r["exact_moved"] < 1.0 for r in steady)
 
 
 @pytest.mark.slow

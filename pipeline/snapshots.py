@@ -125,8 +125,8 @@ def _json_kind(v: Any) -> str:
 
 
 def list_snapshots(settings_or_root: Any, *, check_files: bool = True, with_pins: bool = True) -> list[dict]:
-    """Every published snapshot, oldest first: id, path, created_at, current, counts, model, bytes, status,
-    problems, pinned_by.
+    """Every published snapshot, oldest first: id, path, created_at, current, counts, model, bytes, bytes_new (what
+    it added beside the snapshot before it), status, problems, pinned_by.
 
     ``status`` is ``ok`` or ``damaged`` (``problems`` says why: see :func:`check`; with ``check_files=False``
     only the manifest is read). A folder with a damaged manifest is listed too (created_at None), a
@@ -158,6 +158,8 @@ def list_snapshots(settings_or_root: Any, *, check_files: bool = True, with_pins
         out.append({"snapshot_id": d.name, "path": str(d), "created_at": created,
                     "current": d.name == cur, "counts": counts, "model": model.get("name") if model else None,
                     "bytes": sum(v for v in sizes.values() if isinstance(v, int)) if sizes else None,
+                    # what it added to the disk beside the snapshot before it (None: published by an older paperkb)
+                    "bytes_new": m.get("bytes_new") if isinstance(m.get("bytes_new"), int) else None,
                     "status": "damaged" if problems else "ok", "problems": problems,
                     "pinned_by": pins.holders(root, d.name) if with_pins else []})
     out.sort(key=lambda s: (s["created_at"] or "", s["snapshot_id"]))

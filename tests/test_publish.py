@@ -340,10 +340,25 @@ def test_cli_embed_publish_list_rollback(wh, capsys):
     assert main(["--warehouse", w, "publish"]) == 0
     first = capsys.readouterr().out.split()[2]
     assert main(["--warehouse", w, "publish"]) == 0
+    assert " MB new, " in capsys.readouterr().out
     assert main(["--warehouse", w, "snapshots", "list", "--json"]) == 0
     out = capsys.readouterr().out
     rows = json.loads(out[out.index("["):])
     assert [r["current"] for r in rows] == [False, True] and rows[0]["snapshot_id"] == first
+    # the first snapshot is all new; the second, with nothing changed, shares nearly everything with it (hard links)
+    assert rows[0]["bytes_new"] == rows[0]["bytes"] > 0
+    assert 0 < rows[1]["bytes_new"] < rows[1]["bytes"] / 2
+    assert main(["--warehouse", w, "snapshots", "list"]) == 0
+    assert f"    ok; {rows[1]['bytes_new'] / 1e6:.1f} MB new; " in capsys.readouterr().out
+    import duckdb
+
+    con = duckdb.connect(str(wh.db_path), read_only=True)
+    try:  # each publish's run_log row counts them too (monitoring: what each night added)
+        logged = [json.loads(c) for (c,) in con.execute(
+            "SELECT counts FROM run_log WHERE step = 'publish' ORDER BY started_at").fetchall()]
+    finally:
+        con.close()
+    assert [(c["bytes"], c["bytes_new"]) for c in logged[-2:]] == [(r["bytes"], r["bytes_new"]) for r in rows]
     assert main(["--warehouse", w, "snapshots", "rollback", first]) == 0
     assert f"CURRENT is {first}" in capsys.readouterr().out
     assert main(["--warehouse", w, "snapshots", "rollback", "20990101T000000Z-dead"]) == 2

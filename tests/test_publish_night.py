@@ -45,6 +45,10 @@ def test_a_cisi_night_adds_at_most_a_fifth_of_the_first_snapshot(night):
     seen: set = set()
     new_bytes(a, seen)
     assert sum(new_bytes(b, seen).values()) == night["added_total"]
+    # the manifest says as much (its own file aside): what the publish line and `snapshots list` show as new
+    from pipeline import snapshots
+
+    assert snapshots.read_manifest(b)["bytes_new"] == night["added_total"] - os.path.getsize(b / "manifest.json")
 
 
 def test_unchanged_catalog_partitions_are_hard_links_and_the_views_read_them(night):

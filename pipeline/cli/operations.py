@@ -49,7 +49,8 @@ def snapshots_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--js
         pinned = f"; pinned by {'; '.join(r['pinned_by'])}" if r.get("pinned_by") else ""
         echo(f"{'*' if r['current'] else ' '} {r['snapshot_id']}  {created}  {c.get('lancedb.papers', c.get('papers', 0))} papers  "
              f"{c.get('lancedb.chunks', 0)} passages  {size}", indent="    ")
-        echo(f"    {status}; {r['model']}{pinned}", indent="      ")
+        added = f"{r['bytes_new'] / 1e6:.1f} MB new; " if r.get("bytes_new") is not None else ""  # beside the one before
+        echo(f"    {status}; {added}{r['model']}{pinned}", indent="      ")
 
 
 @snapshots_app.command("rollback")

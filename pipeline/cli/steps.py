@@ -198,7 +198,9 @@ def publish_line(s: dict) -> str:
     """The summary of ``run_publish`` (pure)."""
     c = s["counts"]
     return (f"publish: snapshot {s['snapshot_id']} is CURRENT ({c.get('lancedb.chunks', 0)} passages, "
-            f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB, {s['seconds']}s); "
+            f"{c.get('lancedb.papers', 0)} papers, {s['bytes'] / 1e6:.1f} MB"
+            + (f" of which {s['bytes_new'] / 1e6:.1f} MB new" if s.get("bytes_new") is not None else "")
+            + f", {s['seconds']}s); "
             f"previous {s['previous'] or 'none'}; removed {len(s['removed'])} old"
             + "".join(f"; kept {k}: {why}" for k, why in (s.get("kept_pinned") or {}).items())
             + (f"; feeds failed: {', '.join(s['feeds_failed'])} (manifest feeds_failed)" if s.get("feeds_failed") else "")

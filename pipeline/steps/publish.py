@@ -371,24 +371,29 @@ def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: di
 
 # ---- publish -------------------------------------------------------------------------------------------
 def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -> set[str]:
-    """Write manifest.json with every file's sha256 and size. A file that is the same inode as the same
-    path in the ``previous`` snapshot (a shared hard link) reuses that snapshot's checksum instead of being
-    read again. Returns the relative paths whose checksum was reused."""
+    """Write manifest.json with every file's sha256 and size, and ``bytes_new``: the bytes of the files that are not
+    the ``previous`` snapshot's (what this snapshot adds to the disk). A file that is the same inode as the same path
+    in the ``previous`` snapshot (a shared hard link) reuses that snapshot's checksum instead of being read again.
+    Returns the relative paths whose checksum was reused."""
     files = snap.snapshot_files(folder)
     prev_files = _previous_manifest(previous).get("files") or {}
     reused: set[str] = set()
     manifest["files"], manifest["sizes"] = {}, {}
     to_hash = []
+    added = 0
     top, before = str(folder), str(previous) if previous is not None else None  # (strings: a Path per file costs)
     for rel in files:
         st = os.stat(os.path.join(top, rel))
         digest = prev_files.get(rel)
-        if digest and before is not None and snap.same_inode(st, os.path.join(before, rel)):
+        shared = before is not None and snap.same_inode(st, os.path.join(before, rel))
+        if digest and shared:
             reused.add(rel)
         else:
             to_hash.append(rel)
+        added += 0 if shared else st.st_size
         manifest["files"][rel] = digest
         manifest["sizes"][rel] = st.st_size
+    manifest["bytes_new"] = added
     manifest["files"].update(zip(to_hash, snap.sha256_files([os.path.join(top, rel) for rel in to_hash])))
     tmp = folder / f".{snap.MANIFEST}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -548,12 +553,12 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
         removed = apply_retention(root, settings.snapshot_keep, settings.snapshot_min_age_h, kept=kept)
     size = sum((manifest.get("sizes") or {}).values())
     summary = {"snapshot_id": sid, "path": str(final), "previous": previous, "counts": manifest["counts"],
-               "bytes": size, "removed": removed, "kept_pinned": kept, "seconds": round(time.perf_counter() - t0, 2)}
+               "bytes": size, "bytes_new": manifest["bytes_new"], "removed": removed, "kept_pinned": kept, "seconds": round(time.perf_counter() - t0, 2)}
     if manifest.get("feeds_failed"):
         summary["feeds_failed"] = sorted(manifest["feeds_failed"])
-    log.info("publish: snapshot %s is CURRENT (%d chunks, %d papers, %.1f MB) in %.1fs; removed %d old, kept %d pinned",
-             sid, manifest["counts"].get("lancedb.chunks", 0), manifest["counts"].get("lancedb.papers", 0),
-             size / 1e6, summary["seconds"], len(removed), len(kept))
+    log.info("publish: snapshot %s is CURRENT (%d chunks, %d papers, %.1f MB, %.1f MB of it new) in %.1fs; removed %d old, "
+             "kept %d pinned", sid, manifest["counts"].get("lancedb.chunks", 0), manifest["counts"].get("lancedb.papers", 0),
+             size / 1e6, manifest["bytes_new"] / 1e6, summary["seconds"], len(removed), len(kept))
     _record_run(settings, summary)
     if settings.snapshot_store:  # and on object storage (pipeline.store.push): objects, manifest, CURRENT last
         from pipeline.store.push import push_published
@@ -567,6 +572,8 @@ def _record_run(settings: Settings, summary: dict) -> None:
 
     with Warehouse(settings) as wh, wh.run("publish") as run:
         run.count("out", summary["counts"].get("lancedb.chunks", 0))
+        run.count("bytes", summary["bytes"])
+        run.count("bytes_new", summary["bytes_new"])  # what the night added to the disk (the rest: hard links)
         run.message = f"snapshot {summary['snapshot_id']}"
 
 

@@ -1,5 +1,5 @@
 """The snapshots of a store, in the shape of :func:`pipeline.snapshots.list_snapshots` (``paperkb snapshots list
---store``): id, created_at, current, counts, model, bytes, status, problems, pinned_by."""
+--store``): id, created_at, current, counts, model, bytes, bytes_new, status, problems, pinned_by."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def list_store(url: str) -> list[dict[str, Any]]:
         out.append({"snapshot_id": sid, "path": str(store.url.at(sid)), "created_at": m.get("created_at"),
                     "current": sid == cur, "counts": m.get("counts") if isinstance(m.get("counts"), dict) else {},
                     "model": model.get("name"), "bytes": sum(v for v in sizes.values() if isinstance(v, int)),
+                    "bytes_new": m.get("bytes_new") if isinstance(m.get("bytes_new"), int) else None,
                     "status": "damaged" if missing else "ok",
                     "problems": [f"{len(missing)} object(s) missing from the store"] if missing else [],
                     "pinned_by": live.get(sid, [])})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -188,3 +189,13 @@ def test_summaries_print_once_and_fit(shared_data, tmp_path, request):
     assert refresh.stdout.splitlines()[-1].startswith("refresh: done in")
     verbose = _cli(wh, "-v", "import-collection", str(shared_data / "collections" / "cacm"))
     assert verbose.returncode == 0 and "INFO pipeline.sources.local_corpus: imported cacm" in verbose.stderr
+
+
+def test_related_says_one_citation_in_the_singular(cacm_cli):
+    """`related` prints each work's year and citations: "(1977, 1 citation)", not "1 citations"."""
+    warehouse, _d = cacm_cli
+    res = _cli(warehouse, "related", "cacm:3075", "-k", "10")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert re.search(r"\(\d{4}, 1 citation\)", res.stdout), res.stdout
+    assert re.search(r"\(\d{4}, \d+ citations\)", res.stdout), res.stdout  # and the plural for the others
+    assert not re.search(r"\b1 citations\b", res.stdout), res.stdout

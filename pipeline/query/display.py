@@ -116,7 +116,8 @@ def print_related(searcher, paper_id: str, items, console: Console | None = None
         table.add_column("paper: components", overflow="fold", ratio=1)
         table.add_column("score", justify="right", no_wrap=True)
         for r in items:
-            cites = f", {r.citation_count} citations" if r.citation_count is not None else ""
+            cites = (f", {r.citation_count} citation{'' if r.citation_count == 1 else 's'}"
+                     if r.citation_count is not None else "")
             ident = f"{r.paper_id or r.work_id}" + (f" ({r.year}{cites})" if r.year else (f" ({cites[2:]})" if cites else ""))
             parts = (f"ccbc_w={r.ccbc_weighted:.3f}  ccbc={r.ccbc_naive:.3g}  sem={r.semantic:.3f}  "
                      f"fused={r.fused:.3f}  quality={r.quality:.3f}")

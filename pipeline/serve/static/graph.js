@@ -125,7 +125,7 @@ export function drawGraph(svg, center, related, edges, layout, card = null) {
       a.addEventListener("mouseenter", show); a.addEventListener("focus", show);
       a.addEventListener("mouseleave", hide); a.addEventListener("blur", hide);
     } else {
-      const t = document.createElementNS(NS, "title"); t.textContent = `${n.title || n.id}${n.year ? " (" + n.year + ")" : ""} · ${n.cites || 0} citation${n.cites === 1 ? "" : "s"}`; c.appendChild(t);
+      const t = document.createElementNS(NS, "title"); t.textContent = `${n.title || n.id}${n.year ? " (" + n.year + ")" : ""} · ${plural(n.cites || 0, "citation")}`; c.appendChild(t);
     }
   }
   // labels: measured in the SVG's own font, placed where they overlap nothing, the most cited first

@@ -28,6 +28,9 @@ driven by change rather than by turn could do:
   the new papers' lists that name it): the most that re-ranking them by the current graph would give;
 - ``exact_moved``: the share of the papers whose exact top 10 changed since the night before (the same for every R):
   what a run that recomputed exactly the lists whose top moved would recompute a night.
+- ``recall10_reranked``: recall@10 when each stored list's entries are re-scored with the current graph's weights and
+  in-degrees of the two works (their shared-reference term and shared citers kept from the run that computed the
+  list: :func:`rescore`) and read with the new papers' lists: what re-ranking at read time could win back.
 
     .venv/bin/python -m bench.related_staleness [--refresh-runs 1,7,14,28] [--nights 40] [--start 0.5] [--grow 0.01]
     .venv/bin/python -m bench.related_staleness --collection synthetic [--papers 5000] [...]
@@ -78,6 +81,67 @@ def stored_rows(db: Path) -> dict[str, tuple[str, dict[str, tuple[float, float]]
         return out
     finally:
         con.close()
+
+
+def pair_parts(db: Path) -> dict[str, dict[str, tuple[int, bool, bool]]]:
+    """Each stored list's entries' (shared citers, the paper cites the work, the work cites the paper), by paper."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        out: dict[str, dict[str, tuple[int, bool, bool]]] = {}
+        for pid, wid, sc, cites, cited_by in con.execute(
+                "SELECT paper_id, related_work_id, shared_citers, cites, cited_by FROM related").fetchall():
+            out.setdefault(pid, {})[wid] = (int(sc), bool(cites), bool(cited_by))
+        return out
+    finally:
+        con.close()
+
+
+def graph_state(db: Path) -> tuple[str, dict[str, tuple[float, int]]]:
+    """(the last graph run, {work: (its power-law weight, its in-degree)}) of the warehouse ``db``."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT work_id, weight, in_degree, run_id FROM paper_metrics").fetchall()
+        return (rows[0][3] if rows else ""), {w: (float(wt), int(ind)) for w, wt, ind, _run in rows}
+    finally:
+        con.close()
+
+
+def rescore(weighted: float, parts: tuple[int, bool, bool], then: tuple[tuple[float, int], tuple[float, int]],
+            now: tuple[tuple[float, int], tuple[float, int]]) -> float:
+    """A stored pair's weighted CCBC with the two works' weights and in-degrees of a later graph (``now``; ``then``:
+    those of the run that computed it), keeping its shared-reference term and its shared citers from that run:
+    1/6 w(a) [b cites a] + 1/6 w(b) [a cites b] + 1/3 (shared reference weight / union) + 1/3 w(a) w(b) Jaccard(citers),
+    the Jaccard's union from the in-degrees. The same ``then`` and ``now`` give ``weighted`` back."""
+    shared, cites, cited_by = parts
+
+    def terms(ends: tuple[tuple[float, int], tuple[float, int]]) -> float:
+        (wa, ia), (wb, ib) = ends
+        union = ia + ib - shared
+        return (wa * cited_by + wb * cites) / 6 + wa * wb * (shared / union if union > 0 else 0.0) / 3
+
+    return weighted if then == now else weighted - terms(then) + terms(now)
+
+
+def reranked(lists: dict, parts: dict[str, dict[str, tuple[int, bool, bool]]],
+             states: dict[str, dict[str, tuple[float, int]]], now: dict[str, tuple[float, int]], work_of: dict[str, str],
+             newer: dict[str, dict[str, tuple[float, float]]]) -> dict[str, set[str]]:
+    """Each paper's top works when its stored entries are re-scored with the current graph's weights and in-degrees
+    (:func:`rescore`; ``states``: each run's, by run id) and read with the ``newer`` entries that name it: what a reader
+    could show by re-ranking the stored candidates, without rewriting the list."""
+    out: dict[str, set[str]] = {}
+    for p, (run, entries, _papers) in lists.items():
+        a, then = work_of.get(p), states.get(run, {})
+        scored = dict(entries)
+        if a in then and a in now:
+            for b, (w, naive) in entries.items():
+                if b in then and b in now and b in parts.get(p, {}):
+                    scored[b] = (rescore(w, parts[p][b], (then[a], then[b]), (now[a], now[b])), naive)
+        out[p] = top({**scored, **newer.get(p, {})})
+    return out
 
 
 def top(entries: dict[str, tuple[float, float]]) -> set[str]:
@@ -217,6 +281,7 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
     added: list[set[str]] = []  # work ids of the papers each night imported
     before: set[str] = set()
     exact_before: dict[str, set[str]] = {}
+    states: dict[str, dict[str, tuple[float, int]]] = {}  # each graph run's weights and in-degrees
     rows = []
     for night in range(nights + 1):
         load(settings, night)
@@ -238,6 +303,11 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
         row.update({f"{k}_new_lists": v for k, v in compare(merged(lists, work_of, new_papers), exact, recent).items()
                     if k != "papers"})
         row["cover_new_lists"] = cover(lists, work_of, exact, new_papers)
+        run, state = graph_state(settings.db_path)
+        states[run] = state
+        row["recall10_reranked"] = compare(
+            reranked(lists, pair_parts(settings.db_path), states, state, work_of,
+                     newer_entries(lists, work_of, new_papers)), exact, recent)["recall10"]
         row["exact_moved"] = moved(exact_before, exact) if night else None
         exact_before = exact
         rows.append(row)
@@ -252,7 +322,7 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
             **{f"mean_{k}": mean(k) for k in ("recall10", "same10", "new_missed", "recomputed", "recall10_merged",
                                               "same10_merged", "new_missed_merged", "recall10_new_lists",
                                               "same10_new_lists", "new_missed_new_lists", "cover_new_lists",
-                                              "exact_moved")},
+                                              "exact_moved", "recall10_reranked")},
             "min_recall10": min((r["recall10"] for r in steady), default=None)}
 
 
@@ -296,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['mean_same10_merged']}, new papers missed {r['mean_new_missed_merged']}; with the new papers' lists "
               f"alone: recall@10 {r['mean_recall10_new_lists']}, same top 10 {r['mean_same10_new_lists']}, new papers "
               f"missed {r['mean_new_missed_new_lists']}, exact top 10 among the stored candidates {r['mean_cover_new_lists']}; "
-              f"exact top 10 moved a night {r['mean_exact_moved']}")
+              f"exact top 10 moved a night {r['mean_exact_moved']}; re-ranked by the current weights and in-degrees: "
+              f"recall@10 {r['mean_recall10_reranked']}")
     return 0
 
 

@@ -28,9 +28,9 @@ driven by change rather than by turn could do:
   the new papers' lists that name it): the most that re-ranking them by the current graph would give;
 - ``exact_moved``: the share of the papers whose exact top 10 changed since the night before (the same for every R):
   what a run that recomputed exactly the lists whose top moved would recompute a night.
-- ``recall10_reranked``: recall@10 when each stored list's entries are re-scored with the current graph's weights and
-  in-degrees of the two works (their shared-reference term and shared citers kept from the run that computed the
-  list: :func:`rescore`) and read with the new papers' lists: what re-ranking at read time could win back.
+- ``recall10_reranked``: recall@10 of the lists as readers show them: each stored list read with the new papers' lists
+  that name its paper, every entry re-scored with the current graph's weights and in-degrees of its two works (its
+  stored coupling term and shared citers kept: :mod:`pipeline.query.ccbc_now`, :func:`reranked`).
 
     .venv/bin/python -m bench.related_staleness [--refresh-runs 1,7,14,28] [--nights 40] [--start 0.5] [--grow 0.01]
     .venv/bin/python -m bench.related_staleness --collection synthetic [--papers 5000] [...]
@@ -83,65 +83,60 @@ def stored_rows(db: Path) -> dict[str, tuple[str, dict[str, tuple[float, float]]
         con.close()
 
 
-def pair_parts(db: Path) -> dict[str, dict[str, tuple[int, bool, bool]]]:
-    """Each stored list's entries' (shared citers, the paper cites the work, the work cites the paper), by paper."""
+def pair_parts(db: Path) -> dict[str, dict[str, tuple[int, bool, bool, float | None]]]:
+    """Each stored list's entries' (shared citers, the paper cites the work, the work cites the paper, the coupling
+    term its run stored), by paper."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
     try:
-        out: dict[str, dict[str, tuple[int, bool, bool]]] = {}
-        for pid, wid, sc, cites, cited_by in con.execute(
-                "SELECT paper_id, related_work_id, shared_citers, cites, cited_by FROM related").fetchall():
-            out.setdefault(pid, {})[wid] = (int(sc), bool(cites), bool(cited_by))
+        out: dict[str, dict[str, tuple[int, bool, bool, float | None]]] = {}
+        for pid, wid, sc, cites, cited_by, coupling in con.execute(
+                "SELECT paper_id, related_work_id, shared_citers, cites, cited_by, coupling FROM related").fetchall():
+            out.setdefault(pid, {})[wid] = (int(sc), bool(cites), bool(cited_by), coupling)
         return out
     finally:
         con.close()
 
 
-def graph_state(db: Path) -> tuple[str, dict[str, tuple[float, int]]]:
-    """(the last graph run, {work: (its power-law weight, its in-degree)}) of the warehouse ``db``."""
+def graph_state(db: Path) -> dict[str, tuple[float, int]]:
+    """{work: (its power-law weight, its in-degree)} of the warehouse ``db``'s last graph run."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
     try:
-        rows = con.execute("SELECT work_id, weight, in_degree, run_id FROM paper_metrics").fetchall()
-        return (rows[0][3] if rows else ""), {w: (float(wt), int(ind)) for w, wt, ind, _run in rows}
+        return {w: (float(wt), int(ind)) for w, wt, ind in con.execute(
+            "SELECT work_id, weight, in_degree FROM paper_metrics").fetchall()}
     finally:
         con.close()
 
 
-def rescore(weighted: float, parts: tuple[int, bool, bool], then: tuple[tuple[float, int], tuple[float, int]],
-            now: tuple[tuple[float, int], tuple[float, int]]) -> float:
-    """A stored pair's weighted CCBC with the two works' weights and in-degrees of a later graph (``now``; ``then``:
-    those of the run that computed it), keeping its shared-reference term and its shared citers from that run:
-    1/6 w(a) [b cites a] + 1/6 w(b) [a cites b] + 1/3 (shared reference weight / union) + 1/3 w(a) w(b) Jaccard(citers),
-    the Jaccard's union from the in-degrees. The same ``then`` and ``now`` give ``weighted`` back."""
-    shared, cites, cited_by = parts
+def rescored(lists: dict, parts: dict[str, dict[str, tuple[int, bool, bool, float | None]]],
+             now: dict[str, tuple[float, int]], work_of: dict[str, str]) -> dict:
+    """``lists`` with each stored entry scored as readers score it (:func:`pipeline.query.ccbc_now.score`: its stored
+    coupling term and shared citers, the two works' weights and in-degrees of the current graph ``now``); an entry
+    without them keeps its stored score."""
+    from pipeline.query.ccbc_now import score
 
-    def terms(ends: tuple[tuple[float, int], tuple[float, int]]) -> float:
-        (wa, ia), (wb, ib) = ends
-        union = ia + ib - shared
-        return (wa * cited_by + wb * cites) / 6 + wa * wb * (shared / union if union > 0 else 0.0) / 3
-
-    return weighted if then == now else weighted - terms(then) + terms(now)
-
-
-def reranked(lists: dict, parts: dict[str, dict[str, tuple[int, bool, bool]]],
-             states: dict[str, dict[str, tuple[float, int]]], now: dict[str, tuple[float, int]], work_of: dict[str, str],
-             newer: dict[str, dict[str, tuple[float, float]]]) -> dict[str, set[str]]:
-    """Each paper's top works when its stored entries are re-scored with the current graph's weights and in-degrees
-    (:func:`rescore`; ``states``: each run's, by run id) and read with the ``newer`` entries that name it: what a reader
-    could show by re-ranking the stored candidates, without rewriting the list."""
-    out: dict[str, set[str]] = {}
-    for p, (run, entries, _papers) in lists.items():
-        a, then = work_of.get(p), states.get(run, {})
+    out = {}
+    for p, (run, entries, papers) in lists.items():
+        a = work_of.get(p)
         scored = dict(entries)
-        if a in then and a in now:
-            for b, (w, naive) in entries.items():
-                if b in then and b in now and b in parts.get(p, {}):
-                    scored[b] = (rescore(w, parts[p][b], (then[a], then[b]), (now[a], now[b])), naive)
-        out[p] = top({**scored, **newer.get(p, {})})
+        for b, (_w, naive) in entries.items():
+            sc, cites, cited_by, coupling = parts.get(p, {}).get(b, (0, False, False, None))
+            if coupling is not None and a in now and b in now:
+                scored[b] = (score(coupling, sc, cites, cited_by, now[a], now[b]), naive)
+        out[p] = (run, scored, papers)
     return out
+
+
+def reranked(lists: dict, parts: dict[str, dict[str, tuple[int, bool, bool, float | None]]],
+             now: dict[str, tuple[float, int]], work_of: dict[str, str], only: set[str] | None = None
+             ) -> dict[str, set[str]]:
+    """Each paper's top works as readers show them (pipeline.query.related.graph_neighbours): its stored list and the
+    newer lists that name it (``only``: of these papers, as :func:`merged`), every entry re-scored with the current
+    graph (:func:`rescored`)."""
+    return merged(rescored(lists, parts, now, work_of), work_of, only)
 
 
 def top(entries: dict[str, tuple[float, float]]) -> set[str]:
@@ -281,7 +276,6 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
     added: list[set[str]] = []  # work ids of the papers each night imported
     before: set[str] = set()
     exact_before: dict[str, set[str]] = {}
-    states: dict[str, dict[str, tuple[float, int]]] = {}  # each graph run's weights and in-degrees
     rows = []
     for night in range(nights + 1):
         load(settings, night)
@@ -303,11 +297,9 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
         row.update({f"{k}_new_lists": v for k, v in compare(merged(lists, work_of, new_papers), exact, recent).items()
                     if k != "papers"})
         row["cover_new_lists"] = cover(lists, work_of, exact, new_papers)
-        run, state = graph_state(settings.db_path)
-        states[run] = state
         row["recall10_reranked"] = compare(
-            reranked(lists, pair_parts(settings.db_path), states, state, work_of,
-                     newer_entries(lists, work_of, new_papers)), exact, recent)["recall10"]
+            reranked(lists, pair_parts(settings.db_path), graph_state(settings.db_path), work_of, new_papers),
+            exact, recent)["recall10"]
         row["exact_moved"] = moved(exact_before, exact) if night else None
         exact_before = exact
         rows.append(row)

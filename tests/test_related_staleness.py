@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.related_staleness import compare, cover, merged, moved, rescore, reranked, run_cycle, top
+from bench.related_staleness import compare, cover, merged, moved, rescored, reranked, run_cycle, top
 
 
 def test_top_orders_by_weighted_then_naive_then_id():
@@ -52,27 +52,19 @@ def test_moved_is_the_share_of_papers_in_both_nights_whose_exact_top_changed():
     assert moved({}, {"p1": {"A"}}) is None
 
 
-def test_rescore_moves_only_the_terms_of_the_two_works_weights_and_in_degrees():
-    # a pair with 2 shared citers, the paper cites the work; weights 0.5 / 0.4, in-degrees 4 / 6 when it was computed
-    then = ((0.5, 4), (0.4, 6))
-    coupling = 0.3  # 1/3 of the shared-reference ratio: kept as it was
-    weighted = 0.4 / 6 + coupling + 0.5 * 0.4 * (2 / 8) / 3
-    assert rescore(weighted, (2, True, False), then, then) == weighted  # the same graph: the stored score
-    now = ((0.25, 9), (0.4, 6))  # the paper gained citers: a smaller weight, a larger union of citers
-    assert rescore(weighted, (2, True, False), then, now) == pytest.approx(0.4 / 6 + coupling + 0.25 * 0.4 * (2 / 13) / 3)
-    cited = rescore(weighted + 0.5 / 6, (2, True, True), then, now)  # the work cites the paper too: w(paper) / 6
-    assert cited == pytest.approx(0.4 / 6 + 0.25 / 6 + coupling + 0.25 * 0.4 * (2 / 13) / 3)
-
-
 def test_reranked_orders_a_stored_list_by_its_rescored_pairs(monkeypatch):
     work_of = {"p1": "W1"}
     lists = {"p1": ("graph-1", {"A": (0.30, 0.1), "B": (0.29, 0.1)}, [])}
-    parts = {"p1": {"A": (1, False, False), "B": (0, False, False)}}  # only A's score has a citers term
-    states = {"graph-1": {"W1": (1.0, 2), "A": (1.0, 2), "B": (1.0, 2)}}
+    # A's score is its citers term (1/3 * 1 * 1 * 1/3 = 0.111) and a coupling of 0.189; B's is its coupling alone
+    parts = {"p1": {"A": (1, False, False, 0.30 - 1 / 9), "B": (0, False, False, 0.29)}}
+    then = {"W1": (1.0, 2), "A": (1.0, 2), "B": (1.0, 2)}
     now = {"W1": (0.2, 10), "A": (0.2, 10), "B": (1.0, 2)}  # A and the paper gained citers since
     monkeypatch.setattr("bench.related_staleness.TOP", 1)
-    assert reranked(lists, parts, states, states["graph-1"], work_of, {})["p1"] == {"A"}  # as stored
-    assert reranked(lists, parts, states, now, work_of, {})["p1"] == {"B"}  # A's Jaccard term shrank
+    assert rescored(lists, parts, then, work_of)["p1"][1]["A"][0] == pytest.approx(0.30)  # the same graph: as stored
+    assert reranked(lists, parts, then, work_of)["p1"] == {"A"}
+    assert reranked(lists, parts, now, work_of)["p1"] == {"B"}  # A's Jaccard term shrank
+    no_coupling = {"p1": {"A": (1, False, False, None), "B": (0, False, False, None)}}  # lists stored before the column
+    assert reranked(lists, no_coupling, now, work_of)["p1"] == {"A"}
 
 
 @pytest.mark.slow

@@ -183,22 +183,29 @@ def combine(semantic: np.ndarray, graph: np.ndarray, neg_semantic: np.ndarray, n
 def related_edges(con, seeds: list[str]) -> dict[str, dict[str, dict]]:
     """seed -> corpus paper -> the stored ``related`` row (ccbc_weighted, shared counts, cites, cited_by), with the
     entries of the lists computed after the seed's own that name it (a new paper's, the night it arrives: see
-    :func:`pipeline.query.related.newer_entries_of`), a newer score replacing the stored one."""
-    from pipeline.query.related import newer_entries_of
+    :func:`pipeline.query.related.newer_entries_of`), a newer score replacing the stored one; each scored with the
+    snapshot's current weights and in-degrees (:mod:`pipeline.query.ccbc_now`)."""
+    from pipeline.query.ccbc_now import rescore
+    from pipeline.query.related import PARTS, newer_entries_of
 
     if not seeds:
         return {}
-    extra = ["shared_references", "shared_citers", "cites", "cited_by"]
-    rows = con.execute(
-        "SELECT paper_id, related_paper_id, ccbc_weighted, shared_references, shared_citers, cites, cited_by "
-        "FROM related WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND related_paper_id IS NOT NULL", [seeds]).fetchall()
+    keep = ["work_id", "ccbc_weighted", "shared_references", *PARTS]
+    cur = con.execute(
+        "SELECT *, related_work_id AS work_id FROM related "
+        "WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND related_paper_id IS NOT NULL", [seeds])
+    names = [d[0] for d in cur.description]
     out: dict[str, dict[str, dict]] = {}
-    for r in rows:
-        out.setdefault(r[0], {})[r[1]] = {"ccbc_weighted": float(r[2] or 0.0), **dict(zip(extra, r[3:]))}
+    for values in cur.fetchall():
+        r = dict(zip(names, values))
+        out.setdefault(r["paper_id"], {})[r["related_paper_id"]] = {k: r.get(k) for k in keep}
     for seed, entries in newer_entries_of(con, seeds).items():
         for e in entries:
-            out.setdefault(seed, {})[e["paper_id"]] = {"ccbc_weighted": float(e["ccbc_weighted"] or 0.0),
-                                                       **{k: e[k] for k in extra}}
+            out.setdefault(seed, {})[e["paper_id"]] = {k: e.get(k) for k in keep}
+    rescore(con, [(seed, e) for seed, nb in out.items() for e in nb.values()])
+    for nb in out.values():
+        for e in nb.values():
+            e["ccbc_weighted"] = float(e["ccbc_weighted"] or 0.0)
     return out
 
 

@@ -30,35 +30,43 @@ log = logging.getLogger(__name__)
 def graph_neighbours(con, paper_id: str) -> list[dict]:
     """Rows of ``related`` for this paper, with the related work's title/year/citations (the mart
     ``related_works``), and the entries of the lists computed after its own that name it (:func:`newer_entries`),
-    strongest first."""
-    cur = con.execute(
-        "SELECT related_work_id AS work_id, related_paper_id AS paper_id, ccbc_weighted, ccbc_naive, "
-        "work_title AS w_title, work_year AS w_year, work_citation_count AS w_cc "
-        "FROM related_works WHERE paper_id = ? ORDER BY ccbc_weighted DESC", [paper_id])
+    each scored with the snapshot's current weights and in-degrees (:mod:`pipeline.query.ccbc_now`), strongest
+    first."""
+    from pipeline.query.ccbc_now import rescore
+
+    cur = con.execute("SELECT * FROM related_works WHERE paper_id = ? ORDER BY rank", [paper_id])
     names = [d[0] for d in cur.description]
-    rows = {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+    rows: dict[str, dict] = {}
+    for values in cur.fetchall():
+        r = dict(zip(names, values))
+        rows[r["related_work_id"]] = {
+            "work_id": r["related_work_id"], "paper_id": r["related_paper_id"], "ccbc_weighted": r["ccbc_weighted"],
+            "ccbc_naive": r["ccbc_naive"], "w_title": r["work_title"], "w_year": r["work_year"],
+            "w_cc": r["work_citation_count"], **{k: r.get(k) for k in PARTS}}
     for row in newer_entries(con, paper_id):  # a later graph's score of the pair replaces the stored one (the newest last)
         rows[row["work_id"]] = {**rows.get(row["work_id"], {"w_title": None, "w_year": None, "w_cc": None}), **row}
+    rescore(con, [(paper_id, r) for r in rows.values()])
     return sorted(rows.values(), key=lambda r: -float(r["ccbc_weighted"] or 0))
+
+
+# what a reader needs of an entry to score it with the current graph (pipeline.query.ccbc_now), beside its score
+PARTS = ("coupling", "shared_citers", "cites", "cited_by")
 
 
 def newer_entries(con, paper_id: str) -> list[dict]:
     """The entries that name ``paper_id`` in the lists of new and changed papers computed after its own list
     (``related_incoming``, sql/core/075_related_incoming.sql): weighted CCBC is symmetric, so each scores the pair
     for a later graph, and a new paper enters an older list the night it arrives instead of when that list's turn
-    comes. Oldest first; [] for a snapshot published before that table."""
-    keep = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive")
-    return [{k: e[k] for k in keep} for e in newer_entries_of(con, [paper_id]).get(paper_id, [])]
-
-
-INCOMING_COLUMNS = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive", "shared_references", "shared_citers", "cites",
-                    "cited_by")
+    comes. Oldest first, scores as stored; [] for a snapshot published before that table."""
+    keep = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive", *PARTS)
+    return [{k: e.get(k) for k in keep} for e in newer_entries_of(con, [paper_id]).get(paper_id, [])]
 
 
 def newer_entries_of(con, paper_ids: list[str]) -> dict[str, list[dict]]:
     """:func:`newer_entries` of each of ``paper_ids`` (paper -> its entries, oldest run first; ``cites``: the named
-    paper cites the entry's paper, as in its own list), in two queries. Read by key range (the key is the run, then
-    the paper named): from the run of the oldest of their lists on."""
+    paper cites the entry's paper, as in its own list; ``coupling`` None in a snapshot published before it), in two
+    queries. Read by key range (the key is the run, then the paper named): from the run of the oldest of their lists
+    on."""
     import duckdb
 
     if not paper_ids:
@@ -70,29 +78,40 @@ def newer_entries_of(con, paper_ids: list[str]) -> dict[str, list[dict]]:
                                 ids).fetchall())
         oldest = min(runs.get(p) or "" for p in ids)
         # keys of later runs sort after every key of this run ("/" < "0"): the key range skips older runs' files
-        rows = con.execute(
-            f"SELECT related_paper_id, run_id, {', '.join(INCOMING_COLUMNS)} FROM related_incoming "
-            f"WHERE entry_key > ? AND run_id > ? AND related_paper_id IN {among} ORDER BY run_id",
-            [oldest + "0", oldest, *ids]).fetchall()
+        cur = con.execute(
+            f"SELECT * FROM related_incoming WHERE entry_key > ? AND run_id > ? AND related_paper_id IN {among} "
+            "ORDER BY run_id", [oldest + "0", oldest, *ids])
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
     except duckdb.CatalogException:  # a snapshot without related_incoming
         return {}
     out: dict[str, list[dict]] = {}
-    for named, run, *values in rows:
-        if run > (runs.get(named) or ""):
-            out.setdefault(named, []).append(dict(zip(INCOMING_COLUMNS, values)))
+    for r in rows:
+        named = r["related_paper_id"]
+        if r["run_id"] > (runs.get(named) or ""):
+            out.setdefault(named, []).append({k: r.get(k) for k in INCOMING_COLUMNS})
     return out
+
+
+INCOMING_COLUMNS = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive", "shared_references", *PARTS)
 
 
 def edges_among(con, paper_ids: list[str]) -> list[tuple[str, str, float]]:
     """(paper, related paper, ccbc_weighted) for the ``related`` pairs among ``paper_ids``, both directions
-    (a pair may be in one paper's top list only): the links between a paper's drawn related papers."""
+    (a pair may be in one paper's top list only): the links between a paper's drawn related papers, scored with the
+    snapshot's current weights and in-degrees (:mod:`pipeline.query.ccbc_now`)."""
+    from pipeline.query.ccbc_now import rescore
+
     if not paper_ids:
         return []
-    rows = con.execute(
-        "SELECT paper_id, related_paper_id, ccbc_weighted FROM related "
+    cur = con.execute(
+        "SELECT * FROM related "
         "WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND related_paper_id IN (SELECT unnest(?::VARCHAR[]))",
-        [paper_ids, paper_ids]).fetchall()
-    return [(a, b, float(w or 0.0)) for a, b, w in rows]
+        [paper_ids, paper_ids])
+    names = [d[0] for d in cur.description]
+    rows = [{**dict(zip(names, r)), "work_id": r[names.index("related_work_id")]} for r in cur.fetchall()]
+    rescore(con, [(r["paper_id"], r) for r in rows])
+    return [(r["paper_id"], r["related_paper_id"], float(r["ccbc_weighted"] or 0.0)) for r in rows]
 
 
 def author_records(con, paper_ids: list[str]) -> dict[str, float]:

@@ -222,6 +222,8 @@ class TopRelated:
     shared_citers: np.ndarray
     cites: np.ndarray  # row cites col
     cited_by: np.ndarray  # col cites row
+    coupling: np.ndarray  # the shared-reference term of ``weighted`` (CCBC.coupling_at): what a reader keeps when it
+    # re-scores the pair with a later run's weights and in-degrees (pipeline.query.ccbc_now)
 
     def __len__(self) -> int:
         return len(self.row)
@@ -362,11 +364,15 @@ class CCBC:
                 "cites": ((packed >> _CITES_BIT) & 1).astype(bool),
                 "cited_by": ((packed >> _CITED_BIT) & 1).astype(bool)}
 
+    def coupling_at(self, ra, rb, shared_w) -> np.ndarray:
+        """Eq. 3's bibliographic-coupling term at pairs (ra, rb): 1/3 sum_shared w / sum_union w."""
+        return _ratio(shared_w, self.wref[ra] + self.wref[rb] - shared_w) / 3.0
+
     def weighted_at(self, ra, rb, shared_w, shared_citers, cites, cited_by) -> np.ndarray:
         """Eq. 3 at pairs (ra, rb) from their components."""
         w = self.w
         sc = shared_citers.astype(np.float64)
-        return (_ratio(shared_w, self.wref[ra] + self.wref[rb] - shared_w) / 3.0
+        return (self.coupling_at(ra, rb, shared_w)
                 + w[ra] * w[rb] * _ratio(sc, self.indeg[ra] + self.indeg[rb] - sc) / 3.0
                 + (cites * w[rb] + cited_by * w[ra]) / 6.0)
 
@@ -570,7 +576,7 @@ def related_top_k(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray, k: int = 50
         if kern is not None:
             kern.close()
     empty = {"row": np.int64, "rank": np.int32, "col": np.int64, "weighted": np.float64, "naive": np.float64,
-             "shared_refs": np.int32, "shared_citers": np.int32, "cites": bool, "cited_by": bool}
+             "shared_refs": np.int32, "shared_citers": np.int32, "cites": bool, "cited_by": bool, "coupling": np.float64}
     res = TopRelated(**{f: (np.concatenate(v) if v else np.zeros(0, dtype=empty[f])) for f, v in out.items()})
     if light:  # rows are sorted within blocks; keep the overall order by row, then rank
         o = np.lexsort((res.rank, res.row))
@@ -637,7 +643,7 @@ def _finish_block(ccbc: CCBC, out: dict[str, list[np.ndarray]], ra: np.ndarray, 
     cw = ccbc.weighted_at(ra, rb, sw, comp["shared_citers"], comp["cites"], comp["cited_by"])
     naive = ccbc.naive(ra, rb, **comp)
     order = np.lexsort((rb, -naive, -cw, ra))
-    ra, rb, cw, naive = ra[order], rb[order], cw[order], naive[order]
+    ra, rb, cw, naive, sw = ra[order], rb[order], cw[order], naive[order], sw[order]
     comp = {f: v[order] for f, v in comp.items()}
     rank = np.arange(len(ra)) - np.searchsorted(ra, ra, side="left") + 1
     keep = rank <= k
@@ -650,6 +656,7 @@ def _finish_block(ccbc: CCBC, out: dict[str, list[np.ndarray]], ra: np.ndarray, 
     out["shared_citers"].append(comp["shared_citers"][keep].astype(np.int32))
     out["cites"].append(comp["cites"][keep])
     out["cited_by"].append(comp["cited_by"][keep])
+    out["coupling"].append(ccbc.coupling_at(ra[keep], rb[keep], sw[keep]))
 
 
 def ccbc_scores(a: sp.csr_matrix, w: np.ndarray, rows: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -797,6 +804,7 @@ def incoming_table(rel: TopRelated, rows: np.ndarray, work_ids: np.ndarray, pape
         "cites": rel.cited_by[idx],  # the named paper cites the list's paper
         "cited_by": rel.cites[idx],
         "run_id": pa.array([run_id] * len(idx), pa.string()),
+        "coupling": rel.coupling[idx],
     }).sort_by("entry_key")
 
 
@@ -901,6 +909,7 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
                     "cites": rel.cites,
                     "cited_by": rel.cited_by,
                     "run_id": pa.array([run.run_id] * len(rel), pa.string()),
+                    "coupling": rel.coupling,
                 })
                 fit_row = fit.to_dict()
                 with wh.transaction():

@@ -13,6 +13,10 @@
 --   shared_citers     works citing both (co-citation strength)
 --   cites             the paper cites the related work;  cited_by: the related work cites the paper
 --   run_id            run_log.run_id of the graph run that computed this paper's list
+--   coupling          the bibliographic-coupling term of ccbc_weighted (1/3 sum_{shared refs} w / sum_{union} w) as
+--                     that run computed it; readers add the other terms with the snapshot's current weights and
+--                     in-degrees (paper_metrics), so a list computed some runs ago is ranked by today's graph
+--                     (pipeline/query/ccbc_now.py). NULL for lists computed before the column existed.
 CREATE TABLE IF NOT EXISTS related (
     paper_id           VARCHAR NOT NULL,
     rank               INTEGER NOT NULL,
@@ -25,5 +29,7 @@ CREATE TABLE IF NOT EXISTS related (
     cites              BOOLEAN NOT NULL,
     cited_by           BOOLEAN NOT NULL,
     run_id             VARCHAR NOT NULL,
+    coupling           DOUBLE,
     PRIMARY KEY (paper_id, rank)
 );
+ALTER TABLE related ADD COLUMN IF NOT EXISTS coupling DOUBLE;

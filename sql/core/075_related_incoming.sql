@@ -12,6 +12,7 @@
 --   cites             the named paper cites the list's paper; cited_by: the list's paper cites it (related's, seen
 --                     from the named paper)
 --   run_id            the graph run that computed the list
+--   coupling          the pair's bibliographic-coupling term, as in related
 CREATE TABLE IF NOT EXISTS related_incoming (
     entry_key          VARCHAR NOT NULL,
     related_paper_id   VARCHAR NOT NULL,
@@ -23,5 +24,7 @@ CREATE TABLE IF NOT EXISTS related_incoming (
     shared_citers      INTEGER NOT NULL,
     cites              BOOLEAN NOT NULL,
     cited_by           BOOLEAN NOT NULL,
-    run_id             VARCHAR NOT NULL
+    run_id             VARCHAR NOT NULL,
+    coupling           DOUBLE
 );
+ALTER TABLE related_incoming ADD COLUMN IF NOT EXISTS coupling DOUBLE;

@@ -123,3 +123,29 @@ def test_entries_without_a_coupling_term_keep_their_stored_score(night):
     with duckdb.connect(str(settings.db_path), read_only=True) as con:
         assert rescore(con, [(p, entry), (p, missing)]) == 0
     assert entry["ccbc_weighted"] == weighted and missing["ccbc_weighted"] == weighted
+
+
+def test_the_related_now_view_gives_analysts_the_scores_readers_show(night):
+    """``related_now`` (sql/marts/095_related_now.sql): the stored rows with today's scores and ranks, as
+    :func:`pipeline.query.ccbc_now.rescore` scores them."""
+    settings, _exact, first, _second = night
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        now = {(p, w): (s, rank, stored) for p, w, s, rank, stored in con.execute(
+            "SELECT paper_id, related_work_id, ccbc_weighted, rank, ccbc_weighted_stored FROM related_now").fetchall()}
+        rows = con.execute("SELECT * FROM related").fetchall()
+        names = [d[0] for d in con.description]
+        entries = [(r["paper_id"], {**r, "work_id": r["related_work_id"]}) for r in (dict(zip(names, v)) for v in rows)]
+        assert rescore(con, entries) == len(entries) == len(now)
+    moved = 0
+    for p, e in entries:
+        score_now, _rank, stored = now[(p, e["work_id"])]
+        assert score_now == pytest.approx(e["ccbc_weighted"], rel=1e-12, abs=1e-15)
+        moved += e["run_id"] == first["run_id"] and score_now != stored
+    assert moved > 1000
+    lists: dict[str, list[tuple[int, float]]] = {}
+    for (q, _w), (s, rank, _st) in now.items():
+        lists.setdefault(q, []).append((rank, -s))
+    for ranked in lists.values():  # ranks 1..n by today's score
+        ranked.sort()
+        assert [r for r, _ in ranked] == list(range(1, len(ranked) + 1))
+        assert [s for _, s in ranked] == sorted(s for _, s in ranked)

@@ -36,14 +36,16 @@ def score(coupling: float, shared_citers: int, cites: bool, cited_by: bool, a: M
 
 def current_metrics(con, paper_ids: Iterable[str], work_ids: Iterable[str]) -> tuple[dict[str, Metrics], dict[str, Metrics]]:
     """(paper -> metrics of its work, work -> metrics) from the snapshot's ``paper_metrics`` for ``paper_ids`` and
-    ``work_ids`` (two queries, each with a list of constants that the Parquet scan filters on)."""
+    ``work_ids`` (two queries, each with a list of constants that the Parquet scan filters on). A paper that several
+    works map to (a data error) takes its best-ranked work's, as the view ``paper_ranks`` does."""
     papers, works = sorted(set(paper_ids)), sorted(set(work_ids))
     by_paper: dict[str, Metrics] = {}
     by_work: dict[str, Metrics] = {}
     for column, ids, into in (("paper_id", papers, by_paper), ("work_id", works, by_work)):
         if ids:
             rows = con.execute(f"SELECT {column}, weight, in_degree FROM paper_metrics "
-                               f"WHERE {column} IN ({', '.join('?' * len(ids))})", ids).fetchall()
+                               f"WHERE {column} IN ({', '.join('?' * len(ids))}) ORDER BY pagerank NULLS FIRST",
+                               ids).fetchall()  # (the best-ranked last: it stays)
             into.update((k, (float(w), int(d))) for k, w, d in rows if w is not None and d is not None)
     return by_paper, by_work
 

@@ -141,7 +141,7 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     # a write the log does not know of: the row count gives it away, and the table is scanned whole
     with duckdb.connect(str(settings.db_path)) as con:
         con.execute("INSERT INTO related SELECT 'cacm:zzz', rank, related_work_id, related_paper_id, ccbc_weighted, "
-                    "ccbc_naive, shared_references, shared_citers, cites, cited_by, run_id FROM related "
+                    "ccbc_naive, shared_references, shared_citers, cites, cited_by, run_id, coupling FROM related "
                     "WHERE paper_id = 'cacm:1'")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="pipeline.steps.catalog"):

@@ -1,7 +1,8 @@
 """Related papers ("connected papers") for one paper.
 
 1. Graph evidence: the snapshot's ``related`` table (catalog.duckdb): weighted co-citation /
-   bibliographic coupling (``ccbc_weighted``, power-law survival weights) and the naive count.
+   bibliographic coupling (``ccbc_weighted``, power-law survival weights; each entry scored with the snapshot's
+   current weights and in-degrees, :mod:`pipeline.query.ccbc_now`) and the naive count.
 2. Semantic evidence: cosine between the paper's doc vector and the other papers' doc vectors
    (LanceDB vector search on ``papers``).
 3. ``fused = (1 - a) * ccbc_weighted / max + a * max(0, cosine)``, a = ``query_related_semantic_weight``.
@@ -26,6 +27,10 @@ from pipeline.query.results import Related
 
 log = logging.getLogger(__name__)
 
+# what a reader needs of an entry to score it with the current graph (pipeline.query.ccbc_now), beside its score
+PARTS = ("coupling", "shared_citers", "cites", "cited_by")
+INCOMING_COLUMNS = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive", "shared_references", *PARTS)
+
 
 def graph_neighbours(con, paper_id: str) -> list[dict]:
     """Rows of ``related`` for this paper, with the related work's title/year/citations (the mart
@@ -47,10 +52,6 @@ def graph_neighbours(con, paper_id: str) -> list[dict]:
         rows[row["work_id"]] = {**rows.get(row["work_id"], {"w_title": None, "w_year": None, "w_cc": None}), **row}
     rescore(con, [(paper_id, r) for r in rows.values()])
     return sorted(rows.values(), key=lambda r: -float(r["ccbc_weighted"] or 0))
-
-
-# what a reader needs of an entry to score it with the current graph (pipeline.query.ccbc_now), beside its score
-PARTS = ("coupling", "shared_citers", "cites", "cited_by")
 
 
 def newer_entries(con, paper_id: str) -> list[dict]:
@@ -91,9 +92,6 @@ def newer_entries_of(con, paper_ids: list[str]) -> dict[str, list[dict]]:
         if r["run_id"] > (runs.get(named) or ""):
             out.setdefault(named, []).append({k: r.get(k) for k in INCOMING_COLUMNS})
     return out
-
-
-INCOMING_COLUMNS = ("work_id", "paper_id", "ccbc_weighted", "ccbc_naive", "shared_references", *PARTS)
 
 
 def edges_among(con, paper_ids: list[str]) -> list[tuple[str, str, float]]:

@@ -149,3 +149,30 @@ def test_the_related_now_view_gives_analysts_the_scores_readers_show(night):
         ranked.sort()
         assert [r for r, _ in ranked] == list(range(1, len(ranked) + 1))
         assert [s for _, s in ranked] == sorted(s for _, s in ranked)
+
+
+def test_a_warehouse_from_before_the_column_gains_it_and_fills_it_as_lists_come_round(night, tmp_path):
+    """An older warehouse (no ``coupling``): the next run adds the column, the lists it computes carry their terms, and
+    readers show the others' stored scores until their turn comes."""
+    from pipeline.query.related import graph_neighbours
+    from pipeline.steps.graph import run_graph
+
+    settings, *_ = night
+    old = settings.model_copy(update={"warehouse": tmp_path / "old"})
+    old.warehouse.mkdir()
+    shutil.copy2(settings.db_path, old.db_path)
+    with duckdb.connect(str(old.db_path)) as con:
+        con.execute("ALTER TABLE related DROP COLUMN coupling")
+        con.execute("ALTER TABLE related_incoming DROP COLUMN coupling")
+    run = run_graph(old)
+    with duckdb.connect(str(old.db_path), read_only=True) as con:
+        assert not con.execute("SELECT count(*) FROM related WHERE run_id = ? AND coupling IS NULL",
+                               [run["run_id"]]).fetchone()[0]
+        kept = con.execute("SELECT paper_id, related_work_id, ccbc_weighted FROM related WHERE coupling IS NULL").fetchall()
+        assert len(kept) > 1000  # the lists whose turn has not come
+        p = kept[0][0]
+        stored = {w: s for q, w, s in kept if q == p}
+        shown = {r["work_id"]: r["ccbc_weighted"] for r in graph_neighbours(con, p)}
+        assert all(shown[w] == s for w, s in stored.items() if w in shown)
+        now = dict(con.execute("SELECT related_work_id, ccbc_weighted FROM related_now WHERE paper_id = ?", [p]).fetchall())
+        assert now == stored

@@ -116,11 +116,14 @@ def test_timeouts_are_retried(settings, httpserver):
     def slow_then_fast(_request):
         calls.append(time.monotonic())
         if len(calls) == 1:
-            time.sleep(0.6)
+            # the test server answers one request at a time: the retry, sent when the client gives up at 1.0 s, waits
+            # for this one to end. Only a little longer than the timeout, so that wait stays far below the timeout
+            # even on a loaded machine (0.6 s against 0.3 s left the retry ~0.3 s to be answered, and it timed out too)
+            time.sleep(1.2)
         return Response("ok")
 
     httpserver.expect_request("/x").respond_with_handler(slow_then_fast)
-    client = _client(settings, httpserver.url_for("/"), timeout_s=0.3)
+    client = _client(settings, httpserver.url_for("/"), timeout_s=1.0)
     assert client.request("GET", httpserver.url_for("/x")).text == "ok"
     assert client.stats.retries == 1
 

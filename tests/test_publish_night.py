@@ -139,6 +139,8 @@ def test_the_partition_size_is_kept_until_a_table_doubles(night):
     second = snapshots.read_manifest(_snap(night, "second"))["catalog_files"]
     assert second["papers"]["part_rows"] == first["papers"]["part_rows"]
     assert second["papers"]["sized_at_rows"] == first["papers"]["sized_at_rows"] == night["papers_first"]
+    assert "parts_per_table" not in second["papers"]  # the default, 64
+    assert second["related_incoming"]["parts_per_table"] == catalog.PARTS_PER_TABLE_OF["related_incoming"] == 8
     con = duckdb.connect()
     try:
         con.execute(f"ATTACH '{night['settings'].db_path}' AS wh (READ_ONLY)")
@@ -150,6 +152,13 @@ def test_the_partition_size_is_kept_until_a_table_doubles(night):
         assert catalog.partition_size(con, "big", "paper_id", doubled) == (catalog.part_rows(n), n)
         assert catalog.part_rows(n) > 128
         assert catalog.partition_size(con, "big", "paper_id", None) == (catalog.part_rows(n), n)
+        # a table cut in fewer parts (related_incoming: each run appends a large share of it) has larger partitions;
+        # a size chosen for another number of parts is chosen again
+        assert catalog.part_rows(n, 8) == 8 * catalog.part_rows(n)
+        assert catalog.partition_size(con, "big", "paper_id", kept, 8) == (catalog.part_rows(n, 8), n)
+        eight = {**kept, "parts_per_table": 8}
+        assert catalog.partition_size(con, "big", "paper_id", eight, 8) == (128, n // 2 + 1)
+        assert catalog.partition_size(con, "big", "paper_id", eight) == (catalog.part_rows(n), n)
     finally:
         con.close()
 

@@ -58,6 +58,11 @@ FOLDER = "catalog"
 # MAX_PART_ROWS (the boundary test is a modulo). It changes only when a table doubles (or halves): that night the
 # table's partitions are all written anew, once.
 PARTS_PER_TABLE = 64  # a night rewrites the last partition (new keys land there): ~1.5% of the table, not ~6%
+# tables a night appends a large share of: ``related_incoming`` holds the entries of the last few graph runs and each
+# night adds one run's (a third of it at 100,000 papers), at the end of its key order (run id first). A sixty-fourth
+# of it a partition made a night write ~27 files of ~1,600 rows (0.17 s of CPU, 27 objects to upload); an eighth
+# makes it ~4 (0.03-0.05 s), rewriting at most a partition of the run before
+PARTS_PER_TABLE_OF = {"related_incoming": 8}
 MIN_PART_ROWS = 128
 MAX_PART_ROWS = 65_536
 # a run of keys between two boundaries is cut every MAX_PART_FACTOR x the partition size: the distance between hash
@@ -91,10 +96,11 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def part_rows(keys: int) -> int:
-    """The partition size, in keys, of a table of ``keys`` distinct keys (a power of two; see the module doc)."""
+def part_rows(keys: int, parts: int = PARTS_PER_TABLE) -> int:
+    """The partition size, in keys, of a table of ``keys`` distinct keys cut in about ``parts`` partitions (a power of
+    two; see the module doc)."""
     size = MIN_PART_ROWS
-    while size < MAX_PART_ROWS and size * PARTS_PER_TABLE < keys:
+    while size < MAX_PART_ROWS and size * parts < keys:
         size *= 2
     return size
 
@@ -181,16 +187,18 @@ def _columns(con, source: str) -> tuple[str, str]:
     return cols[0][0], ", ".join(f"{c[0]} {c[1]}" for c in cols)
 
 
-def partition_size(con, source: str, key: str, before: dict | None) -> tuple[int, int]:
+def partition_size(con, source: str, key: str, before: dict | None, parts: int = PARTS_PER_TABLE) -> tuple[int, int]:
     """(partition size, rows when it was chosen) for ``source``: the ``before`` snapshot's size (its
     ``catalog_files`` entry) while the table holds between half and twice the rows it held when that size was
-    chosen, else :func:`part_rows` of its distinct keys now (a full count, so only when the table has doubled
-    or halved)."""
+    chosen, for as many ``parts``, else :func:`part_rows` of its distinct keys now (a full count, so only when the
+    table has doubled or halved, or ``parts`` changed)."""
     rows = scalar(con, f"SELECT count(*) FROM {source}")
-    size, sized_at = (before or {}).get("part_rows"), (before or {}).get("sized_at_rows")
-    if isinstance(size, int) and isinstance(sized_at, int) and sized_at // 2 < rows < 2 * max(sized_at, 1):
+    before = before or {}
+    size, sized_at = before.get("part_rows"), before.get("sized_at_rows")
+    if isinstance(size, int) and isinstance(sized_at, int) and sized_at // 2 < rows < 2 * max(sized_at, 1) \
+            and before.get("parts_per_table", PARTS_PER_TABLE) == parts:
         return size, sized_at
-    return part_rows(scalar(con, f"SELECT count(DISTINCT {_ident(key)}) FROM {source}")), rows
+    return part_rows(scalar(con, f"SELECT count(DISTINCT {_ident(key)}) FROM {source}"), parts), rows
 
 
 def write_table(con, table: str, out: Path, previous: Path | None, before: dict | None = None,
@@ -204,8 +212,11 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
     key, columns = _columns(con, source)
     if table in WHOLE:
         return _write_whole(con, table, source, key, columns, out, previous)
-    size, sized_at = partition_size(con, source, key, before)  # boundaries fall on keys
+    parts = PARTS_PER_TABLE_OF.get(table, PARTS_PER_TABLE)
+    size, sized_at = partition_size(con, source, key, before, parts)  # boundaries fall on keys
     sizing: dict = {"part_rows": size, "sized_at_rows": sized_at, "part_max": size * MAX_PART_FACTOR}
+    if parts != PARTS_PER_TABLE:  # recorded, so that the next publish keeps this size only for as many parts
+        sizing["parts_per_table"] = parts
     if changed is not None:
         done = _write_changed(con, table, source, key, columns, out, previous, before or {}, sizing, changed)
         if done is not None:

@@ -60,8 +60,8 @@ FOLDER = "catalog"
 PARTS_PER_TABLE = 64  # a night rewrites the last partition (new keys land there): ~1.5% of the table, not ~6%
 # tables a night appends a large share of: ``related_incoming`` holds the entries of the last few graph runs and each
 # night adds one run's (a third of it at 100,000 papers), at the end of its key order (run id first). A sixty-fourth
-# of it a partition made a night write ~27 files of ~1,600 rows (0.17 s of CPU, 27 objects to upload); an eighth
-# makes it ~4 (0.03-0.05 s), rewriting at most a partition of the run before
+# of it a partition made a night write 10-27 files of 1,600-4,000 rows (27 files: 0.17 s of CPU, 27 objects to
+# upload); an eighth makes it 2-3 (0.02-0.04 s), its first one also holding the end of the run before (BENCHMARKS.md)
 PARTS_PER_TABLE_OF = {"related_incoming": 8}
 MIN_PART_ROWS = 128
 MAX_PART_ROWS = 65_536

@@ -359,3 +359,85 @@ def test_the_keys_logged_by_an_older_paperkb_are_read_and_moved_to_a_row_each(se
             moved = con.execute("SELECT count(*), count(DISTINCT (seq, key)) FROM _catalog_change_keys").fetchone()
         assert moved[0] == moved[1] >= sum(len(v or ()) for v in logged.values())
         assert {t: changed(t) for t in logged} == logged
+
+
+def _works_table(path: Path, keys: list[str]) -> None:
+    """A scratch warehouse at ``path`` whose `works` table (a table published by its changes) holds ``keys``."""
+    import duckdb
+
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE IF NOT EXISTS works (work_id VARCHAR, n INTEGER)")
+        con.execute("INSERT INTO works SELECT k, length(k) FROM unnest(?::VARCHAR[]) t(k)", [keys])
+
+
+def _write_works(db: Path, out: Path, previous: Path | None, changed: set[str] | None) -> dict:
+    import duckdb
+
+    from pipeline.steps.catalog import write_table
+
+    before = json.loads((previous / "entry.json").read_text()) if previous is not None else None
+    with duckdb.connect() as con:
+        con.execute(f"ATTACH '{db}' AS wh (READ_ONLY)")
+        done = write_table(con, "works", out, previous, before, changed)
+    (out / "entry.json").write_text(json.dumps(done))
+    return done
+
+
+def _piece_keys(folder: Path, entry: dict) -> list[tuple[str | None, int]]:
+    """(first key, distinct keys) of each partition of ``entry``, in key order."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        return [(first, con.execute(f"SELECT count(DISTINCT work_id) FROM '{folder}/catalog/works/{digest}.parquet'")
+                 .fetchone()[0]) for first, digest, _rows in entry["parts"]]
+
+
+def test_the_last_run_is_cut_finer_so_a_night_rewrites_a_small_piece(tmp_path):
+    """New increasing keys land in a table's last run: it is cut every quarter of the partition size, so a night that
+    appends keys rewrites one small piece, not up to twice the partition size; when a boundary arrives among the new
+    keys, the run it closes is cut as the others again. Each night, by its changes, gives the files of a full scan."""
+    import duckdb
+
+    from pipeline.steps.catalog import MAX_PART_FACTOR, _natural, tail_piece
+
+    db = tmp_path / "wh.duckdb"
+    keys = [f"w{i:07d}" for i in range(40_000)]
+    _works_table(db, keys)
+    first = _write_works(db, tmp_path / "s0", None, None)
+    size = first["part_rows"]
+    assert size == 1024 and first["tail_max"] == tail_piece(size) == 512 and first["part_max"] == 2048
+    with duckdb.connect() as con:
+        is_boundary = dict(con.execute(f"SELECT k, {_natural('k', size)} FROM unnest(?::VARCHAR[]) t(k)",
+                                       [[f"w{i:07d}" for i in range(40_000, 60_000)]]).fetchall())
+    pieces = _piece_keys(tmp_path / "s0", first)
+    with duckdb.connect() as con:
+        natural = {k for k, b in con.execute(f"SELECT k, {_natural('k', size)} FROM unnest(?::VARCHAR[]) t(k)",
+                                             [keys]).fetchall() if b}
+    last_start = max(i for i, (k, _) in enumerate(pieces) if i == 0 or k in natural)
+    assert len(pieces) - last_start >= 2, "the last run is long enough here to be cut"
+    assert all(n <= 512 for _, n in pieces[last_start:]) and max(n for _, n in pieces[:last_start]) > 512
+    assert all(n <= size * MAX_PART_FACTOR for _, n in pieces)
+
+    # night 1: 200 keys after the last one, none a boundary: one piece of the last run rewritten, the rest linked
+    new = [k for k in (f"w{i:07d}" for i in range(40_000, 41_000)) if not is_boundary[k]][:200]
+    _works_table(db, new)
+    night = _write_works(db, tmp_path / "s1", tmp_path / "s0", set(new))
+    full = _write_works(db, tmp_path / "f1", None, None)
+    assert _names(tmp_path / "s1", "works") == _names(tmp_path / "f1", "works") and full["parts"] == night["parts"]
+    assert night["written"] <= 2 and night["linked"] == len(first["parts"]) - 1
+    written = _names(tmp_path / "s1", "works") - _names(tmp_path / "s0", "works")
+    assert sum(n for (_, n), (_, d, _) in zip(_piece_keys(tmp_path / "s1", night), night["parts"])
+               if f"{d}.parquet" in written) <= 512 + len(new)
+
+    # night 2: new keys with a boundary among them: the run it closes is cut in pieces of twice the size again
+    after = [f"w{i:07d}" for i in range(41_000, 60_000)]
+    boundary = next(k for k in after if is_boundary[k])
+    more = after[: after.index(boundary) + 300]
+    _works_table(db, more)
+    night2 = _write_works(db, tmp_path / "s2", tmp_path / "s1", set(more))
+    full2 = _write_works(db, tmp_path / "f2", None, None)
+    assert _names(tmp_path / "s2", "works") == _names(tmp_path / "f2", "works") and full2["parts"] == night2["parts"]
+    pieces2 = _piece_keys(tmp_path / "s2", night2)
+    closed = [n for k, n in pieces2 if k is not None and str(pieces[last_start][0]) <= k < boundary]
+    assert max(closed) > 512  # the closed run: pieces of up to twice the partition size
+    assert all(n <= 512 for k, n in pieces2 if k is not None and k >= boundary)  # the new last run: small pieces

@@ -13,7 +13,8 @@ sixty-fourth of the table's distinct keys, a power of two from 128 to 65,536, ke
 until the table has doubled or halved, see :func:`partition_size`; the boundaries depend on the keys alone, so
 inserting or deleting rows moves no boundary elsewhere), and a run of keys between two such boundaries is cut every
 twice that many keys from its start (:data:`MAX_PART_FACTOR`: no partition far larger than the others; inserting a
-key moves only its own run's cuts). Each
+key moves only its own run's cuts), the table's last run every quarter of that size (:data:`TAIL_SPLIT`: new increasing
+keys land there, and a night rewrites its last piece). Each
 partition is named by a fingerprint of its content (the table's column names and types, its row count,
 and the sum and xor of DuckDB's 64-bit ``hash`` of each row: order-independent, computed in one grouped
 scan). A partition whose file the previous snapshot holds under the same name is hard-linked from it; the
@@ -69,6 +70,13 @@ MAX_PART_ROWS = 65_536
 # boundaries is geometric, so without a cap one partition in seven holds over twice the mean (at 100,000 papers a
 # `related` partition of 9,853 keys, 490,000 rows, beside a mean of 2,048), and a night that touches it rewrites it all
 MAX_PART_FACTOR = 2
+# the last run of a table (no boundary after it: where new keys arrive when they increase, arXiv ids, new chunks, new
+# lists) is cut every part_rows / TAIL_SPLIT keys instead, at least TAIL_MIN_PIECE (never more than elsewhere): a night
+# rewrites its last piece, and a piece of 2 x part_rows keys made a night rewrite ~1/64 of each table whatever it added
+# (at 300,000 papers, 660,000 `related` rows for 91 new papers' 4,550). When a boundary arrives among new keys, the run
+# it closes is cut as the others again: once per part_rows new keys on average, so that rewrite grows with the change too
+TAIL_SPLIT = 4
+TAIL_MIN_PIECE = 512
 # tables every graph run rewrites whole (it moves every PageRank value): one file each, named by the same fingerprint of
 # the whole table; partitions would all change every night, and finding them costs a sort of the table
 WHOLE = frozenset({"paper_metrics", "powerlaw_fits"})
@@ -114,16 +122,25 @@ def _natural(k: str, size: int) -> str:
     return f"({k} IS NOT NULL AND hash({k}) % {size} = 0)"
 
 
-def number_keys(con, source: str, key: str, size: int, where: str = "TRUE", params: list | None = None) -> None:
+def tail_piece(size: int) -> int:
+    """The keys of a piece of a table's last run (:data:`TAIL_SPLIT`), for the partition size ``size``."""
+    return min(size * MAX_PART_FACTOR, max(size // TAIL_SPLIT, TAIL_MIN_PIECE))
+
+
+def number_keys(con, source: str, key: str, size: int, where: str = "TRUE", params: list | None = None,
+                tail: bool = True) -> None:
     """Fill the temp table :data:`KEYS` with each distinct ``key`` of the rows of ``source`` that ``where`` keeps and
     its partition: a natural run starts at every boundary key (the keys before the first one are run 0), and a run
-    is cut every :data:`MAX_PART_FACTOR` x ``size`` keys from its start. Numbered over the keys alone (one sort of the
-    distinct keys); the fingerprints and the write join the rows to it. ``where`` must keep whole runs (see
-    :func:`changed_ranges`), so that each is numbered as a scan of the whole table numbers it."""
+    is cut every :data:`MAX_PART_FACTOR` x ``size`` keys from its start, the table's last run every
+    :func:`tail_piece` keys (``tail``: the rows ``where`` keeps reach the end of the table, so their last run is the
+    table's). Numbered over the keys alone (one sort of the distinct keys); the fingerprints and the write join the
+    rows to it. ``where`` must keep whole runs (see :func:`changed_ranges`), so that each is numbered as a scan of
+    the whole table numbers it."""
+    piece = f"CASE WHEN nat = max(nat) OVER () THEN {tail_piece(size)} ELSE {size * MAX_PART_FACTOR} END" if tail \
+        else str(size * MAX_PART_FACTOR)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {KEYS} AS
-        SELECT k, nat * {SUBS} + (row_number() OVER (PARTITION BY nat ORDER BY k NULLS FIRST) - 1)
-                                 // {size * MAX_PART_FACTOR} AS part
+        SELECT k, nat * {SUBS} + (row_number() OVER (PARTITION BY nat ORDER BY k NULLS FIRST) - 1) // ({piece}) AS part
         FROM (SELECT k, coalesce(sum(CASE WHEN {_natural("k", size)} THEN 1 ELSE 0 END)
                                  OVER (ORDER BY k NULLS FIRST), 0) AS nat
               FROM (SELECT DISTINCT {_ident(key)} AS k FROM {source} WHERE ({where})))""", params or [])
@@ -147,10 +164,10 @@ def partition_fingerprints(con, columns: str, numbered: str, params: list | None
 
 def _fingerprint_and_write(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
                            sizing: dict, where: str = "TRUE", params: list | None = None,
-                           folder: Path | None = None) -> dict:
-    """Number the keys of the rows ``where`` keeps (:func:`number_keys`), fingerprint their partitions and link or
-    write them (:func:`_write_parts`)."""
-    number_keys(con, source, key, sizing["part_rows"], where, params)
+                           folder: Path | None = None, tail: bool = True) -> dict:
+    """Number the keys of the rows ``where`` keeps (:func:`number_keys`; ``tail``: they reach the end of the table),
+    fingerprint their partitions and link or write them (:func:`_write_parts`)."""
+    number_keys(con, source, key, sizing["part_rows"], where, params, tail)
     try:
         rows = _keyed_rows(source, key, where)
         parts = partition_fingerprints(con, columns, f"(SELECT p.part, hash(s) AS h, p.k FROM {rows})", params)
@@ -214,7 +231,8 @@ def write_table(con, table: str, out: Path, previous: Path | None, before: dict 
         return _write_whole(con, table, source, key, columns, out, previous)
     parts = PARTS_PER_TABLE_OF.get(table, PARTS_PER_TABLE)
     size, sized_at = partition_size(con, source, key, before, parts)  # boundaries fall on keys
-    sizing: dict = {"part_rows": size, "sized_at_rows": sized_at, "part_max": size * MAX_PART_FACTOR}
+    sizing: dict = {"part_rows": size, "sized_at_rows": sized_at, "part_max": size * MAX_PART_FACTOR,
+                    "tail_max": tail_piece(size)}
     if parts != PARTS_PER_TABLE:  # recorded, so that the next publish keeps this size only for as many parts
         sizing["parts_per_table"] = parts
     if changed is not None:
@@ -326,7 +344,7 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     most of the table changed, or a row count the changes do not explain (a write the log missed)."""
     parts = before.get("parts")
     if previous is None or not isinstance(parts, list) or before.get("part_rows") != sizing["part_rows"] \
-            or before.get("part_max") != sizing["part_max"] \
+            or before.get("part_max") != sizing["part_max"] or before.get("tail_max") != sizing["tail_max"] \
             or before.get("columns") != columns_digest(columns) or not columns.startswith(f"{key} VARCHAR"):
         return None  # (another set of columns: every row's hash and file changed, e.g. a column added)
     if not changed:
@@ -345,7 +363,8 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
         return None
     linked = len(kept)
     # the ranges' partitions, numbered afresh over their keys alone
-    done = _fingerprint_and_write(con, table, source, key, columns, out, previous, sizing, where, params, folder=folder)
+    done = _fingerprint_and_write(con, table, source, key, columns, out, previous, sizing, where, params, folder=folder,
+                                  tail=ranges[-1][1] is None)
     done["rows"] += sum(int(p[2]) for p in kept)
     done["linked"] += linked
     done["parts"] = sorted(kept + done.pop("_parts"), key=lambda p: (p[0] is not None, p[0] or ""))

@@ -392,7 +392,7 @@ def _piece_keys(folder: Path, entry: dict) -> list[tuple[str | None, int]]:
                  .fetchone()[0]) for first, digest, _rows in entry["parts"]]
 
 
-def test_the_last_run_is_cut_finer_so_a_night_rewrites_a_small_piece(tmp_path):
+def test_the_last_run_is_cut_finer_so_a_night_rewrites_a_small_piece(tmp_path, caplog):
     """New increasing keys land in a table's last run: it is cut every quarter of the partition size, so a night that
     appends keys rewrites one small piece, not up to twice the partition size; when a boundary arrives among the new
     keys, the run it closes is cut as the others again. Each night, by its changes, gives the files of a full scan."""
@@ -418,16 +418,34 @@ def test_the_last_run_is_cut_finer_so_a_night_rewrites_a_small_piece(tmp_path):
     assert all(n <= 512 for _, n in pieces[last_start:]) and max(n for _, n in pieces[:last_start]) > 512
     assert all(n <= size * MAX_PART_FACTOR for _, n in pieces)
 
-    # night 1: 200 keys after the last one, none a boundary: one piece of the last run rewritten, the rest linked
+    # night 1: 200 keys after the last one, none a boundary: one piece of the last run rewritten, the rest linked, and
+    # only that piece read (the run's earlier pieces are neither read nor numbered again)
     new = [k for k in (f"w{i:07d}" for i in range(40_000, 41_000)) if not is_boundary[k]][:200]
     _works_table(db, new)
+    caplog.set_level(logging.INFO, logger="pipeline.steps.catalog")
     night = _write_works(db, tmp_path / "s1", tmp_path / "s0", set(new))
+    assert f"works by its changes: 1 of {len(first['parts'])} partition(s) read again" in caplog.text
     full = _write_works(db, tmp_path / "f1", None, None)
     assert _names(tmp_path / "s1", "works") == _names(tmp_path / "f1", "works") and full["parts"] == night["parts"]
     assert night["written"] <= 2 and night["linked"] == len(first["parts"]) - 1
     written = _names(tmp_path / "s1", "works") - _names(tmp_path / "s0", "works")
     assert sum(n for (_, n), (_, d, _) in zip(_piece_keys(tmp_path / "s1", night), night["parts"])
                if f"{d}.parquet" in written) <= 512 + len(new)
+
+    # a key deleted in an earlier piece of the last run: the run is read whole, and still cut as a full scan cuts it
+    gone = str(pieces[last_start + 1][0])
+    with duckdb.connect(str(db)) as con:
+        con.execute("DELETE FROM works WHERE work_id = ?", [gone])
+    caplog.clear()
+    night1b = _write_works(db, tmp_path / "s1b", tmp_path / "s1", {gone})
+    assert f"{len(pieces) - last_start} of {len(night['parts'])} partition(s) read again" in caplog.text
+    assert night1b["parts"] == _write_works(db, tmp_path / "f1b", None, None)["parts"]
+    _works_table(db, [gone])  # put back: the run read whole again, and cut as it was
+    caplog.clear()
+    night1c = _write_works(db, tmp_path / "s1c", tmp_path / "s1b", {gone})
+    assert night1c["parts"] == night["parts"] and _names(tmp_path / "s1c", "works") == _names(tmp_path / "s1", "works")
+    for d in ("s1b", "s1c"):  # (night 2 follows night 1)
+        (tmp_path / d / "entry.json").unlink()
 
     # night 2: new keys with a boundary among them: the run it closes is cut in pieces of twice the size again
     after = [f"w{i:07d}" for i in range(41_000, 60_000)]

@@ -27,7 +27,8 @@ Finding which partitions changed would mean a scan of the table. A table whose e
 changed (:data:`pipeline.catalog_changes.JOURNALED`: every published table with a text key except ``paper_metrics``
 and ``powerlaw_fits``, which each graph run writes whole) is published by its changes instead
 (:func:`_write_changed`): only the key ranges of the previous snapshot's partitions that hold a changed key are read
-(whole runs) and numbered again, the other partitions are linked unread, and the result is the same files as a full scan. The
+(whole runs; the last run from its last piece on when the changes only added keys there, :func:`_appended_tail`) and
+numbered again, the other partitions are linked unread, and the result is the same files as a full scan. The
 table is scanned as above when the log cannot say (no previous snapshot, its position pruned from the log, a write of
 most of the table, other columns, a row count the log does not explain) or ``paperkb publish --full`` asks.
 
@@ -128,21 +129,25 @@ def tail_piece(size: int) -> int:
 
 
 def number_keys(con, source: str, key: str, size: int, where: str = "TRUE", params: list | None = None,
-                tail: bool = True) -> None:
+                tail: bool = True, tail_from: tuple[str, int] | None = None) -> None:
     """Fill the temp table :data:`KEYS` with each distinct ``key`` of the rows of ``source`` that ``where`` keeps and
     its partition: a natural run starts at every boundary key (the keys before the first one are run 0), and a run
     is cut every :data:`MAX_PART_FACTOR` x ``size`` keys from its start, the table's last run every
     :func:`tail_piece` keys (``tail``: the rows ``where`` keeps reach the end of the table, so their last run is the
     table's). Numbered over the keys alone (one sort of the distinct keys); the fingerprints and the write join the
     rows to it. ``where`` must keep whole runs (see :func:`changed_ranges`), so that each is numbered as a scan of
-    the whole table numbers it."""
+    the whole table numbers it, except the table's last run, which it may keep from a piece on: ``tail_from`` (that
+    piece's first key, and the keys of the run before it, :func:`_appended_tail`)."""
     piece = f"CASE WHEN nat = max(nat) OVER () THEN {tail_piece(size)} ELSE {size * MAX_PART_FACTOR} END" if tail \
         else str(size * MAX_PART_FACTOR)
+    # the last run read from a piece on: its keys are a run of their own here, numbered on from the keys before them
+    late, skipped = ("FALSE", 0) if tail_from is None else (f"k >= '{snap.sql_quote(tail_from[0])}'", tail_from[1])
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {KEYS} AS
-        SELECT k, nat * {SUBS} + (row_number() OVER (PARTITION BY nat ORDER BY k NULLS FIRST) - 1) // ({piece}) AS part
+        SELECT k, nat * {SUBS} + (row_number() OVER (PARTITION BY nat ORDER BY k NULLS FIRST) - 1
+                                  + CASE WHEN {late} THEN {skipped} ELSE 0 END) // ({piece}) AS part
         FROM (SELECT k, coalesce(sum(CASE WHEN {_natural("k", size)} THEN 1 ELSE 0 END)
-                                 OVER (ORDER BY k NULLS FIRST), 0) AS nat
+                                 OVER (ORDER BY k NULLS FIRST), 0) + CASE WHEN {late} THEN 1 ELSE 0 END AS nat
               FROM (SELECT DISTINCT {_ident(key)} AS k FROM {source} WHERE ({where})))""", params or [])
 
 
@@ -164,10 +169,12 @@ def partition_fingerprints(con, columns: str, numbered: str, params: list | None
 
 def _fingerprint_and_write(con, table: str, source: str, key: str, columns: str, out: Path, previous: Path | None,
                            sizing: dict, where: str = "TRUE", params: list | None = None,
-                           folder: Path | None = None, tail: bool = True) -> dict:
-    """Number the keys of the rows ``where`` keeps (:func:`number_keys`; ``tail``: they reach the end of the table),
-    fingerprint their partitions and link or write them (:func:`_write_parts`)."""
-    number_keys(con, source, key, sizing["part_rows"], where, params, tail)
+                           folder: Path | None = None, tail: bool = True,
+                           tail_from: tuple[str, int] | None = None) -> dict:
+    """Number the keys of the rows ``where`` keeps (:func:`number_keys`; ``tail``: they reach the end of the table;
+    ``tail_from``: its last run is read from a piece on), fingerprint their partitions and link or write them
+    (:func:`_write_parts`)."""
+    number_keys(con, source, key, sizing["part_rows"], where, params, tail, tail_from)
     try:
         rows = _keyed_rows(source, key, where)
         parts = partition_fingerprints(con, columns, f"(SELECT p.part, hash(s) AS h, p.k FROM {rows})", params)
@@ -349,7 +356,11 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
         return None  # (another set of columns: every row's hash and file changed, e.g. a column added)
     if not changed:
         return _link_unchanged(con, table, source, columns, out, previous, parts, sizing)
-    found = changed_ranges(parts, changed, _run_starts(con, parts, sizing["part_rows"]))
+    starts = _run_starts(con, parts, sizing["part_rows"])
+    tail_from = _appended_tail(con, parts, starts, changed, sizing["part_rows"])
+    if tail_from is not None:  # the last run's pieces before its last one stay as they are: read from there on
+        starts = starts[:-1] + [True]
+    found = changed_ranges(parts, changed, starts)
     if found is None:
         return None
     ranges, inside = found
@@ -364,13 +375,34 @@ def _write_changed(con, table: str, source: str, key: str, columns: str, out: Pa
     linked = len(kept)
     # the ranges' partitions, numbered afresh over their keys alone
     done = _fingerprint_and_write(con, table, source, key, columns, out, previous, sizing, where, params, folder=folder,
-                                  tail=ranges[-1][1] is None)
+                                  tail=ranges[-1][1] is None,
+                                  tail_from=tail_from if tail_from is not None and len(parts) - 1 in inside else None)
     done["rows"] += sum(int(p[2]) for p in kept)
     done["linked"] += linked
     done["parts"] = sorted(kept + done.pop("_parts"), key=lambda p: (p[0] is not None, p[0] or ""))
     done["columns"] = columns_digest(columns)
     log.info("publish: %s by its changes: %d of %d partition(s) read again", table, len(parts) - len(kept), len(parts))
     return done
+
+
+def _appended_tail(con, parts: list[list], starts: list[bool], changed: set[str], size: int) -> tuple[str, int] | None:
+    """(first key of the last partition, keys before it in the table's last run) when ``changed`` leaves every piece of
+    that run but the last as it was: the run is cut in more than one piece, the changed keys in it all lie from the last
+    piece's first key on, and none is a boundary (it would close the run, cut as the others then). New increasing keys
+    (a night's papers, chunks, lists) do: the run's earlier pieces are then neither read nor numbered again, only the
+    last one and what follows it. None otherwise (the whole run is read, :func:`changed_ranges`)."""
+    last = len(parts) - 1
+    run = max((i for i, s in enumerate(starts) if s), default=0)
+    first = parts[last][0] if parts else None
+    if last <= run or not isinstance(first, str) or first in changed:  # (its first key gone: it joins the piece before)
+        return None
+    start = parts[run][0]
+    late = [k for k in changed if k is not None and (start is None or k >= start)]
+    if any(k < first for k in late):
+        return None
+    if late and scalar(con, f"SELECT bool_or({_natural('x', size)}) FROM unnest(?::VARCHAR[]) t(x)", [late]):
+        return None
+    return first, (last - run) * tail_piece(size)
 
 
 def _rows_explained(con, table: str, source: str, rows: int) -> bool:

@@ -137,7 +137,7 @@ def number_keys(con, source: str, key: str, size: int, where: str = "TRUE", para
     table's). Numbered over the keys alone (one sort of the distinct keys); the fingerprints and the write join the
     rows to it. ``where`` must keep whole runs (see :func:`changed_ranges`), so that each is numbered as a scan of
     the whole table numbers it, except the table's last run, which it may keep from a piece on: ``tail_from`` (that
-    piece's first key, and the keys of the run before it, :func:`_appended_tail`)."""
+    piece's first key, and how many keys of its run come before it, :func:`_appended_tail`)."""
     piece = f"CASE WHEN nat = max(nat) OVER () THEN {tail_piece(size)} ELSE {size * MAX_PART_FACTOR} END" if tail \
         else str(size * MAX_PART_FACTOR)
     # the last run read from a piece on: its keys are a run of their own here, numbered on from the keys before them

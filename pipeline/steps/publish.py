@@ -542,7 +542,7 @@ def run_publish(settings: Settings, *, on_stage: StageHook | None = None, full: 
             # shape are checked here, and `paperkb snapshots verify` re-hashes everything
             problems = snap.verify(root, path=tmp, trusted=set(manifest["files"]))
             if problems:
-                raise UserError(f"snapshot {sid} failed checksum verification: {problems[0]}")
+                raise UserError(f"snapshot {sid} failed verification: {problems[0]}")
             hook("verified", tmp)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

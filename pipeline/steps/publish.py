@@ -370,14 +370,12 @@ def write_snapshot_feeds(settings: Settings, root: Path, tmp: Path, manifest: di
 
 
 # ---- publish -------------------------------------------------------------------------------------------
-def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -> set[str]:
+def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -> None:
     """Write manifest.json with every file's sha256 and size, and ``bytes_new``: the bytes of the files that are not
     the ``previous`` snapshot's (what this snapshot adds to the disk). A file that is the same inode as the same path
-    in the ``previous`` snapshot (a shared hard link) reuses that snapshot's checksum instead of being read again.
-    Returns the relative paths whose checksum was reused."""
+    in the ``previous`` snapshot (a shared hard link) reuses that snapshot's checksum instead of being read again."""
     files = snap.snapshot_files(folder)
     prev_files = _previous_manifest(previous).get("files") or {}
-    reused: set[str] = set()
     manifest["files"], manifest["sizes"] = {}, {}
     to_hash = []
     added = 0
@@ -386,9 +384,7 @@ def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -
         st = os.stat(os.path.join(top, rel))
         digest = prev_files.get(rel)
         shared = before is not None and snap.same_inode(st, os.path.join(before, rel))
-        if digest and shared:
-            reused.add(rel)
-        else:
+        if not (digest and shared):
             to_hash.append(rel)
         added += 0 if shared else st.st_size
         manifest["files"][rel] = digest
@@ -401,7 +397,6 @@ def write_manifest(folder: Path, manifest: dict, previous: Path | None = None) -
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, folder / snap.MANIFEST)
-    return reused
 
 
 def _previous_manifest(previous: Path | None) -> dict:

@@ -5,7 +5,8 @@ A graph run recomputes the lists of new and changed papers and, in turn, 1/R of 
 (:mod:`pipeline.steps.related_plan`); a stored list is exact for the graph of the run that computed it. This
 replays CACM in its own order (its records run by date, 1958-1979): the first ``--start`` share of the records
 imported and a full graph run, then ``--nights`` nights that each import the next ``--grow`` share and run
-``graph`` with R = ``--refresh-runs`` (each R in its own warehouse). After every night the stored lists are set
+``graph`` with R = ``--refresh-runs`` (each R in its own warehouse; ``N%`` replays the sweep by the graph's change
+instead, ``graph_related_refresh_change = N/100`` with no bound in runs, the product's default at 7%). After every night the stored lists are set
 beside an exact recomputation of every list on a copy of the same warehouse (``graph --full``).
 
 Reported per R, night by night and as means over the nights after the first cycle (night > R, the steady state):
@@ -265,30 +266,54 @@ def synthetic_nights(papers: int, grow: float):
     return load
 
 
-def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, load=None) -> dict:
-    """One warehouse replayed with ``graph_related_refresh_runs = refresh``; ``load(settings, night)`` brings each
+def cycle_settings(spec: int | str) -> tuple[str, int, float]:
+    """A cycle to replay: an int or ``"N"``, a sweep by runs (``graph_related_refresh_runs = N``, the sweep by change
+    off: ``graph_related_refresh_change = 1``); ``"N%"``, the sweep by the graph's change (``graph_related_refresh_change
+    = N/100``, no bound in runs). Returns (its label, the two settings)."""
+    text = str(spec).strip()
+    if text.endswith("%"):
+        share = float(text[:-1]) / 100
+        if not 0 < share <= 1:
+            raise ValueError(f"a change share between 0 and 100%, not {text!r}")
+        return text, 0, share
+    return text, int(text), 1.0
+
+
+def run_cycle(work: Path, refresh: int | str, nights: int, start: float, grow: float, load=None) -> dict:
+    """One warehouse replayed with the cycle ``refresh`` (:func:`cycle_settings`); ``load(settings, night)`` brings each
     night's papers (default: CACM's, :func:`cacm_nights`)."""
     from pipeline.settings import Settings
     from pipeline.steps.graph import run_graph
 
     load = load or cacm_nights(start, grow)
-    settings = Settings(warehouse=work / f"r{refresh}" / "warehouse", graph_related_refresh_runs=refresh)
+    label, runs, change = cycle_settings(refresh)
+    folder = work / ("r" + label.replace("%", "pct").replace(".", "_"))
+    settings = Settings(warehouse=folder / "warehouse", graph_related_refresh_runs=runs,
+                        graph_related_refresh_change=change)
     added: list[set[str]] = []  # work ids of the papers each night imported
+    run_ids: list[str] = []  # each night's graph run
     before: set[str] = set()
     exact_before: dict[str, set[str]] = {}
     rows = []
+    steady_from: int | None = runs + 1 if runs else None  # by change: the first night whose lists all followed night 0
     for night in range(nights + 1):
         load(settings, night)
         summary = run_graph(settings, full=night == 0)
+        run_ids.append(summary["run_id"])
         work_of = paper_works(settings.db_path)
         works = set(work_of.values())
         added.append(works - before if night else set())  # (night 0's papers are the start, not new)
         before = works
-        recent = set().union(*added[-refresh:]) if night else set()
-        exact = exact_lists(settings, work / f"r{refresh}" / "exact")
+        lists = stored_rows(settings.db_path)
+        # the window of "new" papers: a cycle's nights (by runs), or the nights since the oldest stored list (by change)
+        oldest = min((r for r, _e, _ps in lists.values()), default=run_ids[-1])
+        window = runs if runs else night - max((i for i, r in enumerate(run_ids) if r <= oldest), default=0)
+        if steady_from is None and night and oldest > run_ids[0]:
+            steady_from = night
+        recent = set().union(*added[-window:]) if night and window else set()
+        exact = exact_lists(settings, folder / "exact")
         if not exact:
             raise SystemExit(f"bench.related_staleness: no related list after night {night}: the papers gave no citations")
-        lists = stored_rows(settings.db_path)
         row = {"night": night, "papers": summary["corpus_papers"], "with_list": len(exact),
                "recomputed": round(summary["related_papers"] / max(1, summary["corpus_papers"]), 4),
                **compare({p: top(e) for p, (_r, e, _ps) in lists.items()}, exact, recent)}
@@ -303,14 +328,14 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
         row["exact_moved"] = moved(exact_before, exact) if night else None
         exact_before = exact
         rows.append(row)
-        print(json.dumps({"refresh_runs": refresh, **row}), flush=True)
-    steady = [r for r in rows if r["night"] > refresh] or rows[1:]
+        print(json.dumps({"refresh_runs": label, **row}), flush=True)
+    steady = [r for r in rows if steady_from is not None and r["night"] >= steady_from] or rows[1:]
 
     def mean(key: str) -> float | None:
         vals = [r[key] for r in steady if r[key] is not None]
         return round(sum(vals) / len(vals), 4) if vals else None
 
-    return {"refresh_runs": refresh, "nights_detail": rows, "steady_nights": len(steady),
+    return {"refresh_runs": label, "nights_detail": rows, "steady_nights": len(steady),
             **{f"mean_{k}": mean(k) for k in ("recall10", "same10", "new_missed", "recomputed", "recall10_merged",
                                               "same10_merged", "new_missed_merged", "recall10_new_lists",
                                               "same10_new_lists", "new_missed_new_lists", "cover_new_lists",
@@ -320,7 +345,8 @@ def run_cycle(work: Path, refresh: int, nights: int, start: float, grow: float, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--refresh-runs", default="1,7,14,28", help="the cycles to compare, comma-separated")
+    ap.add_argument("--refresh-runs", default="1,7,14,28",
+                    help="the cycles to compare, comma-separated: N runs, or N%% of the graph's change (the sweep by change)")
     ap.add_argument("--nights", type=int, default=40)
     ap.add_argument("--start", type=float, default=0.5, help="share of CACM's records imported before the first night")
     ap.add_argument("--grow", type=float, default=0.01, help="share of the papers a night imports")
@@ -332,9 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.related_staleness: CACM not found: {SHARED / CACM}", file=sys.stderr)
         return 2
     try:
-        cycles = [int(x) for x in args.refresh_runs.split(",") if x.strip()]
+        cycles = [cycle_settings(x)[0] for x in args.refresh_runs.split(",") if x.strip()]
     except ValueError:
-        print(f"bench.related_staleness: --refresh-runs takes whole numbers, not {args.refresh_runs!r}", file=sys.stderr)
+        print(f"bench.related_staleness: --refresh-runs takes whole numbers of runs or shares of change such as 7%, "
+              f"not {args.refresh_runs!r}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     load = os.getloadavg()

@@ -99,7 +99,7 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
 
     import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
     _make_current(settings, snaps / "s1")  # the graph run ends its slice where one of its partitions starts
-    night = run_graph(settings)  # the 32 new papers, the changed ones, and a seventh of the others in turn
+    night = run_graph(settings)  # the 32 new papers, the changed ones, and the others in turn
     assert not night["related_full"]
     second = _catalog(settings, snaps / "s2", snaps / "s1")
     assert second["counts"]["related"] == night["related"] and _same_rows(settings, snaps / "s2")
@@ -110,10 +110,10 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     assert second["files"]["related"]["parts"] == scanned["files"]["related"]["parts"]
     _assert_runs_cut(snaps / "s2", second["files"]["related"])
 
-    # a rerun changes no paper: its lists are the next seventh in turn, a range of keys, so the publish reads only
-    # the partitions holding them and links the rest, unread
+    # a rerun changes no paper; with a bound in runs (graph_related_refresh_runs) its lists are the next seventh in
+    # turn, a range of keys, so the publish reads only the partitions holding them and links the rest, unread
     _make_current(settings, snaps / "s2")
-    again = run_graph(settings)
+    again = run_graph(settings.model_copy(update={"graph_related_refresh_runs": 7}))
     assert again["related_changed"] == 0 and again["related_papers"] > 0
     with caplog.at_level(logging.INFO, logger="pipeline.steps.catalog"):
         third = _catalog(settings, snaps / "s3", snaps / "s2")

@@ -171,7 +171,7 @@ def test_graph_on_cacm_every_paper_gets_metrics_and_related_share_something(cacm
         again = con.execute("SELECT work_id, pagerank FROM paper_metrics ORDER BY work_id").fetchall()
         assert [w for w, _ in again] == [w for w, _ in first_pr]
         assert np.allclose([p for _, p in again], [p for _, p in first_pr], rtol=1e-9, atol=0)
-        # nothing changed: the rerun recomputed only the seventh of the lists whose turn it was (graph_related_refresh_runs)
+        # nothing changed: the sweep by change took none, the bound in runs its share (graph_related_refresh_runs)
         runs = dict(con.execute("SELECT run_id, count(DISTINCT paper_id) FROM related GROUP BY ALL").fetchall())
         assert set(runs) == {s["run_id"], s2["run_id"]} and runs[s2["run_id"]] == s2["related_papers"]
         assert s2["related_changed"] == 0 and s2["related_papers"] == -(-n_papers // settings.graph_related_refresh_runs)

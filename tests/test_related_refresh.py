@@ -4,6 +4,8 @@ CACM citation links: the lists a night computes equal a full run's for the same 
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 
 from embed_helpers import cacm_without_last
 
-from pipeline.steps.related_plan import Previous, plan_related
+from pipeline.steps.related_plan import Previous, change_share, change_since, plan_related
 
 IDS = ["a", "b", None, "c", "d"]  # vertex 2 is an outside work
 CORPUS = np.array([0, 1, 3, 4])
@@ -109,6 +111,78 @@ def test_the_slice_ends_where_a_published_partition_starts_so_the_next_one_start
     assert partly["aligned"] * 2 < partly["plain"], partly
 
 
+def _sweep_by_change(nights: list[float], *, starts_every: int | None = None, papers: int = 700, grow: int = 0,
+                     change_of: float = 0.07) -> tuple[list[int], dict[str, int], list[float]]:
+    """Runs of the sweep by change (no bound in runs) over ``papers`` stored lists, one run per share in ``nights``,
+    ``grow`` new papers each; returns the lists each run swept (new papers aside), the run each list was last
+    computed by, and how much the graph had changed since the oldest list after each run."""
+    ids = [f"p{i:05d}" for i in range(papers)]
+    computed = {p: 0 for p in ids}
+    shares: list[tuple[str, float | None]] = [("graph-00", None)]
+    owed, swept, stale = 0.0, [], []
+    for run, change in enumerate(nights, start=1):
+        new = [f"p{i:05d}" for i in range(len(ids), len(ids) + grow)]
+        ids += new
+        starts = [p for i, p in enumerate(ids) if i % starts_every == 5] if starts_every else None
+        ones = np.ones(len(ids))
+        prev = Previous({p: (1, 1) for p in computed}, {p: f"graph-{r:02d}" for p, r in computed.items()}, 50, starts,
+                        runs=list(shares), owed=owed)
+        plan = plan_related(list(ids), np.arange(len(ids)), ones, ones, prev, 50, 0, change=change,
+                            refresh_change=change_of)
+        assert not plan.full and plan.changed == len(new)
+        swept.append(len(plan.rows) - len(new))
+        for v in plan.rows.tolist():
+            computed[ids[v]] = run
+        shares.append((f"graph-{run:02d}", change))
+        owed = plan.owed
+        since = {r: sum(c for _, c in shares[i + 1:]) for i, (r, _) in enumerate(shares)}
+        stale.append(max(since[f"graph-{r:02d}"] for r in computed.values()))
+    return swept, computed, stale
+
+
+def test_the_sweep_follows_the_graphs_change_not_the_runs():
+    """The sweep covers every list once per ``refresh_change`` of change (7%): a night that changed the links by 1%
+    sweeps a seventh of the lists, one of 0.25% a twenty-eighth, one that changed nothing none; no list waits past 7%
+    of change, however the change is spread over the runs."""
+    swept, _, stale = _sweep_by_change([0.01] * 30)
+    assert swept == [100] * 30 and max(stale) < 0.07 + 1e-9
+    swept, _, stale = _sweep_by_change([0.0025] * 60)
+    assert sum(swept) == 60 * 25 and max(stale) < 0.07 + 1e-9
+    swept, computed, _ = _sweep_by_change([0.0] * 10)
+    assert swept == [0] * 10 and set(computed.values()) == {0}  # nothing changed: nothing recomputed
+    # uneven nights: a burst, quiet nights, small ones; lists swept in proportion, none staler than 7%
+    nights = [0.03, 0.0, 0.0, 0.001, 0.02, 0.0005, 0.0005, 0.01, 0.0, 0.02, 0.004, 0.03, 0.0]
+    swept, _, stale = _sweep_by_change(nights)
+    assert abs(sum(swept) - 700 * sum(nights) / 0.07) <= 1 and max(stale) < 0.07 + 1e-9
+    assert [n == 0 for n in swept[1:3]] == [True, True]
+
+
+def test_a_few_lists_a_night_add_up_to_a_published_partition_now_and_then():
+    """At arXiv's rate (0.03% of the links a night) the sweep owes a list or three a night: with the published
+    partitions' first keys, it waits until it owes half a partition and then takes one whole (the debt carried in
+    ``owed``), so most nights rewrite no partition of ``related`` and, over the runs, as many lists are swept as the
+    change asks. New papers' lists are due once the graph changed by 7% since them."""
+    nights = [0.0003] * 240
+    swept, computed, stale = _sweep_by_change(nights, starts_every=100, papers=3000, grow=1)
+    assert sum(1 for n in swept if n) < len(swept) / 3  # most nights: no list of the sweep
+    # else about a partition; shorter only to reach the partitions' grid: the first run, and where the sweep wraps
+    assert sum(1 for n in swept if 0 < n < 100 // 2) <= 2
+    want = sum((3000 + night) * change / 0.07 for night, change in enumerate(nights))  # the lists stored grow by one
+    assert abs(sum(swept) - want) < 100  # as many as the change asks, within a partition
+    assert max(stale) < 0.07 + 1e-9
+    # overdue by change: a list computed before the graph changed by 7% is due whatever the sweep
+    prev = Previous({"a": (1, 1), "b": (1, 1)}, {"a": "graph-1", "b": "graph-3"}, 50,
+                    runs=[("graph-1", None), ("graph-2", 0.05), ("graph-3", 0.01)])
+    plan = plan_related(["a", "b"], np.arange(2), np.ones(2), np.ones(2), prev, 50, 0, change=0.015)
+    assert plan.replace == ["a"]  # a: 0.05 + 0.01 + 0.015 >= 0.07; b: 0.015
+    assert change_since(prev.runs, 0.015, 0.01) == pytest.approx({"graph-3": 0.015, "graph-2": 0.025,
+                                                                   "graph-1": 0.075})
+    # a run an older version recorded without its change counts as a seventh of 7%: the weekly cycle of before
+    legacy = Previous({"a": (1, 1)}, {"a": "graph-1"}, 50, runs=[(f"graph-{i}", None) for i in range(1, 9)])
+    assert plan_related(["a"], np.arange(1), np.ones(1), np.ones(1), legacy, 50, 0, change=0.0).replace == ["a"]
+    assert change_share(30, 1000) == 0.03 and change_share(0, 0) == 0.0
+
+
 def test_most_papers_changed_means_a_full_refresh():
     plan = _plan(Previous({"a": (1, 1)}, {"a": "graph-1"}, 50))  # three of four papers are new
     assert plan.full and "3 of 4 papers changed" in plan.reason
@@ -127,6 +201,13 @@ def _lists(settings, papers=None) -> dict[str, list[tuple]]:
         if papers is None or r[0] in papers:
             out.setdefault(r[0], []).append(r[1:])
     return out
+
+
+def _run_counts(settings, run_id: str) -> dict:
+    import duckdb
+
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        return json.loads(con.execute("SELECT counts FROM run_log WHERE run_id = ?", [run_id]).fetchone()[0])
 
 
 def _no_run(lists):
@@ -155,13 +236,17 @@ def test_a_cacm_night_computes_new_lists_as_a_full_run_would_and_the_rest_in_tur
     new = set(after) - set(before)
     assert new and all(p.startswith("cacm:") for p in new)
     recomputed = {p for p, rows in after.items() if rows[0][-1] == night["run_id"]}
-    due = -(-len(before) // 7)  # the rolling seventh of the stored lists: the first in paper id order
+    # the sweep follows the graph's change: the night's 32 papers add 90 links to 2,630 (3.3%), so it recomputes
+    # 3.3/7 of the stored lists, the first in paper id order
+    added = night["citations"] - first["citations"]
+    assert added == 90 and _run_counts(settings, night["run_id"])["degrees_changed"] == 2 * added
+    due = math.ceil(added / night["citations"] / 0.07 * len(before))
     assert new <= recomputed and sorted(before)[:due] == sorted(p for p in recomputed if p in before)[:due]
     assert 32 <= night["related_changed"] and night["related_papers"] - night["related_changed"] == due
     assert len(recomputed) <= night["related_papers"] < 3204 // 2
     # every other list is the one the first run stored, row for row
     kept = {p: rows for p, rows in after.items() if p not in recomputed}
-    assert kept == {p: before[p] for p in kept} and len(kept) > 1000
+    assert kept == {p: before[p] for p in kept} and len(kept) > 800
     assert night["related"] == sum(len(r) for r in after.values()) > night["related_written"]
 
     # the lists the night computed are exactly what a full run on the same graph gives those papers
@@ -169,11 +254,18 @@ def test_a_cacm_night_computes_new_lists_as_a_full_run_would_and_the_rest_in_tur
     assert full["related_full"] and full["related_papers"] == 3204
     assert _no_run(_lists(exact, recomputed)) == _no_run({p: after[p] for p in recomputed})
 
-    # an unchanged rerun computes no changed list, only the next seventh in turn; within 7 runs every list is new
-    again = run_graph(settings)
+    # without a bound in runs, a rerun on the same graph computes no list: nothing changed; what the night's sweep
+    # owes is carried over
+    owed = _run_counts(settings, night["run_id"])["related_owed_milli"]
+    again = run_graph(settings.model_copy(update={"graph_related_refresh_runs": 0}))
+    assert not again["related_full"] and again["related_papers"] == 0 and _lists(settings) == after
+    assert _run_counts(settings, again["run_id"])["related_owed_milli"] == owed
+    # with a bound in runs (graph_related_refresh_runs), the next seventh in turn; within 7 runs every list is new
+    weekly = settings.model_copy(update={"graph_related_refresh_runs": 7})
+    again = run_graph(weekly)
     assert not again["related_full"] and again["related_changed"] == 0 and again["related_papers"] > 0
     for _ in range(6):
-        run_graph(settings)
+        run_graph(weekly)
     assert not {p for p, rows in _lists(settings).items() if rows[0][-1] in (first["run_id"], night["run_id"])}
     capsys.readouterr()
     assert main(["--warehouse", str(settings.warehouse), "graph", "--full"]) == 0
@@ -238,8 +330,9 @@ def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_inc
                                                                                    cites, cited_by)
                 gained += 1
         assert gained > 0
-    for _ in range(settings.graph_related_refresh_runs):  # within a cycle every list is newer than the night: its entries go
-        again = run_graph(settings)
+    weekly = settings.model_copy(update={"graph_related_refresh_runs": 7})
+    for _ in range(7):  # within a cycle every list is newer than the night: its entries go
+        again = run_graph(weekly)
     assert again["related_incoming"] == 0
     with duckdb.connect(str(settings.db_path), read_only=True) as con:
         assert not con.execute("SELECT count(*) FROM related_incoming WHERE run_id = ?", [night["run_id"]]).fetchone()[0]

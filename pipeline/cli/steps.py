@@ -123,7 +123,8 @@ def graph(
     damping: Optional[float] = typer.Option(None, "--damping", help="PageRank damping (setting graph_damping, default 0.85)."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Related works per corpus paper (setting graph_top_k, default 50)."),
     full: bool = typer.Option(False, "--full", help="Recompute every paper's related list now (by default a run "
-                              "computes new and changed papers' lists and, in turn, 1/graph_related_refresh_runs of the others)."),
+                              "computes new and changed papers' lists and, in turn, a share of the others that follows the citation "
+                              "graph's change: graph_related_refresh_change)."),
 ) -> None:
     """Citation graph: PageRank, power-law fit and weights, weighted CCBC related papers."""
     from pipeline.steps.graph import run_graph

@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from pipeline import catalog_changes, progress
 from pipeline.steps.catalog import part_starts
 from pipeline.steps.pagerank import PageRankJob
-from pipeline.steps.related_plan import Previous, plan_related
+from pipeline.steps.related_plan import Previous, change_share, plan_related
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -754,17 +754,36 @@ def replace_rows(wh, table: str, ddl: str, rows) -> None:
 
 def previous_run(con, starts: list[str] | None = None) -> Previous:
     """What the runs before left (see :mod:`pipeline.steps.related_plan`): the corpus papers' degrees in
-    ``paper_metrics``, the run that computed each stored list in ``related``, and the last successful run's
-    ``top_k`` (``run_log``); ``starts``: where the published ``related``'s partitions start
-    (:func:`pipeline.steps.catalog.part_starts`)."""
+    ``paper_metrics``, the run that computed each stored list in ``related``, the last successful run's ``top_k`` and
+    what its sweep owed, and every successful run's change (``run_log``); ``starts``: where the published
+    ``related``'s partitions start (:func:`pipeline.steps.catalog.part_starts`)."""
     degrees = {p: (int(i), int(o)) for p, i, o in con.execute(
         "SELECT paper_id, in_degree, out_degree FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall()}
     computed_by = dict(con.execute("SELECT paper_id, min(run_id) FROM related GROUP BY paper_id").fetchall())
-    top_k = con.execute("""
-        SELECT CAST(counts->>'related_top_k' AS INTEGER) FROM run_log
-        WHERE step = 'graph' AND status = 'ok' AND counts->>'related_top_k' IS NOT NULL
-        ORDER BY started_at DESC LIMIT 1""").fetchone()
-    return Previous(degrees, computed_by, top_k[0] if top_k else None, starts)
+    runs = con.execute("""
+        SELECT run_id, CAST(counts->>'degrees_changed' AS BIGINT), CAST(counts->>'degrees' AS BIGINT),
+               CAST(counts->>'related_top_k' AS INTEGER), CAST(counts->>'related_owed_milli' AS BIGINT)
+        FROM run_log WHERE step = 'graph' AND status = 'ok' ORDER BY run_id""").fetchall()
+    top_k = next((k for *_, k, _ in reversed(runs) if k is not None), None)
+    return Previous(degrees, computed_by, top_k, starts,
+                    runs=[(r, None if changed is None or total is None else change_share(changed, total))
+                          for r, changed, total, _, _ in runs],
+                    owed=(runs[-1][4] or 0) / 1000 if runs else 0.0)
+
+
+def degrees_changed(con, work_ids, in_degree: np.ndarray, out_degree: np.ndarray) -> int:
+    """The sum over works of |change of in-degree| + |change of out-degree| since the run whose degrees
+    ``paper_metrics`` holds (a work new since, or gone: all of its degrees), for :func:`change_share`."""
+    import pyarrow as pa
+
+    con.register("_degrees_now", pa.table({"work_id": work_ids, "in_degree": in_degree, "out_degree": out_degree}))
+    try:
+        return int(con.execute("""
+            SELECT coalesce(sum(abs(coalesce(n.in_degree, 0) - coalesce(p.in_degree, 0))
+                                + abs(coalesce(n.out_degree, 0) - coalesce(p.out_degree, 0))), 0)
+            FROM _degrees_now n FULL OUTER JOIN paper_metrics p ON p.work_id = n.work_id""").fetchall()[0][0])
+    finally:
+        con.unregister("_degrees_now")
 
 
 def replace_lists(wh, papers: list[str], rows) -> None:
@@ -856,14 +875,21 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             indeg = np.bincount(data.a.indices, minlength=n).astype(np.int64)
             outdeg = np.diff(data.a.indptr).astype(np.int64)
             previous = previous_run(wh.con, part_starts(settings, "related"))
+            work_id_array = pa.array(data.work_ids, pa.string())
+            moved = degrees_changed(wh.con, work_id_array, indeg, outdeg) if previous.top_k is not None else 2 * m
+            change = change_share(moved, 2 * m)
             plan = plan_related(data.paper_ids, corpus, indeg, outdeg, previous, settings.graph_top_k,
-                                settings.graph_related_refresh_runs, force_full=full)
+                                settings.graph_related_refresh_runs, force_full=full, change=change,
+                                refresh_change=settings.graph_related_refresh_change)
             if plan.full:
                 log.info("graph: related lists of all %d corpus papers (a full refresh: %s)", len(corpus), plan.reason)
             else:
-                log.info("graph: related lists of %d new or changed paper(s) and of %d computed longest ago (every "
-                         "list at least every %d runs), of %d", plan.changed, len(plan.rows) - plan.changed,
-                         settings.graph_related_refresh_runs, len(corpus))
+                log.info("graph: the citation links changed by %.2f%% since the last run: related lists of %d new or "
+                         "changed paper(s) and of %d in turn (every list before the links change by %g%%%s), of %d",
+                         100 * change, plan.changed, len(plan.rows) - plan.changed,
+                         100 * settings.graph_related_refresh_change,
+                         f", and at least every {settings.graph_related_refresh_runs} runs"
+                         if settings.graph_related_refresh_runs else "", len(corpus))
             # a large graph's PageRank runs in a child process while the fit and CCBC run here (pagerank.py)
             pr_job = PageRankJob(data.a, settings.graph_damping, settings.graph_pagerank_process_edges)
             try:
@@ -888,7 +914,7 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
                 work_ids = np.asarray(data.work_ids, dtype=object)
                 paper_ids = np.asarray(data.paper_ids, dtype=object)
                 metrics = pa.table({
-                    "work_id": pa.array(data.work_ids, pa.string()),
+                    "work_id": work_id_array,
                     "paper_id": pa.array(data.paper_ids, pa.string()),
                     "pagerank": pr,
                     "citation_count": c.astype(np.int32),
@@ -936,6 +962,9 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             run.count("related_changed", plan.changed)
             run.count("related_full", int(plan.full))
             run.count("related_top_k", settings.graph_top_k)
+            run.count("degrees_changed", moved)  # the graph's change since the run before (related_plan.change_share)
+            run.count("degrees", 2 * m)
+            run.count("related_owed_milli", round(1000 * plan.owed))  # the sweep's lists carried to the next run
             run.count("related_incoming", incoming.num_rows)
             run.count("related_incoming_dropped", dropped)
             run.count("rejected", 0)

@@ -1,7 +1,7 @@
 -- related: for every corpus paper, its top-k related works by weighted CCBC (RACP Eq. 3), with the
 -- naive CCBC (RACP Eq. 1) of the same pair (grain: paper_id, rank). Each graph run replaces the lists of new and
--- changed papers and, in turn, of the seventh computed longest ago (docs/graph.md); a full refresh replaces all.
--- Only pairs that share a reference, a citer or a direct citation are candidates.
+-- changed papers and, in turn, of those computed longest ago, as many as the graph changed (docs/graph.md); a full
+-- refresh replaces all. Only pairs that share a reference, a citer or a direct citation are candidates.
 --   paper_id          the corpus paper (papers.paper_id)
 --   rank              1 = most related (weighted CCBC desc, then naive desc, then work order)
 --   related_work_id   works.work_id of the related work (a corpus paper or not)

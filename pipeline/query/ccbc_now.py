@@ -12,7 +12,7 @@ work ``b`` with today's values::
 keeping the coupling term and the shared citers ``sc`` from the run that computed the entry. The same graph gives the
 stored score back; a list computed days ago is ranked as today's graph weighs its candidates. Measured with
 ``bench.related_staleness`` (BENCHMARKS.md): recall@10 against the exact lists rises from 0.981 to 0.985 on CACM and
-from 0.955 to 0.993 on the synthetic graph at the default weekly cycle.
+from 0.955 to 0.993 on the synthetic graph at the weekly cycle.
 
 An entry is kept as stored when it has no ``coupling`` (computed before the column existed, or a snapshot published
 before it) or when a work is missing from ``paper_metrics``.

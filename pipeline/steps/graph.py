@@ -788,7 +788,7 @@ def degrees_changed(con, work_ids, in_degree: np.ndarray, out_degree: np.ndarray
 
 def replace_lists(wh, papers: list[str], rows) -> None:
     """Replace the stored related lists of ``papers`` (recomputed, or gone from the corpus) by ``rows``, in the
-    caller's transaction: only those papers' rows are deleted (a night's new and changed papers and the seventh whose
+    caller's transaction: only those papers' rows are deleted (a night's new and changed papers and those whose
     turn it is), the rest are kept."""
     import pyarrow as pa
 

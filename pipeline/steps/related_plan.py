@@ -16,17 +16,17 @@ So a run computes:
   once per ``refresh_change`` of change (:func:`change_share`: the citation links added or removed since the run
   before, as a share of all links; 7% by default, a week of nights that each add 1% of the papers). A run that adds
   1% sweeps a seventh of the lists, one that adds 0.03% (arXiv's daily share of its own corpus) a 233rd, one that
-  changes nothing none. ``refresh_runs`` (when 2 or more) also bounds the age in runs: at least ``1/refresh_runs``
-  of the lists a run. The lists due add up across runs (``owed``, kept in the run log): a run whose share is a few
-  lists carries them to the next. Any list that the graph changed by ``refresh_change`` or more since its run is
-  due too (the lists of new papers, computed when they came, whose turn the sweep has not reached yet). The slice
-  is one range of keys (two where the sweep wraps) plus those papers, so a snapshot rewrites few of ``related``'s
-  partitions (choosing the oldest lists alone, ties in paper id order, split the slices into more and more ranges
-  as new papers' lists joined the rotation, and a night's snapshot rewrote more of ``related`` night after night).
-  The range ends at the nearest key where a partition of the published ``related`` starts (the CURRENT snapshot's
-  catalog, when there is one: at most half a partition more or fewer lists, as many on average, the difference
-  carried to the next run), so the next night's range starts there too and a publish rewrites the partitions the
-  slice covers, not a partly recomputed one at each end;
+  changes nothing none. ``refresh_runs`` (when 2 or more; 28 by default) also bounds the age in runs: at least
+  ``1/refresh_runs`` of the lists a run (so a 28th of them at arXiv's rate). The lists due add up across runs
+  (``owed``, kept in the run log): a run whose share is a few lists carries them to the next. Any list that the graph
+  changed by ``refresh_change`` or more since its run is due too (the lists of new papers, computed when they came,
+  whose turn the sweep has not reached yet). The slice is one range of keys (two where the sweep wraps) plus those
+  papers, so a snapshot rewrites few of ``related``'s partitions (choosing the oldest lists alone, ties in paper id
+  order, split the slices into more and more ranges as new papers' lists joined the rotation, and a night's snapshot
+  rewrote more of ``related`` night after night). The range ends at the nearest key where a partition of the published
+  ``related`` starts (the CURRENT snapshot's catalog, when there is one: at most half a partition more or fewer lists,
+  as many on average, the difference carried to the next run), so the next night's range starts there too and a
+  publish rewrites the partitions the slice covers, not a partly recomputed one at each end;
 
 and drops the lists of papers that left the corpus. A run computes every list (a *full* refresh) when asked to,
 when ``refresh_runs`` is 1, when no run with the same ``top_k`` is on record, or when most papers need a list

@@ -2,12 +2,12 @@
 item 1: a night's publish rewrites ``related``'s rolling slice, 1/``graph_related_refresh_runs`` of the table).
 
 A graph run recomputes the lists of new and changed papers and, in turn, 1/R of the others
-(:mod:`pipeline.steps.related_plan`); a stored list is exact for the graph of the run that computed it. This
-replays CACM in its own order (its records run by date, 1958-1979): the first ``--start`` share of the records
-imported and a full graph run, then ``--nights`` nights that each import the next ``--grow`` share and run
-``graph`` with R = ``--refresh-runs`` (each R in its own warehouse; ``N%`` replays the sweep by the graph's change
-instead, ``graph_related_refresh_change = N/100`` with no bound in runs, the product's default at 7%). After every night the stored lists are set
-beside an exact recomputation of every list on a copy of the same warehouse (``graph --full``).
+(:mod:`pipeline.steps.related_plan`); a stored list is exact for the graph of the run that computed it. This replays
+CACM in its own order (its records run by date, 1958-1979): the first ``--start`` share of the records imported and a
+full graph run, then ``--nights`` nights that each import the next ``--grow`` share and run ``graph`` with R =
+``--refresh-runs`` (each R in its own warehouse; ``N%`` replays the sweep by the graph's change instead,
+``graph_related_refresh_change = N/100`` with no bound in runs, the product's default at 7%). After every night the
+stored lists are set beside an exact recomputation of every list on a copy of the same warehouse (``graph --full``).
 
 Reported per R, night by night and as means over the nights after the first cycle (night > R, the steady state):
 

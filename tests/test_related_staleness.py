@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.related_staleness import compare, cover, merged, moved, rescored, reranked, run_cycle, top
+from bench.related_staleness import compare, cover, cycle_settings, merged, moved, rescored, reranked, run_cycle, top
+
+
+def test_a_cycle_is_runs_or_a_share_of_the_graphs_change():
+    assert cycle_settings(7) == ("7", 7, 1.0)  # by runs alone: the sweep by change off
+    assert cycle_settings("7%") == ("7%", 0, pytest.approx(0.07))  # by change, no bound in runs
+    with pytest.raises(ValueError):
+        cycle_settings("0%")
+    with pytest.raises(ValueError):
+        cycle_settings("weekly")
 
 
 def test_top_orders_by_weighted_then_naive_then_id():

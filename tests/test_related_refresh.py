@@ -339,3 +339,11 @@ def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_inc
     assert run_graph(settings, full=True)["related_incoming_dropped"] >= 0
     with duckdb.connect(str(settings.db_path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM related_incoming").fetchone()[0] == 0
+
+
+def test_the_summary_line_says_how_much_the_links_changed():
+    from pipeline.cli.steps import _lists
+
+    s = {"related_full": False, "related_papers": 70, "related_changed": 7, "links_changed": 0.0331}
+    assert _lists(s) == " (7 new or changed lists, 63 more recomputed in turn; the links changed 3.31% since the last run)"
+    assert _lists({"related_full": True, "related_papers": 3204}) == " (all 3204 lists recomputed)"

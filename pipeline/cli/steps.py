@@ -152,7 +152,8 @@ def _lists(s: dict) -> str:
     if s["related_full"]:
         return f" (all {s['related_papers']} lists recomputed)"
     due = s["related_papers"] - s.get("related_changed", 0)
-    return f" ({s.get('related_changed', 0)} new or changed lists, {due} more recomputed in turn)"
+    change = f"; the links changed {100 * s['links_changed']:.2f}% since the last run" if "links_changed" in s else ""
+    return f" ({s.get('related_changed', 0)} new or changed lists, {due} more recomputed in turn{change})"
 
 
 @app.command(rich_help_panel=PANEL)

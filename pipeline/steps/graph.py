@@ -972,6 +972,7 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
         "run_id": run.run_id, "works": n, "citations": m, "corpus_papers": int(len(corpus)),
         "metrics": n, "related": int(related_rows), "related_written": int(len(rel)),
         "related_papers": int(len(plan.rows)), "related_changed": plan.changed, "related_full": plan.full,
+        "links_changed": round(change, 6),  # related_plan.change_share: what moved the sweep
         "related_incoming": int(incoming.num_rows), "related_incoming_dropped": int(dropped),
         "powerlaw": fit.to_dict(), "pdf_citations": pdf_links,
         "seconds": dict(getattr(meter, "seconds", {})), "pagerank": pr_job.info,

@@ -158,7 +158,7 @@ def test_the_sweep_follows_the_graphs_change_not_the_runs():
 
 
 def test_a_few_lists_a_night_add_up_to_a_published_partition_now_and_then():
-    """At arXiv's rate (0.03% of the links a night) the sweep owes a list or three a night: with the published
+    """At arXiv's rate (0.03% of the links a night) the sweep owes a dozen of 3,000 lists a night: with the published
     partitions' first keys, it waits until it owes half a partition and then takes one whole (the debt carried in
     ``owed``), so most nights rewrite no partition of ``related`` and, over the runs, as many lists are swept as the
     change asks. New papers' lists are due once the graph changed by 7% since them."""

@@ -761,7 +761,7 @@ def previous_run(con, starts: list[str] | None = None) -> Previous:
         "SELECT paper_id, in_degree, out_degree FROM paper_metrics WHERE paper_id IS NOT NULL").fetchall()}
     computed_by = dict(con.execute("SELECT paper_id, min(run_id) FROM related GROUP BY paper_id").fetchall())
     runs = con.execute("""
-        SELECT run_id, CAST(counts->>'degrees_changed' AS BIGINT), CAST(counts->>'degrees' AS BIGINT),
+        SELECT run_id, CAST(counts->>'degrees_changed' AS BIGINT), 2 * CAST(counts->>'edges' AS BIGINT),
                CAST(counts->>'related_top_k' AS INTEGER), CAST(counts->>'related_owed_milli' AS BIGINT)
         FROM run_log WHERE step = 'graph' AND status = 'ok' ORDER BY run_id""").fetchall()
     top_k = next((k for *_, k, _ in reversed(runs) if k is not None), None)
@@ -962,8 +962,7 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             run.count("related_changed", plan.changed)
             run.count("related_full", int(plan.full))
             run.count("related_top_k", settings.graph_top_k)
-            run.count("degrees_changed", moved)  # the graph's change since the run before (related_plan.change_share)
-            run.count("degrees", 2 * m)
+            run.count("degrees_changed", moved)  # over 2 * edges: the change (related_plan.change_share)
             run.count("related_owed_milli", round(1000 * plan.owed))  # the sweep's lists carried to the next run
             run.count("related_incoming", incoming.num_rows)
             run.count("related_incoming_dropped", dropped)

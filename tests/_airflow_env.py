@@ -7,7 +7,9 @@ pools from dags/pools.json once per test session -- the same commands ``make run
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,8 @@ if "airflow" in sys.modules and not os.environ.get("_PAPERKB_TEST_AIRFLOW_HOME")
 
 if not os.environ.get("_PAPERKB_TEST_AIRFLOW_HOME"):
     _home = Path(tempfile.mkdtemp(prefix="paperkb-airflow-test-"))
+    # The process that made it removes it (subprocesses inherit the variable and leave it alone).
+    atexit.register(shutil.rmtree, _home, ignore_errors=True)
     os.environ["_PAPERKB_TEST_AIRFLOW_HOME"] = str(_home)
     os.environ.update({
         "AIRFLOW_HOME": str(_home),

@@ -269,7 +269,8 @@ def synthetic_nights(papers: int, grow: float):
 def cycle_settings(spec: int | str) -> tuple[str, int, float]:
     """A cycle to replay: an int or ``"N"``, a sweep by runs (``graph_related_refresh_runs = N``, the sweep by change
     off: ``graph_related_refresh_change = 1``); ``"N%"``, the sweep by the graph's change (``graph_related_refresh_change
-    = N/100``, no bound in runs). Returns (its label, the two settings)."""
+    = N/100``, no bound in runs). Returns (its label, the two settings); the replay sets no bound on the newer entries
+    (``graph_related_incoming_rows = 0``), so each cycle is the sweep it names alone."""
     text = str(spec).strip()
     if text.endswith("%"):
         share = float(text[:-1]) / 100
@@ -289,7 +290,7 @@ def run_cycle(work: Path, refresh: int | str, nights: int, start: float, grow: f
     label, runs, change = cycle_settings(refresh)
     folder = work / ("r" + label.replace("%", "pct").replace(".", "_"))
     settings = Settings(warehouse=folder / "warehouse", graph_related_refresh_runs=runs,
-                        graph_related_refresh_change=change)
+                        graph_related_refresh_change=change, graph_related_incoming_rows=0)
     added: list[set[str]] = []  # work ids of the papers each night imported
     run_ids: list[str] = []  # each night's graph run
     before: set[str] = set()

@@ -183,6 +183,51 @@ def test_a_few_lists_a_night_add_up_to_a_published_partition_now_and_then():
     assert change_share(30, 1000) == 0.03 and change_share(0, 0) == 0.0
 
 
+def test_the_entries_read_beside_an_older_list_stay_within_graph_related_incoming_rows():
+    """Related papers read an older list with the new papers' entries of every run since (``related_incoming``): the
+    budget ``incoming_rows`` bounds them. With no change to sweep for (arXiv's rate, a few new papers a night), the
+    sweep goes as fast as the entries grow against the budget (a run's new lists x top_k / budget of the lists), a
+    list is due once the runs after it hold the budget, and no reader ever reads more; a run with no new paper adds no
+    entry and sweeps nothing."""
+    top_k, budget, grow = 50, 20_000, 10
+    ids = [f"p{i:05d}" for i in range(2000)]
+    computed = {p: 0 for p in ids}
+    incoming: dict[str, int] = {}
+    owed, swept, read = 0.0, [], []
+    for run in range(1, 121):
+        new = [f"p{i:05d}" for i in range(len(ids), len(ids) + (grow if run % 10 else 0))]
+        ids += new
+        ones = np.ones(len(ids))
+        prev = Previous({p: (1, 1) for p in computed}, {p: f"graph-{r:03d}" for p, r in computed.items()}, top_k,
+                        runs=[(f"graph-{r:03d}", 0.0) for r in range(run)], owed=owed, incoming=dict(incoming))
+        plan = plan_related(list(ids), np.arange(len(ids)), ones, ones, prev, top_k, 0, change=0.0,
+                            incoming_rows=budget)
+        assert not plan.full and plan.changed == len(new)
+        swept.append(len(plan.rows) - len(new))
+        for v in plan.rows.tolist():
+            computed[ids[v]] = run
+        owed = plan.owed
+        if new:  # each new list names 40 corpus papers: its entries (what graph.update_incoming appends)
+            incoming[f"graph-{run:03d}"] = 40 * len(new)
+        oldest = min(computed.values())  # and the runs no newer than every stored list go
+        incoming = {r: n for r, n in incoming.items() if int(r.split("-")[1]) > oldest}
+        read.append(max(sum(n for r, n in incoming.items() if int(r.split("-")[1]) > c) for c in computed.values()))
+    assert max(read) <= budget  # what a reader reads beside the oldest list
+    assert read[-1] > budget / 2  # (the bound is what kept it there: 120 runs add 43,200 entries)
+    # the sweep keeps pace: about grow x top_k / budget of the lists a run (2.5%, ~50 of 2,000+), none when no new paper
+    assert [swept[i] for i in range(9, 120, 10)] == [0] * 12
+    assert 40 <= np.mean([n for i, n in enumerate(swept) if (i + 1) % 10]) <= 80
+    # without the budget, no list is swept: nothing changed
+    prev = Previous({"a": (1, 1)}, {"a": "graph-1"}, 50, runs=[("graph-1", 0.0)], incoming={"graph-1": 10**6})
+    assert plan_related(["a"], np.arange(1), np.ones(1), np.ones(1), prev, 50, 0, change=0.0).replace == []
+    assert plan_related(["a"], np.arange(1), np.ones(1), np.ones(1), prev, 50, 0, change=0.0,
+                        incoming_rows=10**6).replace == []  # (the list's own run's entries are not newer than it)
+    newer = Previous({"a": (1, 1)}, {"a": "graph-1"}, 50, runs=[("graph-1", 0.0), ("graph-2", 0.0)],
+                     incoming={"graph-2": 10**6})
+    assert plan_related(["a"], np.arange(1), np.ones(1), np.ones(1), newer, 50, 0, change=0.0,
+                        incoming_rows=10**6).replace == ["a"]
+
+
 def test_most_papers_changed_means_a_full_refresh():
     plan = _plan(Previous({"a": (1, 1)}, {"a": "graph-1"}, 50))  # three of four papers are new
     assert plan.full and "3 of 4 papers changed" in plan.reason

@@ -1,7 +1,7 @@
 """Stored related-list entries scored with the snapshot's current graph (re-ranking at read).
 
-A related list is computed by one graph run and kept until its turn comes again, up to
-``graph_related_refresh_runs`` runs later (docs/graph.md). Three of weighted CCBC's four terms
+A related list is computed by one graph run and kept until its turn comes again, before the citation links change
+by ``graph_related_refresh_change`` since (docs/graph.md). Three of weighted CCBC's four terms
 (sql/core/072_related.sql) depend on the two works' power-law weights ``w`` and in-degrees, which every graph run
 moves and publishes for every work in ``paper_metrics``; the fourth, bibliographic coupling (the weights of the
 references both cite), is stored with each entry as ``coupling``. A reader re-scores an entry of paper ``a`` naming

@@ -765,10 +765,11 @@ def previous_run(con, starts: list[str] | None = None) -> Previous:
                CAST(counts->>'related_top_k' AS INTEGER), CAST(counts->>'related_owed_milli' AS BIGINT)
         FROM run_log WHERE step = 'graph' AND status = 'ok' ORDER BY run_id""").fetchall()
     top_k = next((k for *_, k, _ in reversed(runs) if k is not None), None)
+    incoming = dict(con.execute("SELECT run_id, count(*) FROM related_incoming GROUP BY run_id").fetchall())
     return Previous(degrees, computed_by, top_k, starts,
                     runs=[(r, None if changed is None or total is None else change_share(changed, total))
                           for r, changed, total, _, _ in runs],
-                    owed=(runs[-1][4] or 0) / 1000 if runs else 0.0)
+                    owed=(runs[-1][4] or 0) / 1000 if runs else 0.0, incoming=incoming)
 
 
 def degrees_changed(con, work_ids, in_degree: np.ndarray, out_degree: np.ndarray) -> int:
@@ -880,7 +881,8 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
             change = change_share(moved, 2 * m)
             plan = plan_related(data.paper_ids, corpus, indeg, outdeg, previous, settings.graph_top_k,
                                 settings.graph_related_refresh_runs, force_full=full, change=change,
-                                refresh_change=settings.graph_related_refresh_change)
+                                refresh_change=settings.graph_related_refresh_change,
+                                incoming_rows=settings.graph_related_incoming_rows)
             if plan.full:
                 log.info("graph: related lists of all %d corpus papers (a full refresh: %s)", len(corpus), plan.reason)
             else:
@@ -888,8 +890,10 @@ def run_graph(settings, meter=None, *, full: bool = False) -> dict:
                          "changed paper(s) and of %d in turn (every list before the links change by %g%%%s), of %d",
                          100 * change, plan.changed, len(plan.rows) - plan.changed,
                          100 * settings.graph_related_refresh_change,
-                         f", and at least every {settings.graph_related_refresh_runs} runs"
-                         if settings.graph_related_refresh_runs else "", len(corpus))
+                         "".join([f", and before {settings.graph_related_incoming_rows:,} newer entries name it"
+                                  if settings.graph_related_incoming_rows else "",
+                                  f", and at least every {settings.graph_related_refresh_runs} runs"
+                                  if settings.graph_related_refresh_runs else ""]), len(corpus))
             # a large graph's PageRank runs in a child process while the fit and CCBC run here (pagerank.py)
             pr_job = PageRankJob(data.a, settings.graph_damping, settings.graph_pagerank_process_edges)
             try:

@@ -16,8 +16,14 @@ So a run computes:
   once per ``refresh_change`` of change (:func:`change_share`: the citation links added or removed since the run
   before, as a share of all links; 7% by default, a week of nights that each add 1% of the papers). A run that adds
   1% sweeps a seventh of the lists, one that adds 0.03% (arXiv's daily share of its own corpus) a 233rd, one that
-  changes nothing none. ``refresh_runs`` (when 2 or more; 28 by default) also bounds the age in runs: at least
-  ``1/refresh_runs`` of the lists a run (so a 28th of them at arXiv's rate). The lists due add up across runs
+  changes nothing none. ``incoming_rows`` bounds what a reader of an older list reads beside it: the entries of the
+  new papers' lists of every run since (``related_incoming``, a table that grows with the runs since the oldest list).
+  A list is due once the runs after it hold that many entries, and the sweep goes at least as fast as the table grows
+  against that budget (the run's new and changed lists x ``top_k`` / ``incoming_rows`` of the lists: at 100,000 papers
+  and arXiv's rate, 31 new papers x 50 against 1,000,000, a 645th of the lists; at arXiv's own size, ~700 a night, a
+  29th; none on a run that changed nothing). ``refresh_runs``
+  (when 2 or more; off by default) bounds the age in runs the same way: at least ``1/refresh_runs`` of the lists a
+  run, and every list within that many runs. The lists due add up across runs
   (``owed``, kept in the run log): a run whose share is a few lists carries them to the next. Any list that the graph
   changed by ``refresh_change`` or more since its run is due too (the lists of new papers, computed when they came,
   whose turn the sweep has not reached yet). The slice is one range of keys (two where the sweep wraps) plus those
@@ -36,9 +42,10 @@ that list's turn comes (readers see it before, through the new paper's own list:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,6 +69,9 @@ class Previous:
     # the graph runs on record in time order, each with its change share (:func:`change_share`; None: not recorded)
     runs: Sequence[tuple[str, float | None]] = ()
     owed: float = 0.0  # lists the sweep owed after the last run (negative: it went further than its share)
+    # the entries ``related_incoming`` holds, by the run that computed them (a reader of a list computed by run r reads
+    # those of the runs after r)
+    incoming: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,10 +94,12 @@ def change_share(degrees_changed: int, degrees: int) -> float:
 
 def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree: np.ndarray, out_degree: np.ndarray,
                  previous: Previous | None, top_k: int, refresh_runs: int, force_full: bool = False, *,
-                 change: float | None = None, refresh_change: float = REFRESH_CHANGE) -> RelatedPlan:
+                 change: float | None = None, refresh_change: float = REFRESH_CHANGE,
+                 incoming_rows: int = 0) -> RelatedPlan:
     """The plan for one run. ``paper_ids[v]`` is vertex ``v``'s paper id (None: not a corpus paper); the degrees
     are this run's, per vertex. ``change``: this run's :func:`change_share` (None: unknown, then the sweep moves by
-    ``refresh_runs`` alone, which must be 2 or more); ``refresh_runs`` 0: no bound in runs."""
+    ``refresh_runs`` alone, which must be 2 or more); ``refresh_runs`` 0: no bound in runs; ``incoming_rows`` 0: no
+    bound on the newer entries a list is read with."""
     corpus_rows = np.asarray(corpus_rows, dtype=np.int64)
 
     def full(reason: str) -> RelatedPlan:
@@ -122,9 +134,14 @@ def plan_related(paper_ids: list[str | None], corpus_rows: np.ndarray, in_degree
     rate = change / refresh_change if change is not None else 0.0
     if refresh_runs >= 2:
         rate = max(rate, 1 / refresh_runs)
+    tonight = len(changed) * top_k  # at most the entries this run adds to related_incoming: its new lists'
+    if incoming_rows > 0:  # a cycle of 1/rate such runs adds tonight/rate entries: at most incoming_rows
+        rate = max(rate, tonight / incoming_rows)
     owed = previous.owed + rate * len(previous.computed_by)
     swept, left = _slice(previous.computed_by, rest, owed, previous.part_starts)
     overdue = _overdue(previous, rest, refresh_runs, change, refresh_change)
+    if incoming_rows > 0:
+        overdue |= _overdue_by_entries(previous, rest, incoming_rows, tonight)
     due = [row_of[pid] for pid in sorted(set(swept) | overdue)]
     rows = np.asarray(sorted(todo | set(due)), dtype=np.int64)
     gone = {p for p in previous.computed_by if p not in row_of}
@@ -174,6 +191,15 @@ def _overdue(previous: Previous, corpus: dict[str, int], refresh_runs: int, chan
         since = change_since(previous.runs, change, refresh_change / LEGACY_RUNS)
         due |= {p for p, r in computed_by.items() if since.get(r, math.inf) >= refresh_change - 1e-12}
     return due
+
+
+def _overdue_by_entries(previous: Previous, corpus: dict[str, int], incoming_rows: int, tonight: float) -> set[str]:
+    """The stored lists that a reader would read with ``incoming_rows`` or more newer entries: those of the runs after
+    the list's own in ``previous.incoming``, and ``tonight``'s (this run's, estimated)."""
+    runs = sorted(previous.incoming)
+    after = np.concatenate([np.cumsum([previous.incoming[r] for r in reversed(runs)])[::-1], [0]])  # of runs[i:]
+    return {p for p, r in previous.computed_by.items()
+            if p in corpus and tonight + after[bisect.bisect_right(runs, r)] >= incoming_rows}
 
 
 def change_since(runs: Sequence[tuple[str, float | None]], tonight: float, legacy: float) -> dict[str, float]:

@@ -185,11 +185,13 @@ def count(table, analyzer: Analyzer | None = None, texts: tuple[np.ndarray, list
     keys = keys_all[chosen]
     old = previous.terms() if previous is not None else None
     vocab: list[str] = []
-    at: dict[int, int] = {}  # content key -> its row in ``old``: the same content has the same terms
-    if old is not None and previous is not None and previous.keys is not None:
-        vocab = list(previous.vocab)
-        at = {k: i for i, k in enumerate(previous.keys.tolist())}
-    src = np.array([at.get(k, -1) for k in keys.tolist()], dtype=np.int64)  # -1: analysed now
+    src = np.full(len(keys), -1, dtype=np.int64)  # each passage's row in ``old`` (-1: analysed now), found by its
+    if old is not None and previous is not None and previous.keys is not None and len(previous.keys):  # content key:
+        vocab = list(previous.vocab)  # the same content has the same terms
+        order = np.argsort(previous.keys, kind="stable")
+        sorted_keys = previous.keys[order]
+        at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+        src = np.where(sorted_keys[at] == keys, order[at], -1)
     todo = np.flatnonzero(src < 0)
     new: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
     if len(todo):

@@ -49,9 +49,9 @@ def test_vectors_made_elsewhere_leave_the_embed_step_nothing_to_encode(shared_da
                       "--inputs", str(out), "--vectors", str(tmp_path / "inputs-openvino-fp32.npz")])
     _, settings = encoder_cpu._warehouse_settings(spec, "openvino", "fp32")
     encoder = Encoder(settings)
-    index, cached = VectorCache(settings, _cache_key(encoder)).load(384)
-    assert set(index) == set(given["hashes"])
-    assert np.array_equal(cached[index[given["hashes"][5]]], vectors[5])
+    cached, missing = VectorCache(settings, _cache_key(encoder)).lookup(given["hashes"], 384)
+    assert missing == []
+    assert np.array_equal(cached, vectors)
     assert _shard_work(settings, encoder, None) == ([], [])  # `paperkb embed` would encode nothing
 
 

@@ -139,6 +139,42 @@ def test_rerun_encodes_nothing_and_one_changed_chunk_only_itself(embedded, tmp_p
     assert moved == [f"{PDF}#5"]
 
 
+def test_a_night_reads_and_writes_only_its_changed_rows_and_ends_as_a_whole_build(embedded, tmp_path, shared_data):
+    """New CISI papers and a retitled one: the merge reads only their passages (compared by source hash), writes
+    only their rows, and the tables equal those a build from scratch makes (same vectors, same hashes)."""
+    import shutil
+
+    import duckdb
+
+    from pipeline.steps.embed import run_embed
+
+    s = clone_settings(embedded[0], tmp_path)
+    import_cisi_subset(s, shared_data, N_CISI + 5)  # 5 more CISI records
+    con = duckdb.connect(str(s.db_path))
+    con.execute("UPDATE papers SET title = title || ' (revised)' WHERE paper_id = (SELECT min(paper_id) FROM papers "
+                "WHERE paper_id <> ?)", [PDF])
+    con.close()
+    night = run_embed(s)
+    assert night["read"] == 6  # 5 new abstract passages and the retitled paper's: no other row read
+    assert night["encoded"] == 6
+    assert night["changes"]["chunks"] == {"inserted": 5, "updated": 1, "deleted": 0, "rebuilt": False}
+    assert night["changes"]["papers"] == {"inserted": 5, "updated": 1, "deleted": 0, "rebuilt": False}
+    assert night["changes"]["figures"] == {"inserted": 0, "updated": 0, "deleted": 0, "rebuilt": False}
+    assert night["passages"] == embedded[2]["passages"] + 5
+
+    fresh = clone_settings(s, tmp_path / "fresh")
+    shutil.rmtree(fresh.lancedb_dir)
+    whole = run_embed(fresh)
+    assert whole["encoded"] == 0 and whole["read"] == night["passages"] + night["figures"]  # from the cache
+    for name, key in (("chunks", "chunk_id"), ("papers", "paper_id"), ("figures", "figure_id")):
+        a, b = _table(s, name).sort_by(key), _table(fresh, name).sort_by(key)
+        assert a.num_rows == b.num_rows > 0
+        assert a.drop_columns([c for c in a.column_names if "vector" in c]).equals(
+            b.drop_columns([c for c in b.column_names if "vector" in c])), name
+        for col in (c for c in a.column_names if "vector" in c):
+            assert np.array_equal(_vectors(a, col), _vectors(b, col)), (name, col)
+
+
 def test_withdrawn_paper_rows_are_removed(embedded, tmp_path):
     import duckdb
 

@@ -49,6 +49,7 @@ from pipeline import progress
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import Settings
+from pipeline.steps.embed_changes import KEYS, ROW_HASH, Stale, read_rows, source_hashes, sql_list, stale
 from pipeline.vectors import l2_normalise
 from pipeline.writer_lock import writes
 
@@ -66,13 +67,6 @@ def input_hash(model_input: Any) -> str:
     """sha256 of exactly what the encoder sees (a string, or a [title, text] pair)."""
     raw = model_input if isinstance(model_input, str) else json.dumps(model_input, ensure_ascii=False)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
-
-
-def row_hashes(table: pa.Table, columns: Iterable[str]) -> list[str]:
-    """Hash of the given columns per row: what decides whether a LanceDB row must be rewritten."""
-    cols = [table.column(c).to_pylist() for c in columns]
-    return [hashlib.sha256(json.dumps(vals, default=str, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
-            for vals in zip(*cols)] if cols else []
 
 
 def shard_of(content_hash: str, count: int) -> int:
@@ -157,6 +151,9 @@ def figure_inputs(encoder: Encoder, figures: pa.Table) -> list:
 
 
 # ---- the vector cache -----------------------------------------------------------------------------------
+CACHE_ROW_GROUP = 65_536  # vectors per row group of a compacted cache part: what a lookup of one vector reads
+
+
 class VectorCache:
     """Vectors by content hash for one model: ``warehouse/vector_cache/<model key>/*.parquet``.
 
@@ -174,15 +171,20 @@ class VectorCache:
     def staged(self) -> list[Path]:
         return sorted(self.staging.glob("*.parquet")) if self.staging.is_dir() else []
 
-    def known_hashes(self, include_staged: bool = True) -> set[str]:
+    def held(self, hashes: list[str], include_staged: bool = True) -> list[str]:
+        """Those of ``hashes`` the cache (and its staged parts) holds a vector for."""
         files = self.parts() + (self.staged() if include_staged else [])
-        known: set[str] = set()
+        want = pa.array(sorted(set(hashes)), pa.string())
+        held: set[str] = set()
         for f in files:
+            if len(held) == len(want):
+                break
             try:
-                known.update(pq.read_table(f, columns=["content_hash"]).column("content_hash").to_pylist())
+                have = pq.read_table(f, columns=["content_hash"]).column("content_hash")
             except FileNotFoundError:  # compacted by another process meanwhile: its rows are in the new part
                 continue
-        return known
+            held.update(pc.filter(want, pc.is_in(want, value_set=have)).to_pylist())
+        return [h for h in hashes if h in held]
 
     def write_staged(self, part: str, hashes: list[str], vectors: np.ndarray, dim: int) -> Path:
         self.staging.mkdir(parents=True, exist_ok=True)
@@ -202,21 +204,47 @@ class VectorCache:
             os.replace(f, self.dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{f.name}")
         return len(files)
 
-    def load(self, dim: int) -> tuple[dict[str, int], np.ndarray]:
-        """hash -> row, and the vectors (float32[n, dim])."""
+    def lookup(self, hashes: list[str], dim: int) -> tuple[np.ndarray, list[int]]:
+        """The vectors of ``hashes`` (float32[len(hashes), dim], rows in that order) and the positions of those the
+        cache lacks (their rows are zeros). Parts are read newest first (a night's texts are in the night's parts),
+        only until every hash is found, and of a part only the row groups holding one."""
+        out = np.zeros((len(hashes), dim), np.float32)
+        want: dict[str, list[int]] = {}
+        for i, h in enumerate(hashes):
+            want.setdefault(h, []).append(i)
+        for f in reversed(self.parts()):
+            if not want:
+                break
+            try:
+                pf = pq.ParquetFile(f)
+                held = pf.read(columns=["content_hash"]).column("content_hash")
+            except FileNotFoundError:  # compacted by another process meanwhile: its rows are in the new part
+                continue
+            rows = np.flatnonzero(pc.is_in(held, value_set=pa.array(list(want), pa.string())).to_numpy(
+                zero_copy_only=False))
+            if not rows.size:
+                continue
+            starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+            groups = np.unique(np.searchsorted(starts, rows, side="right") - 1).tolist()
+            got = pf.read_row_groups(groups, columns=["content_hash", "vector"])
+            vec = got.column("vector").combine_chunks()
+            if vec.type.list_size != dim:
+                raise UserError(f"vector cache {self.dir} holds {vec.type.list_size}-d vectors, the model gives {dim}-d")
+            m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim)
+            for j, h in enumerate(got.column("content_hash").to_pylist()):
+                at = want.pop(h, None)
+                if at is not None:
+                    out[at] = m[j]
+        return out, sorted(i for at in want.values() for i in at)
+
+    def compact_if_many(self) -> bool:
+        """Past 64 parts, rewrite them as one (deduplicated; row groups of :data:`CACHE_ROW_GROUP` vectors, so that
+        :meth:`lookup` reads few). Reads every part: about once every 64 merges."""
         files = self.parts()
-        if not files:
-            return {}, np.zeros((0, dim), np.float32)
-        t = pa.concat_tables([pq.read_table(f) for f in files if f.exists()])
-        hashes = t.column("content_hash").to_pylist()
-        vec = t.column("vector").combine_chunks()
-        m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, vec.type.list_size)
-        if m.shape[1] != dim:
-            raise UserError(f"vector cache {self.dir} holds {m.shape[1]}-d vectors, the model gives {dim}-d")
-        index = {h: i for i, h in enumerate(hashes)}  # later parts win (identical anyway)
-        if len(files) > 64:  # compact: one part again
-            self.compact(t)
-        return index, m
+        if len(files) <= 64:
+            return False
+        self.compact(pa.concat_tables([pq.read_table(f) for f in files if f.exists()]))
+        return True
 
     def compact(self, t: pa.Table) -> None:
         hashes = t.column("content_hash").to_pylist()
@@ -224,7 +252,7 @@ class VectorCache:
         out = self.dir / f"{time.strftime('%Y%m%dT%H%M%S')}-compact-{uuid.uuid4().hex[:6]}.parquet"
         tmp = out.with_name("." + out.name + ".tmp")
         old = self.parts()
-        pq.write_table(t.take(pa.array(keep)), tmp)
+        pq.write_table(t.take(pa.array(keep)), tmp, row_group_size=CACHE_ROW_GROUP)
         os.replace(tmp, out)
         for f in old:
             f.unlink()
@@ -283,20 +311,33 @@ SORT_WINDOW_CHECKPOINTS = 4
 def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, block: int,
                   on_total: Callable[[int], None] | None = None):
     """This shard's texts that are not cached or staged yet, deduplicated, as (hashes, inputs) blocks of
-    at most ``block``: the DuckDB read, the cache's known hashes and every text's hash first (``on_total``
-    is told how many texts are new: the progress bar's total), then block by block."""
+    at most ``block``: the rows whose source changed since the LanceDB tables were synced (every row of a table
+    that is missing or of another model, :mod:`pipeline.steps.embed_changes`) read, their texts hashed and looked
+    up in the cache first (``on_total`` is told how many texts are new: the progress bar's total), then block by
+    block."""
+    cache = VectorCache(settings, _cache_key(encoder))
     con = _open_read(settings)
     try:
-        passages = read_passages(con)
-        figures = read_figures(con)
+        # the rows the LanceDB tables lack or hold from another source (all of them for a table of another model):
+        # a text the tables hold already has its vector
+        want = source_hashes(con, ("chunks", "figures"))
+        plans = {name: Stale(None, []) for name in want}
+        if settings.lancedb_dir.is_dir():
+            import lancedb
+
+            db = lancedb.connect(str(settings.lancedb_dir))
+            facts = {"key": _cache_key(encoder), "dim": _model_dim(settings, encoder)}
+            plans = {name: stale(con, want[name], table_hashes(db, name, facts)) for name in want}
+        passages = read_rows(con, "chunks", want["chunks"], plans["chunks"].write)
+        figures = read_rows(con, "figures", want["figures"], plans["figures"].write)
     finally:
         con.close()
     inputs = passage_inputs(encoder, passages) + figure_inputs(encoder, figures)
-    known = VectorCache(settings, _cache_key(encoder)).known_hashes()
+    hashes = [input_hash(x) for x in inputs]
+    known = set(cache.held(hashes))
     seen: set[str] = set()
     new: list[tuple[str, Any]] = []
-    for x in inputs:
-        h = input_hash(x)
+    for h, x in zip(hashes, inputs):
         if h in known or h in seen:
             continue
         if shard is not None and shard_of(h, shard["count"]) != shard["index"]:
@@ -493,70 +534,154 @@ def embed_shard(settings: Settings, shard: dict) -> dict:
 
 @writes("embed")
 def merge_embeddings(settings: Settings) -> dict:
-    """Absorb staged vectors and bring the LanceDB tables in line with the warehouse (single writer)."""
+    """Absorb staged vectors and bring the LanceDB tables in line with the warehouse (single writer): only the rows
+    whose source changed are read, looked up in the vector cache and written (:mod:`pipeline.steps.embed_changes`)."""
     t0 = time.perf_counter()
     encoder = get_encoder(settings)
     cache = VectorCache(settings, _cache_key(encoder))
     cache.absorb_staged()
-    con = _open_read(settings)
-    try:
-        passages = read_passages(con)
-        figures = read_figures(con)
-        papers = read_paper_meta(con)
-    finally:
-        con.close()
-
-    p_inputs = passage_inputs(encoder, passages)
-    f_inputs = figure_inputs(encoder, figures)
-    p_hashes = [input_hash(x) for x in p_inputs]
-    f_hashes = [input_hash(x) for x in f_inputs]
+    cache.compact_if_many()
     dim = _model_dim(settings, encoder)
-    index, mat = cache.load(dim)
-    # texts that appeared after the shards ran: encode them here rather than fail
-    missing = {h: x for h, x in zip(p_hashes + f_hashes, p_inputs + f_inputs) if h not in index}
-    if missing:
-        encode_checkpointed(settings, encoder, cache, "merge-" + uuid.uuid4().hex[:8], list(missing),
-                            list(missing.values()))
-        cache.absorb_staged()
-        index, mat = cache.load(dim)
+    encoded = 0
 
-    t_read = time.perf_counter()
-    p_vec = mat[[index[h] for h in p_hashes]] if p_hashes else np.zeros((0, dim), np.float32)
-    f_vec = mat[[index[h] for h in f_hashes]] if f_hashes else np.zeros((0, dim), np.float32)
+    def inputs(kind: str, rows: pa.Table) -> list:
+        return passage_inputs(encoder, rows) if kind == "chunks" else figure_inputs(encoder, rows)
+
+    def vectors(hashes: list[str], texts: list) -> np.ndarray:
+        nonlocal encoded
+        found, missing = cache.lookup(hashes, dim)
+        if missing:  # texts that appeared after the shards ran: encode them here rather than fail
+            todo = {hashes[i]: texts[i] for i in missing}
+            encoded += encode_checkpointed(settings, encoder, cache, "merge-" + uuid.uuid4().hex[:8], list(todo),
+                                           list(todo.values()))
+            cache.absorb_staged()
+            again, still = cache.lookup([hashes[i] for i in missing], dim)
+            if still:
+                raise RuntimeError(f"{len(still)} vectors missing from the cache right after encoding them")
+            found[missing] = again
+        return found
+
     facts = model_facts(settings, encoder)
-
     with progress.task("embed: writing the LanceDB tables") as bar:
-        chunks_t = build_chunks_table(passages, p_hashes, p_vec, dim)
-        papers_t = build_papers_table(papers, passages, p_hashes, p_vec, dim)
-        figures_t = build_figures_table(figures, f_hashes, f_vec, dim)
-
-        import lancedb
-
-        t_build = time.perf_counter()
-        settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
-        db = lancedb.connect(str(settings.lancedb_dir))
-        changes = {}
-        for name, table, key in (("chunks", chunks_t, "chunk_id"), ("papers", papers_t, "paper_id"),
-                                 ("figures", figures_t, "figure_id")):
-            repaired = repair_table(db, settings.lancedb_dir, name, key)
-            changes[name] = sync_table(db, name, table, key, facts)
-            if repaired:
-                changes[name]["repaired"] = repaired
-        t_sync = time.perf_counter()
+        out = sync_lancedb(settings, facts, dim, inputs, vectors)
         bar.stage("embed: indexing the LanceDB tables")
-        indexes = ensure_indexes(db, settings)
+        t_sync = time.perf_counter()
+        indexes = ensure_indexes(db_of(settings), settings)
         t_index = time.perf_counter()
 
+    rows = out["rows"]
     summary = {
-        "model": facts["name"], "dim": dim, "encoded": len(missing), "runtime": encoder.spec.runtime.label(),
-        "passages": chunks_t.num_rows, "papers": papers_t.num_rows, "figures": figures_t.num_rows,
-        "changes": changes, "indexes_built": indexes, "seconds": round(time.perf_counter() - t0, 2),
-        "timings": {"read_and_encode_s": round(t_read - t0, 2), "build_s": round(t_build - t_read, 2),
-                    "sync_s": round(t_sync - t_build, 2), "index_s": round(t_index - t_sync, 2)},
+        "model": facts["name"], "dim": dim, "encoded": encoded, "runtime": encoder.spec.runtime.label(),
+        "read": out["read"],
+        "passages": rows["chunks"], "papers": rows["papers"], "figures": rows["figures"],
+        "changes": out["changes"], "indexes_built": indexes, "seconds": round(time.perf_counter() - t0, 2),
+        "timings": {"compare_s": out["compare_s"], "build_s": out["build_s"],
+                    "sync_s": round(t_sync - t0 - out["compare_s"] - out["build_s"], 2),
+                    "index_s": round(t_index - t_sync, 2)},
     }
-    record_embed_run(settings, {"chunks": chunks_t.num_rows, "papers": papers_t.num_rows, "figures": figures_t.num_rows},
-                     read=len(p_hashes) + len(f_hashes), encoded=len(missing))
+    record_embed_run(settings, rows, read=out["read"], encoded=encoded)
     return summary
+
+
+def db_of(settings: Settings):
+    """The working LanceDB (``warehouse/lancedb``), made if missing."""
+    import lancedb
+
+    settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
+    return lancedb.connect(str(settings.lancedb_dir))
+
+
+def table_hashes(db, name: str, facts: dict) -> pa.Table | None:
+    """``(key, row_hash)`` of every row of LanceDB table ``name``, or None when it must be built whole: missing, or
+    embedded with another model."""
+    if name not in table_names(db):
+        return None
+    t = db.open_table(name)
+    m = table_model(t)
+    if m["key"] != facts["key"] or m["dim"] != facts["dim"] or "row_hash" not in t.schema.names:
+        return None
+    return t.search().select([KEYS[name], "row_hash"]).limit(None).to_arrow()
+
+
+def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[str, pa.Table], list],
+                 vectors: Callable[[list[str], list], np.ndarray]) -> dict:
+    """Bring the LanceDB tables ``chunks``, ``papers`` and ``figures`` in line with the warehouse marts: repair a
+    damaged table, compare each row's source hash with the table's, and build and write only the rows that differ
+    (every row when a table is built whole), deleting rows whose key left the warehouse. ``inputs(table, rows)``: the
+    model inputs of ``passages`` (``chunks``) or ``figure_legends`` (``figures``) rows; ``vectors(hashes, inputs)``:
+    their vectors. Papers' vectors are the means of their passages' (taken from the synced ``chunks`` table).
+    Returns the changes per table, the rows each table holds, the texts read, and the seconds comparing and
+    building."""
+    t0 = time.perf_counter()
+    db = db_of(settings)
+    repaired = {name: repair_table(db, settings.lancedb_dir, name, key) for name, key in KEYS.items()}
+    con = _open_read(settings)
+    try:
+        want = source_hashes(con)
+        plans = {name: stale(con, want[name], table_hashes(db, name, facts)) for name in KEYS}
+        read = {name: read_rows(con, name, want[name], plans[name].write) for name in ("chunks", "figures", "papers")}
+    finally:
+        con.close()
+    t_compare = time.perf_counter()
+    built = 0.0
+    changes: dict[str, dict] = {}
+    for name in ("chunks", "figures", "papers"):
+        plan = plans[name]
+        b0 = time.perf_counter()
+        table = _rows(db, name, read[name], plan, dim, inputs, vectors)
+        built += time.perf_counter() - b0
+        done = sync_table(db, name, table, KEYS[name], facts, None if plan.whole else plan,
+                          expected=want[name].num_rows)
+        if done is None:  # another model or columns than the table's, or a count that does not add up: whole
+            plan = Stale(None, [])
+            con = _open_read(settings)
+            try:
+                rows = read_rows(con, name, want[name])
+            finally:
+                con.close()
+            done = sync_table(db, name, _rows(db, name, rows, plan, dim, inputs, vectors), KEYS[name], facts)
+        assert done is not None  # (a whole sync always completes)
+        changes[name] = done
+        if repaired[name]:
+            done["repaired"] = repaired[name]
+        log.info("embed: LanceDB %s: %s", name, "built whole" if plan.write is None else
+                 f"{len(plan.write)} row(s) changed, {len(plan.delete)} removed, of {want[name].num_rows}")
+    return {"changes": changes, "rows": {name: want[name].num_rows for name in KEYS},
+            "read": read["chunks"].num_rows + read["figures"].num_rows,
+            "compare_s": round(t_compare - t0, 2), "build_s": round(built, 2)}
+
+
+def _rows(db, name: str, rows: pa.Table, plan: Stale, dim: int, inputs: Callable[[str, pa.Table], list],
+          vectors: Callable[[list[str], list], np.ndarray]) -> pa.Table:
+    """The LanceDB rows of table ``name`` built from its mart ``rows`` (see :func:`sync_lancedb`)."""
+    if name == "papers":
+        return _papers_rows(db, rows, plan, dim)
+    x = inputs(name, rows)
+    hashes = [input_hash(v) for v in x]
+    build = build_chunks_table if name == "chunks" else build_figures_table
+    return build(rows, hashes, vectors(hashes, x), dim)
+
+
+PAPERS_PER_FILTER = 2_000  # paper ids per LanceDB filter reading their passages
+
+
+def _papers_rows(db, papers: pa.Table, plan: Stale, dim: int) -> pa.Table:
+    """The ``papers`` rows of the meta rows ``papers``, their vectors from the synced ``chunks`` table: the doc
+    vector the normalised mean of the paper's passages' vectors, the abstract's vector, in passage order."""
+    t = db.open_table("chunks")
+    cols = ["chunk_id", "paper_id", "ordinal", "content_hash", "vector"]
+    ids = papers.column("paper_id").to_pylist()
+    if plan.whole:
+        passages = t.search().select(cols).limit(None).to_arrow()
+    else:
+        passages = pa.concat_tables(
+            [t.search().where(f"paper_id IN ({sql_list(ids[i:i + PAPERS_PER_FILTER])})").select(cols).limit(None).to_arrow()
+             for i in range(0, len(ids), PAPERS_PER_FILTER)]
+            or [pa.schema([t.schema.field(c) for c in cols]).empty_table()])
+    passages = passages.sort_by([("paper_id", "ascending"), ("ordinal", "ascending"), ("chunk_id", "ascending")])
+    vec = passages.column("vector").combine_chunks()
+    m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(vec) else np.zeros((0, dim), np.float32)
+    return build_papers_table(papers, passages, passages.column("content_hash").to_pylist(), m, dim)
 
 
 def record_embed_run(settings: Settings, rows: dict[str, int], *, read: int, encoded: int) -> None:
@@ -610,8 +735,8 @@ def build_chunks_table(passages: pa.Table, hashes: list[str], vectors: np.ndarra
         "page_end": passages.column("page_end").cast(pa.int32()),
         "text": passages.column("text").cast(pa.string()),
         "content_hash": pa.array(hashes, pa.string()),
+        "row_hash": passages.column(ROW_HASH).cast(pa.string()),
     })
-    t = t.append_column("row_hash", pa.array(row_hashes(t, t.column_names), pa.string()))
     return t.append_column(pa.field("vector", _vector_type(dim)), _vector_array(vectors, dim))
 
 
@@ -629,7 +754,8 @@ def build_papers_table(papers: pa.Table, passages: pa.Table, hashes: list[str], 
         per_paper.setdefault(pid, []).append(h)
 
     # values a night moves for many papers stay out of the rows that hold vectors (pipeline.query.ranks)
-    papers = papers.drop_columns([c for c in RANK_COLUMNS if c in papers.column_names])
+    row_hash = papers.column(ROW_HASH).cast(pa.string())
+    papers = papers.drop_columns([c for c in RANK_COLUMNS + (ROW_HASH,) if c in papers.column_names])
     paper_ids = papers.column("paper_id").to_pylist()
     keep = [i for i, p in enumerate(paper_ids) if p in doc_row]  # papers with no text have no vectors
     papers = papers.take(pa.array(keep, pa.int64())) if len(keep) != len(paper_ids) else papers
@@ -641,7 +767,7 @@ def build_papers_table(papers: pa.Table, passages: pa.Table, hashes: list[str], 
     t = papers.append_column("n_passages", pa.array([len(per_paper.get(p, [])) for p in paper_ids], pa.int32()))
     t = t.append_column("content_hash", pa.array(
         [hashlib.sha256("".join(per_paper.get(p, [])).encode()).hexdigest() for p in paper_ids], pa.string()))
-    t = t.append_column("row_hash", pa.array(row_hashes(t, t.column_names), pa.string()))
+    t = t.append_column("row_hash", row_hash.take(pa.array(keep, pa.int64())) if len(keep) != len(row_hash) else row_hash)
     t = t.append_column(pa.field("abs_vector", _vector_type(dim)), _vector_array(abs_, dim))
     return t.append_column(pa.field("doc_vector", _vector_type(dim)), _vector_array(doc, dim))
 
@@ -650,7 +776,8 @@ def build_figures_table(figures: pa.Table, hashes: list[str], vectors: np.ndarra
     if figures.num_rows == 0:
         figures = pa.table({"figure_id": pa.array([], pa.string()), "paper_id": pa.array([], pa.string()),
                             "label": pa.array([], pa.string()), "number": pa.array([], pa.int32()),
-                            "page": pa.array([], pa.int32()), "text": pa.array([], pa.string())})
+                            "page": pa.array([], pa.int32()), "text": pa.array([], pa.string()),
+                            ROW_HASH: pa.array([], pa.string())})
     t = pa.table({
         "figure_id": figures.column("figure_id").cast(pa.string()),
         "paper_id": figures.column("paper_id").cast(pa.string()),
@@ -659,8 +786,8 @@ def build_figures_table(figures: pa.Table, hashes: list[str], vectors: np.ndarra
         "page": figures.column("page").cast(pa.int32()),
         "text": figures.column("text").cast(pa.string()),
         "content_hash": pa.array(hashes, pa.string()),
+        "row_hash": figures.column(ROW_HASH).cast(pa.string()),
     })
-    t = t.append_column("row_hash", pa.array(row_hashes(t, t.column_names), pa.string()))
     return t.append_column(pa.field("vector", _vector_type(dim)), _vector_array(vectors, dim))
 
 
@@ -693,15 +820,21 @@ def table_model(table) -> dict:
             "backend": get("backend") or "torch", "precision": get("precision") or "fp32"}
 
 
-def sync_table(db, name: str, table: pa.Table, key: str, facts: dict) -> dict:
+def sync_table(db, name: str, table: pa.Table, key: str, facts: dict, plan: Stale | None = None,
+               expected: int | None = None) -> dict | None:
     """Make LanceDB table ``name`` equal ``table``: rows with a new row_hash are rewritten, rows no longer
-    present are deleted, identical rows are left alone. A model change rebuilds the table."""
+    present are deleted, identical rows are left alone. A model change rebuilds the table. With ``plan`` (a merge of
+    the changed rows alone, :func:`pipeline.steps.embed_changes.stale`), ``table`` holds only the rows to write and
+    ``plan.delete`` the keys to remove; ``expected`` the rows the table then holds. Returns None when such a merge
+    cannot be done (another model or columns, or a count that differs after it): the caller builds the table whole."""
     table = table.replace_schema_metadata(_stamp(table.schema, facts).metadata)
     if name in table_names(db):
         existing = db.open_table(name)
         m = table_model(existing)
         same_model = m["key"] == facts["key"] and m["dim"] == facts["dim"]
         same_schema = existing.schema.names == table.schema.names
+        if plan is not None:
+            return _sync_changes(existing, name, table, key, plan, expected) if same_model and same_schema else None
         if same_model and same_schema:
             if table.num_rows == 0:
                 n = existing.count_rows()
@@ -723,9 +856,35 @@ def sync_table(db, name: str, table: pa.Table, key: str, facts: dict) -> dict:
         else:
             reason = "model changed" if not same_model else "schema changed"
             log.info("LanceDB table %s: %s (%s -> %s): rebuilding", name, reason, m["name"], facts["name"])
+    elif plan is not None:
+        return None
     _remove_table(db, name)
     db.create_table(name, data=table, schema=table.schema)
     return {"inserted": table.num_rows, "updated": 0, "deleted": 0, "rebuilt": True}
+
+
+DELETE_BATCH = 1_000  # keys per LanceDB delete filter
+
+
+def _sync_changes(existing, name: str, table: pa.Table, key: str, plan: Stale, expected: int | None) -> dict | None:
+    """:func:`sync_table` of the changed rows ``table`` and the removed keys ``plan.delete`` (each an atomic commit: a
+    merge killed between them converges on the next one)."""
+    out = {"inserted": 0, "updated": 0, "deleted": 0, "rebuilt": False}
+    if table.num_rows:
+        res = (existing.merge_insert(key)
+               .when_matched_update_all(where="target.row_hash != source.row_hash")
+               .when_not_matched_insert_all()
+               .execute(table))
+        out["inserted"], out["updated"] = int(res.num_inserted_rows), int(res.num_updated_rows)
+    for i in range(0, len(plan.delete), DELETE_BATCH):
+        keys = plan.delete[i:i + DELETE_BATCH]
+        existing.delete(f"{key} IN ({sql_list(keys)})")
+        out["deleted"] += len(keys)
+    problem = table_problem(existing, key, expected=expected)
+    if problem is None:
+        return out
+    log.warning("LanceDB table %s after the sync: %s: rebuilding it from the vector cache", name, problem)
+    return None
 
 
 def table_problem(table, key: str, expected: int | None = None) -> str | None:

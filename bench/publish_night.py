@@ -257,6 +257,7 @@ def _synthetic_embed_whole(settings, vectors: SyntheticVectors) -> dict:
                              ("papers", E.build_papers_table(papers, passages, hashes, vec, DIM), "paper_id"),
                              ("figures", E.build_figures_table(figures, [], vec[:0], DIM), "figure_id")):
         c = E.sync_table(db, name, table, key, FACTS)
+        assert c is not None  # (a whole sync)
         changes[name] = c["inserted"] + c["updated"]
         rows[name] = table.num_rows
     E.ensure_indexes(db, settings)

@@ -177,7 +177,8 @@ def embed(
 def embed_line(s: dict) -> str:
     """The summary of ``run_embed`` (pure)."""
     ch = s["changes"]
-    return (f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; "
+    read = f"{s['read']} passages or legends changed since the last embed; " if "read" in s else ""
+    return (f"embed: {s['passages']} passages, {s['papers']} papers, {s['figures']} figures in; {read}"
             f"{s['encoded']} texts encoded with {s['model']} ({s['dim']}-d, {s.get('runtime', 'torch-fp32')}); "
             f"rows written {sum(c['inserted'] + c['updated'] for c in ch.values())}, "
             f"deleted {sum(c['deleted'] for c in ch.values())}; 0 rejected; {s['seconds']}s")

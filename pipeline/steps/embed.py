@@ -716,8 +716,9 @@ def run_embed(settings: Settings) -> dict:
     summary["encoded"] = encoded + summary["encoded"]
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     ch = summary["changes"]
-    log.info("embed: %d passages, %d papers, %d figures in; %d texts encoded; rows written %d, deleted %d; 0 rejected",
-             summary["passages"], summary["papers"], summary["figures"], summary["encoded"],
+    log.info("embed: %d passages, %d papers, %d figures in; %d passages or legends changed since the last embed; "
+             "%d texts encoded; rows written %d, deleted %d; 0 rejected",
+             summary["passages"], summary["papers"], summary["figures"], summary["read"], summary["encoded"],
              sum(c["inserted"] + c["updated"] for c in ch.values()), sum(c["deleted"] for c in ch.values()))
     return summary
 

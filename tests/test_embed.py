@@ -124,9 +124,12 @@ def test_rerun_encodes_nothing_and_one_changed_chunk_only_itself(embedded, tmp_p
     assert again["encoded"] == 0
     assert all(c["inserted"] == c["updated"] == c["deleted"] == 0 for c in again["changes"].values())
 
+    from pipeline import catalog_changes
+
     before = _table(s, "chunks")
     con = duckdb.connect(str(s.db_path))
     con.execute("UPDATE chunks SET text = text || ' (revised)', content_hash = 'x' WHERE chunk_id = ?", [f"{PDF}#5"])
+    catalog_changes.record(con, "chunks", [f"{PDF}#5"])  # as every writer of the table does
     con.close()
     changed = run_embed(s)
     assert changed["encoded"] == 1
@@ -137,6 +140,14 @@ def test_rerun_encodes_nothing_and_one_changed_chunk_only_itself(embedded, tmp_p
     a = dict(zip(after.column("chunk_id").to_pylist(), _vectors(after)))
     moved = [k for k in a if not np.array_equal(a[k], b[k])]
     assert moved == [f"{PDF}#5"]
+
+    # a write outside paperkb's steps, which the change log does not name: `paperkb embed --full` compares every row
+    con = duckdb.connect(str(s.db_path))
+    con.execute("UPDATE chunks SET text = text || ' (by hand)' WHERE chunk_id = ?", [f"{PDF}#6"])
+    con.close()
+    full = run_embed(s, full=True)
+    assert full["encoded"] == 1 and full["compared"] > embedded[2]["passages"]
+    assert full["changes"]["chunks"] == {"inserted": 0, "updated": 1, "deleted": 0, "rebuilt": False}
 
 
 def test_a_night_reads_and_writes_only_its_changed_rows_and_ends_as_a_whole_build(embedded, tmp_path, shared_data):
@@ -150,9 +161,12 @@ def test_a_night_reads_and_writes_only_its_changed_rows_and_ends_as_a_whole_buil
 
     s = clone_settings(embedded[0], tmp_path)
     import_cisi_subset(s, shared_data, N_CISI + 5)  # 5 more CISI records
+    from pipeline import catalog_changes
+
     con = duckdb.connect(str(s.db_path))
-    con.execute("UPDATE papers SET title = title || ' (revised)' WHERE paper_id = (SELECT min(paper_id) FROM papers "
-                "WHERE paper_id <> ?)", [PDF])
+    retitled = con.execute("SELECT min(paper_id) FROM papers WHERE paper_id <> ?", [PDF]).fetchall()[0][0]
+    con.execute("UPDATE papers SET title = title || ' (revised)' WHERE paper_id = ?", [retitled])
+    catalog_changes.record(con, "papers", [retitled])  # as every writer of the table does
     con.close()
     night = run_embed(s)
     assert night["read"] == 6  # 5 new abstract passages and the retitled paper's: no other row read
@@ -166,6 +180,9 @@ def test_a_night_reads_and_writes_only_its_changed_rows_and_ends_as_a_whole_buil
     shutil.rmtree(fresh.lancedb_dir)
     whole = run_embed(fresh)
     assert whole["encoded"] == 0 and whole["read"] == night["passages"] + night["figures"]  # from the cache
+    # the change log named the papers written since the last embed: only their rows were hashed and compared (the
+    # PDF's chunks, legends and paper row were not)
+    assert 0 < night["compared"] < whole["compared"] - embedded[1]["chunks"]
     for name, key in (("chunks", "chunk_id"), ("papers", "paper_id"), ("figures", "figure_id")):
         a, b = _table(s, name).sort_by(key), _table(fresh, name).sort_by(key)
         assert a.num_rows == b.num_rows > 0
@@ -173,6 +190,22 @@ def test_a_night_reads_and_writes_only_its_changed_rows_and_ends_as_a_whole_buil
             b.drop_columns([c for c in b.column_names if "vector" in c])), name
         for col in (c for c in a.column_names if "vector" in c):
             assert np.array_equal(_vectors(a, col), _vectors(b, col)), (name, col)
+
+
+def test_a_lancedb_change_the_embed_did_not_make_means_every_row_is_compared_again(embedded, tmp_path):
+    """The record of what the tables reflect names their versions: a row deleted behind the embed's back moves one,
+    so the next embed compares every row (not only the papers the change log names) and puts the row back."""
+    from pipeline.steps.embed import run_embed
+
+    s = clone_settings(embedded[0], tmp_path)
+    quiet = run_embed(s)
+    assert quiet["compared"] == 0 and quiet["read"] == 0  # nothing written since: nothing hashed
+    _lance(s).open_table("chunks").delete(f"chunk_id = '{PDF}#3'")
+    healed = run_embed(s)
+    assert healed["compared"] > embedded[2]["passages"]
+    assert healed["changes"]["chunks"] == {"inserted": 1, "updated": 0, "deleted": 0, "rebuilt": False}
+    assert healed["encoded"] == 0  # its vector was in the cache
+    assert f"{PDF}#3" in set(_table(s, "chunks").column("chunk_id").to_pylist())
 
 
 def test_withdrawn_paper_rows_are_removed(embedded, tmp_path):

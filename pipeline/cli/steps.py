@@ -165,13 +165,16 @@ def embed(
     device: Optional[str] = typer.Option(None, "--device", help="torch device: cpu, cuda, mps (setting embed_device)."),
     backend: Optional[str] = typer.Option(None, "--backend", help="torch | onnx | openvino (setting embed_backend; default torch)."),
     precision: Optional[str] = typer.Option(None, "--precision", help="fp32 | bf16 | fp16 | int8 (setting embed_precision; default by device and backend)."),
+    full: bool = typer.Option(False, "--full", help="Compare every passage, paper and legend with LanceDB (by default "
+                              "only those of the papers the warehouse's change log names since the last embed; use it "
+                              "after writing to the warehouse outside paperkb's steps)."),
 ) -> None:
-    """Encode new passages, abstracts and figure legends into LanceDB (incremental by content hash)."""
+    """Encode new and changed passages, abstracts and figure legends into LanceDB (incremental by content hash)."""
     from pipeline.steps.embed import run_embed
 
     settings = get_settings(ctx, embed_model=model, embed_query_model=query_model, embed_batch_size=batch_size,
                             embed_device=device, embed_backend=backend, embed_precision=precision)
-    echo(embed_line(run_embed(settings)))
+    echo(embed_line(run_embed(settings, full=full)))
 
 
 def embed_line(s: dict) -> str:

@@ -49,7 +49,8 @@ from pipeline import progress
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import Settings
-from pipeline.steps.embed_changes import KEYS, ROW_HASH, Stale, read_rows, source_hashes, sql_list, stale
+from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, read_rows, record_synced,
+                                          source_hashes, sql_list, stale, synced_position)
 from pipeline.vectors import l2_normalise
 from pipeline.writer_lock import writes
 
@@ -296,11 +297,12 @@ def model_facts(settings: Settings, encoder: Encoder | None = None) -> dict:
 
 
 # ---- fan-out API ------------------------------------------------------------------------------------------
-def plan_shards(settings: Settings, n_shards: int = 1) -> list[dict]:
-    """Shards by content hash, so each worker gets about the same number of texts."""
+def plan_shards(settings: Settings, n_shards: int = 1, full: bool = False) -> list[dict]:
+    """Shards by content hash, so each worker gets about the same number of texts (``full``: each compares every
+    row, see :func:`compare_tables`)."""
     n = max(1, int(n_shards))
     run = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    return [{"index": i, "count": n, "part": f"{run}-{i:03d}"} for i in range(n)]
+    return [{"index": i, "count": n, "part": f"{run}-{i:03d}", **({"full": True} if full else {})} for i in range(n)]
 
 
 # a shard is sorted by length in windows of this many checkpoints: reading and hashing the next window
@@ -320,14 +322,16 @@ def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, bloc
     try:
         # the rows the LanceDB tables lack or hold from another source (all of them for a table of another model):
         # a text the tables hold already has its vector
-        want = source_hashes(con, ("chunks", "figures"))
-        plans = {name: Stale(None, []) for name in want}
         if settings.lancedb_dir.is_dir():
             import lancedb
 
             db = lancedb.connect(str(settings.lancedb_dir))
             facts = {"key": _cache_key(encoder), "dim": _model_dim(settings, encoder)}
-            plans = {name: stale(con, want[name], table_hashes(db, name, facts)) for name in want}
+            want, plans, _, _ = compare_tables(settings, con, db, facts, ("chunks", "figures"),
+                                               full=bool(shard and shard.get("full")))
+        else:
+            want = source_hashes(con, ("chunks", "figures"))
+            plans = {name: Stale(None, []) for name in want}
         passages = read_rows(con, "chunks", want["chunks"], plans["chunks"].write)
         figures = read_rows(con, "figures", want["figures"], plans["figures"].write)
     finally:
@@ -533,9 +537,10 @@ def embed_shard(settings: Settings, shard: dict) -> dict:
 
 
 @writes("embed")
-def merge_embeddings(settings: Settings) -> dict:
+def merge_embeddings(settings: Settings, full: bool = False) -> dict:
     """Absorb staged vectors and bring the LanceDB tables in line with the warehouse (single writer): only the rows
-    whose source changed are read, looked up in the vector cache and written (:mod:`pipeline.steps.embed_changes`)."""
+    whose source changed are read, looked up in the vector cache and written (:mod:`pipeline.steps.embed_changes`);
+    ``full``: compare every row, not only those of the papers the change log names."""
     t0 = time.perf_counter()
     encoder = get_encoder(settings)
     cache = VectorCache(settings, _cache_key(encoder))
@@ -563,16 +568,17 @@ def merge_embeddings(settings: Settings) -> dict:
 
     facts = model_facts(settings, encoder)
     with progress.task("embed: writing the LanceDB tables") as bar:
-        out = sync_lancedb(settings, facts, dim, inputs, vectors)
+        out = sync_lancedb(settings, facts, dim, inputs, vectors, full=full)
         bar.stage("embed: indexing the LanceDB tables")
         t_sync = time.perf_counter()
         indexes = ensure_indexes(db_of(settings), settings)
+        mark_synced(settings, out["journal"], facts)
         t_index = time.perf_counter()
 
     rows = out["rows"]
     summary = {
         "model": facts["name"], "dim": dim, "encoded": encoded, "runtime": encoder.spec.runtime.label(),
-        "read": out["read"],
+        "read": out["read"], "compared": out["compared"],
         "passages": rows["chunks"], "papers": rows["papers"], "figures": rows["figures"],
         "changes": out["changes"], "indexes_built": indexes, "seconds": round(time.perf_counter() - t0, 2),
         "timings": {"compare_s": out["compare_s"], "build_s": out["build_s"], "sync_s": out["sync_s"],
@@ -590,25 +596,103 @@ def db_of(settings: Settings):
     return lancedb.connect(str(settings.lancedb_dir))
 
 
-def table_hashes(db, name: str, facts: dict) -> pa.Table | None:
-    """``(key, row_hash)`` of every row of LanceDB table ``name``, or None when it must be built whole: missing, or
-    embedded with another model."""
+def table_hashes(db, name: str, facts: dict, scope: set[str] | None = None) -> pa.Table | None:
+    """``(key, row_hash)`` of every row of LanceDB table ``name`` (of the papers ``scope`` only, when given), or None
+    when it must be built whole: missing, or embedded with another model."""
     if name not in table_names(db):
         return None
     t = db.open_table(name)
     m = table_model(t)
     if m["key"] != facts["key"] or m["dim"] != facts["dim"] or "row_hash" not in t.schema.names:
         return None
-    return t.search().select([KEYS[name], "row_hash"]).limit(None).to_arrow()
+    return _read_lance(t, [KEYS[name], "row_hash"], scope)
+
+
+PAPERS_PER_FILTER = 2_000  # paper ids per LanceDB filter
+
+
+def _read_lance(t, cols: list[str], papers: set[str] | list[str] | None, column: str = "paper_id") -> pa.Table:
+    """Columns ``cols`` of LanceDB table ``t``: every row, or those whose ``column`` is one of ``papers``."""
+    if papers is None:
+        return t.search().select(cols).limit(None).to_arrow()
+    ids = sorted(papers)
+    return pa.concat_tables(
+        [t.search().where(f"{column} IN ({sql_list(ids[i:i + PAPERS_PER_FILTER])})").select(cols).limit(None).to_arrow()
+         for i in range(0, len(ids), PAPERS_PER_FILTER)]
+        or [pa.schema([t.schema.field(c) for c in cols]).empty_table()])
+
+
+def lance_versions(db) -> dict[str, int]:
+    """The current version of each LanceDB table there is."""
+    names = set(table_names(db))
+    return {name: int(db.open_table(name).version) for name in KEYS if name in names}
+
+
+def _scope(settings: Settings, con, db, model_key: str) -> set[str] | None:
+    """The papers whose rows the embed compares: those the change log says were written since the last sync, or None
+    (all of them) when it cannot say (:mod:`pipeline.steps.embed_changes`)."""
+    seen = synced_position(settings.warehouse / SYNCED, model_key, lance_versions(db))
+    if seen is None:
+        return None
+
+    def paper_of(table: str, keys: list[str]) -> list[str]:  # removed chunks' and figures' papers, as LanceDB has them
+        if table not in table_names(db):
+            return []
+        key = KEYS[table]
+        return _read_lance(db.open_table(table), [key, "paper_id"], keys, column=key).column("paper_id").to_pylist()
+
+    return changed_papers(con, seen, paper_of)
+
+
+def _compare(con, db, facts: dict, scope: set[str] | None, tables: tuple[str, ...] = tuple(KEYS)
+             ) -> tuple[dict[str, pa.Table], dict[str, Stale], dict[str, int]]:
+    """For each of ``tables``: the wanted ``(key, row_hash)`` rows (of the papers ``scope``, or all), what to write
+    and delete, and the rows the table holds after that."""
+    want = source_hashes(con, tables, scope)
+    plans, rows = {}, {}
+    for name in tables:
+        have = table_hashes(db, name, facts, scope)
+        held = db.open_table(name).count_rows() if scope is not None and have is not None else None
+        plans[name] = stale(con, want[name], have, held)
+        rows[name] = want[name].num_rows if held is None else held + plans[name].added - len(plans[name].delete)
+    return want, plans, rows
+
+
+def compare_tables(settings: Settings, con, db, facts: dict, tables: tuple[str, ...] = tuple(KEYS), full: bool = False
+                   ) -> tuple[dict[str, pa.Table], dict[str, Stale], dict[str, int], int]:
+    """:func:`_compare` of the papers written since the last sync, or of every row when the change log cannot say
+    which, when so many changed that a table is built whole, or when ``full`` asks (a write to the warehouse that
+    escaped the change log: ``paperkb embed --full``). Also returns how many rows were hashed."""
+    scope = None if full else _scope(settings, con, db, facts["key"])
+    want, plans, rows = _compare(con, db, facts, scope, tables)
+    if scope is not None and (any(p.whole for p in plans.values()) or rows != warehouse_rows(con, tables)):
+        # most of a table changed, or the tables would not hold the warehouse's rows (a write that escaped the change
+        # log added or removed some): hash every row
+        want, plans, rows = _compare(con, db, facts, None, tables)
+    return want, plans, rows, sum(w.num_rows for w in want.values())
+
+
+def warehouse_rows(con, tables: tuple[str, ...] = tuple(KEYS)) -> dict[str, int]:
+    """The rows each LanceDB table of ``tables`` should hold, counted in the warehouse marts."""
+    sql = {"chunks": "SELECT count(*) FROM passages",
+           "papers": "SELECT count(*) FROM paper_meta WHERE paper_id IN (SELECT paper_id FROM passages)",
+           "figures": "SELECT count(*) FROM figure_legends"}
+    return {name: int(con.execute(sql[name]).fetchall()[0][0]) for name in tables}
+
+
+def mark_synced(settings: Settings, journal: list | None, facts: dict) -> None:
+    """Record that the LanceDB tables (as they are now, indexes maintained) reflect the change log at ``journal``."""
+    record_synced(settings.warehouse / SYNCED, journal, facts["key"], lance_versions(db_of(settings)))
 
 
 def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[str, pa.Table], list],
-                 vectors: Callable[[list[str], list], np.ndarray]) -> dict:
+                 vectors: Callable[[list[str], list], np.ndarray], full: bool = False) -> dict:
     """Bring the LanceDB tables ``chunks``, ``papers`` and ``figures`` in line with the warehouse marts: repair a
     damaged table, compare each row's source hash with the table's, and build and write only the rows that differ
     (every row when a table is built whole), deleting rows whose key left the warehouse. ``inputs(table, rows)``: the
     model inputs of ``passages`` (``chunks``) or ``figure_legends`` (``figures``) rows; ``vectors(hashes, inputs)``:
     their vectors. Papers' vectors are the means of their passages' (taken from the synced ``chunks`` table).
+    ``full``: compare every row, whatever the change log says (:func:`compare_tables`).
     Returns the changes per table, the rows each table holds, the texts read, and the seconds comparing, building
     and writing."""
     t0 = time.perf_counter()
@@ -616,8 +700,14 @@ def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[st
     repaired = {name: repair_table(db, settings.lancedb_dir, name, key) for name, key in KEYS.items()}
     con = _open_read(settings)
     try:
-        want = source_hashes(con)
-        plans = {name: stale(con, want[name], table_hashes(db, name, facts)) for name in KEYS}
+        from pipeline import catalog_changes
+
+        cur = con.cursor()  # (position leaves a result pending: not on the connection that registers tables next)
+        try:
+            journal = catalog_changes.position(cur, cur.execute("SELECT current_database()").fetchall()[0][0])
+        finally:
+            cur.close()
+        want, plans, totals, compared = compare_tables(settings, con, db, facts, full=full)
         read = {name: read_rows(con, name, want[name], plans[name].write) for name in ("chunks", "figures", "papers")}
     finally:
         con.close()
@@ -629,23 +719,24 @@ def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[st
         b0 = time.perf_counter()
         table = _rows(db, name, read[name], plan, dim, inputs, vectors)
         built += time.perf_counter() - b0
-        done = sync_table(db, name, table, KEYS[name], facts, None if plan.whole else plan,
-                          expected=want[name].num_rows)
+        done = sync_table(db, name, table, KEYS[name], facts, None if plan.whole else plan, expected=totals[name])
         if done is None:  # another model or columns than the table's, or a count that does not add up: whole
             plan = Stale(None, [])
             con = _open_read(settings)
             try:
-                rows = read_rows(con, name, want[name])
+                whole = source_hashes(con, (name,))[name] if name != "papers" else source_hashes(con)["papers"]
+                rows = read_rows(con, name, whole)
             finally:
                 con.close()
+            totals[name] = whole.num_rows
             done = sync_table(db, name, _rows(db, name, rows, plan, dim, inputs, vectors), KEYS[name], facts)
         assert done is not None  # (a whole sync always completes)
         changes[name] = done
         if repaired[name]:
             done["repaired"] = repaired[name]
         log.info("embed: LanceDB %s: %s", name, "built whole" if plan.write is None else
-                 f"{len(plan.write)} row(s) changed, {len(plan.delete)} removed, of {want[name].num_rows}")
-    return {"changes": changes, "rows": {name: want[name].num_rows for name in KEYS},
+                 f"{len(plan.write)} row(s) changed, {len(plan.delete)} removed, of {totals[name]}")
+    return {"changes": changes, "rows": totals, "compared": compared, "journal": journal,
             "read": read["chunks"].num_rows + read["figures"].num_rows,
             "compare_s": round(t_compare - t0, 2), "build_s": round(built, 2),
             "sync_s": round(time.perf_counter() - t_compare - built, 2)}
@@ -662,22 +753,11 @@ def _rows(db, name: str, rows: pa.Table, plan: Stale, dim: int, inputs: Callable
     return build(rows, hashes, vectors(hashes, x), dim)
 
 
-PAPERS_PER_FILTER = 2_000  # paper ids per LanceDB filter reading their passages
-
-
 def _papers_rows(db, papers: pa.Table, plan: Stale, dim: int) -> pa.Table:
     """The ``papers`` rows of the meta rows ``papers``, their vectors from the synced ``chunks`` table: the doc
     vector the normalised mean of the paper's passages' vectors, the abstract's vector, in passage order."""
-    t = db.open_table("chunks")
     cols = ["chunk_id", "paper_id", "ordinal", "content_hash", "vector"]
-    ids = papers.column("paper_id").to_pylist()
-    if plan.whole:
-        passages = t.search().select(cols).limit(None).to_arrow()
-    else:
-        passages = pa.concat_tables(
-            [t.search().where(f"paper_id IN ({sql_list(ids[i:i + PAPERS_PER_FILTER])})").select(cols).limit(None).to_arrow()
-             for i in range(0, len(ids), PAPERS_PER_FILTER)]
-            or [pa.schema([t.schema.field(c) for c in cols]).empty_table()])
+    passages = _read_lance(db.open_table("chunks"), cols, None if plan.whole else papers.column("paper_id").to_pylist())
     passages = passages.sort_by([("paper_id", "ascending"), ("ordinal", "ascending"), ("chunk_id", "ascending")])
     vec = passages.column("vector").combine_chunks()
     m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(vec) else np.zeros((0, dim), np.float32)
@@ -706,13 +786,14 @@ def record_embed_run(settings: Settings, rows: dict[str, int], *, read: int, enc
 
 
 @writes("embed")
-def run_embed(settings: Settings) -> dict:
-    """Plan one shard, encode what is new, merge: the whole step in this process."""
+def run_embed(settings: Settings, full: bool = False) -> dict:
+    """Plan one shard, encode what is new, merge: the whole step in this process (``full``: every row compared, see
+    :func:`compare_tables`)."""
     t0 = time.perf_counter()
     encoded = 0
-    for shard in plan_shards(settings, 1):
+    for shard in plan_shards(settings, 1, full=full):
         encoded += embed_shard(settings, shard)["encoded"]
-    summary = merge_embeddings(settings)
+    summary = merge_embeddings(settings, full=full)
     summary["encoded"] = encoded + summary["encoded"]
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     ch = summary["changes"]

@@ -12,14 +12,25 @@ and 5.8 GB when every row was built to be compared, BENCHMARKS.md).
 A table is built whole (every row; the sync still writes only rows whose hash differs) when it is missing, was
 embedded with another model, or when most of its rows would be written anyway (:data:`WHOLE_SHARE`: a first merge
 after an upgrade that changed what the hash covers, a re-chunking of everything).
+
+Which rows to hash: every row, unless the warehouse's change log (:mod:`pipeline.catalog_changes`) can say which
+papers the tables the marts read (:data:`SOURCES`) changed since the tables were last synced. After each sync the
+embed records the log's position and the tables' LanceDB versions (:data:`SYNCED`, beside the warehouse); the next one
+hashes and compares only the rows of the papers written since (:func:`changed_papers`). Anything the record cannot
+vouch for (no record, another model, a table whose version moved since, log entries pruned or logged as "every row")
+means every row again.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline import catalog_changes
 from pipeline.errors import UserError
 
 KEYS = {"chunks": "chunk_id", "papers": "paper_id", "figures": "figure_id"}
@@ -27,6 +38,8 @@ MARTS = {"chunks": "passages", "papers": "paper_meta", "figures": "figure_legend
 ORDER = {"chunks": "m.paper_id, m.ordinal, m.chunk_id", "papers": "m.paper_id", "figures": "m.figure_id"}
 WHOLE_SHARE = 0.5  # more of a table's rows than this to write: build it whole (the same rows written, one read)
 ROW_HASH = "_row_hash"  # the column :func:`read_rows` adds: each row's source hash
+SOURCES = ("papers", "paper_authors", "chunks", "figures")  # the warehouse tables the three marts read
+SYNCED = "lancedb_synced.json"  # beside the warehouse: the change log's position the LanceDB tables reflect
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,7 @@ class Stale:
 
     write: pa.Array | None
     delete: list[str]
+    added: int = 0  # of ``write``, the keys the table lacks
 
     @property
     def whole(self) -> bool:
@@ -53,31 +67,88 @@ def _sql(con, sql: str) -> pa.Table:
                         ) from None
 
 
-def source_hashes(con, tables: tuple[str, ...] = ("chunks", "papers", "figures")) -> dict[str, pa.Table]:
+def source_hashes(con, tables: tuple[str, ...] = ("chunks", "papers", "figures"),
+                  scope: set[str] | None = None) -> dict[str, pa.Table]:
     """``{table: (key, row_hash)}`` of every row each LanceDB table of ``tables`` should hold, from the warehouse
-    marts."""
+    marts (of the papers ``scope`` only, when given)."""
     out: dict[str, pa.Table] = {}
-    if "chunks" in tables or "papers" in tables:
-        chunks = _sql(con, "SELECT chunk_id, paper_id, ordinal, md5(to_json(m)) AS row_hash FROM passages m")
-        out["chunks"] = chunks.select(["chunk_id", "row_hash"])
-    if "papers" in tables:
-        con.register("_paperkb_chunk_hashes", chunks)
-        try:
-            out["papers"] = _sql(con, """
-                SELECT m.paper_id, md5(to_json(m) || c.h) AS row_hash
-                FROM paper_meta m
-                JOIN (SELECT paper_id, string_agg(row_hash, '' ORDER BY ordinal, chunk_id) AS h
-                      FROM _paperkb_chunk_hashes GROUP BY paper_id) c USING (paper_id)""")
-        finally:
-            con.unregister("_paperkb_chunk_hashes")
-    if "figures" in tables:
-        out["figures"] = _sql(con, "SELECT figure_id, md5(to_json(m)) AS row_hash FROM figure_legends m")
+    only = ""
+    if scope is not None:
+        con.register("_paperkb_scope", pa.table({"k": pa.array(sorted(scope), pa.string())}))
+        only = "WHERE m.paper_id IN (SELECT k FROM _paperkb_scope)"
+    try:
+        if "chunks" in tables or "papers" in tables:
+            chunks = _sql(con, f"SELECT chunk_id, paper_id, ordinal, md5(to_json(m)) AS row_hash FROM passages m {only}")
+            out["chunks"] = chunks.select(["chunk_id", "row_hash"])
+        if "papers" in tables:
+            con.register("_paperkb_chunk_hashes", chunks)
+            try:
+                out["papers"] = _sql(con, f"""
+                    SELECT m.paper_id, md5(to_json(m) || c.h) AS row_hash
+                    FROM paper_meta m
+                    JOIN (SELECT paper_id, string_agg(row_hash, '' ORDER BY ordinal, chunk_id) AS h
+                          FROM _paperkb_chunk_hashes GROUP BY paper_id) c USING (paper_id) {only}""")
+            finally:
+                con.unregister("_paperkb_chunk_hashes")
+        if "figures" in tables:
+            out["figures"] = _sql(con, f"SELECT figure_id, md5(to_json(m)) AS row_hash FROM figure_legends m {only}")
+    finally:
+        if scope is not None:
+            con.unregister("_paperkb_scope")
     return {t: out[t] for t in tables}
 
 
-def stale(con, want: pa.Table, have: pa.Table | None) -> Stale:
+def synced_position(path: Path, model_key: str, versions: dict[str, int]) -> list | None:
+    """The change log's position (:func:`pipeline.catalog_changes.position`) the LanceDB tables reflect, from the
+    record ``path`` (:data:`SYNCED`), when it is for this model and the tables are still at the ``versions`` it
+    names; else None (every row is compared)."""
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("model_key") != model_key or rec.get("versions") != versions:
+        return None
+    journal = rec.get("journal")
+    return journal if isinstance(journal, list) and len(journal) == 2 else None
+
+
+def record_synced(path: Path, journal: list | None, model_key: str, versions: dict[str, int]) -> None:
+    """Write the record :func:`synced_position` reads (atomically); none when the warehouse has no change log."""
+    if journal is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"journal": journal, "model_key": model_key, "versions": versions}))
+    os.replace(tmp, path)
+
+
+def changed_papers(con, seen: list, lance_paper_of) -> set[str] | None:
+    """The papers whose marts' rows may have changed since the change log's entry ``seen``: those whose row in
+    ``papers`` or ``paper_authors`` was written, and those of written ``chunks`` and ``figures`` (their paper from the
+    warehouse, or for a removed one ``lance_paper_of(table, keys)``, the LanceDB rows' own). None when the log
+    cannot tell."""
+    db = con.execute("SELECT current_database()").fetchall()[0][0]
+    logged = catalog_changes.changes_since(con, {t: seen for t in SOURCES}, db)
+    changed = {t: keys for t, keys in logged.items() if keys is not None}
+    if len(changed) < len(SOURCES):
+        return None
+    papers = changed["papers"] | changed["paper_authors"]
+    for table, key in (("chunks", "chunk_id"), ("figures", "figure_id")):
+        keys = sorted(changed[table])
+        if not keys:
+            continue
+        found = dict(con.execute(f"SELECT {key}, paper_id FROM {table} WHERE {key} = ANY(?)", [keys]).fetchall())
+        papers.update(found.values())
+        gone = [k for k in keys if k not in found]
+        if gone:
+            papers.update(lance_paper_of(table, gone))
+    return papers
+
+
+def stale(con, want: pa.Table, have: pa.Table | None, rows: int | None = None) -> Stale:
     """Compare a table's wanted ``(key, row_hash)`` rows with those it ``have``s (None: it cannot be synced row by
-    row, see :func:`pipeline.steps.embed.table_hashes`)."""
+    row, see :func:`pipeline.steps.embed.table_hashes`); ``rows``: the rows the table holds, when ``want`` and
+    ``have`` are those of some papers only."""
     if have is None:
         return Stale(None, [])
     key = want.column_names[0]
@@ -88,13 +159,15 @@ def stale(con, want: pa.Table, have: pa.Table | None) -> Stale:
                             ANTI JOIN _paperkb_have h ON h.{key} = w.{key} AND h.row_hash = w.row_hash""").to_arrow_table()
         delete = [r[0] for r in con.sql(f"""SELECT h.{key} FROM _paperkb_have h
                                             ANTI JOIN _paperkb_want w ON w.{key} = h.{key}""").fetchall()]
+        added = con.sql(f"SELECT count(*) FROM _paperkb_want w ANTI JOIN _paperkb_have h ON h.{key} = w.{key}").fetchall()[0][0]
     finally:
         con.unregister("_paperkb_want")
         con.unregister("_paperkb_have")
     keys = write.column(0).combine_chunks() if write.num_rows else pa.array([], pa.string())
-    if len(keys) + len(delete) > WHOLE_SHARE * max(want.num_rows, 1) and want.num_rows > 0:
+    total = want.num_rows if rows is None else max(rows, want.num_rows)
+    if len(keys) + len(delete) > WHOLE_SHARE * max(total, 1) and total > 0:
         return Stale(None, [])
-    return Stale(keys, delete)
+    return Stale(keys, delete, int(added))
 
 
 def read_rows(con, table: str, want: pa.Table, keys: pa.Array | None = None) -> pa.Table:

@@ -11,10 +11,12 @@ Flow (also the fan-out for Airflow mapped tasks)::
 
 Incremental by content: a vector is cached under (model key, sha256 of exactly what the encoder
 sees), so a rerun over unchanged data encodes nothing and a changed chunk re-encodes only itself.
-LanceDB rows carry a ``row_hash``; the sync (LanceDB ``merge_insert``) rewrites only rows whose hash
-changed (the ``papers`` rows hold only what is embedded or shown with a paper, never a value the graph run
-or enrich moves for many papers, so a night rewrites only its new and changed papers' rows), deletes rows of
-chunks/papers that left the warehouse (withdrawn, re-chunked) and inserts new ones. Tables are stamped with the model (name, dimension, key) in their schema metadata; a
+LanceDB rows carry a ``row_hash``, the md5 of the warehouse row they were built from; the step compares those of
+the papers the change log names since its last sync (:mod:`pipeline.steps.embed_changes`) and reads, encodes and
+writes only rows whose hash changed (LanceDB ``merge_insert``; the ``papers`` rows hold only what is embedded or
+shown with a paper, never a value the graph run or enrich moves for many papers, so a night rewrites only its new
+and changed papers' rows), deletes rows of chunks/papers that left the warehouse (withdrawn, re-chunked) and inserts
+new ones. Tables are stamped with the model (name, dimension, key) in their schema metadata; a
 different model drops and rebuilds them, so a table never mixes vector spaces.
 
 Crash safety. ``run_embed`` and ``merge_embeddings`` hold the warehouse writer lock

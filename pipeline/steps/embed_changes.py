@@ -18,7 +18,8 @@ papers the tables the marts read (:data:`SOURCES`) changed since the tables were
 embed records the log's position and the tables' LanceDB versions (:data:`SYNCED`, beside the warehouse); the next one
 hashes and compares only the rows of the papers written since (:func:`changed_papers`). Anything the record cannot
 vouch for (no record, another model, a table whose version moved since, log entries pruned or logged as "every row")
-means every row again.
+means every row again, as do row counts that disagree with the warehouse's (a write outside the log added or removed
+rows) and ``paperkb embed --full`` (for rows edited in place outside paperkb's steps, which the log cannot see).
 """
 
 from __future__ import annotations

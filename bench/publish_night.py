@@ -228,7 +228,7 @@ def synthetic_embed(settings, vectors: SyntheticVectors) -> dict:
 
     out = E.sync_lancedb(settings, FACTS, DIM, inputs, lambda hashes, _texts: vectors.get(hashes))
     E.ensure_indexes(E.db_of(settings), settings)
-    E.mark_synced(settings, out["journal"], FACTS)
+    E.mark_synced(settings, out, FACTS)
     if hasattr(E, "record_embed_run"):  # the embed run's row, as merge_embeddings writes it (older checkouts: none)
         E.record_embed_run(settings, out["rows"], read=out["read"],
                            encoded=sum(c["inserted"] + c["updated"] for c in out["changes"].values()))

@@ -208,6 +208,26 @@ def test_a_lancedb_change_the_embed_did_not_make_means_every_row_is_compared_aga
     assert f"{PDF}#3" in set(_table(s, "chunks").column("chunk_id").to_pylist())
 
 
+def test_marts_defined_otherwise_mean_every_row_is_compared_again(embedded, tmp_path):
+    """The record names the marts' definitions too: after an upgrade that changes what a passage holds, the rows of
+    papers the change log does not name are compared (and rewritten) as well."""
+    import duckdb
+
+    from pipeline.steps.embed import run_embed
+
+    s = clone_settings(embedded[0], tmp_path)
+    assert run_embed(s)["compared"] == 0
+    con = duckdb.connect(str(s.db_path))
+    sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'figure_legends'").fetchall()[0][0]
+    changed = sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1).replace('f."text",', "f.\"text\" || ' [legend]' AS text,", 1)
+    assert changed != sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1)
+    con.execute(changed)
+    con.close()
+    again = run_embed(s)
+    assert again["compared"] > embedded[2]["passages"]
+    assert again["changes"]["figures"]["updated"] == embedded[1]["figures"] > 0
+
+
 def test_withdrawn_paper_rows_are_removed(embedded, tmp_path):
     import duckdb
 

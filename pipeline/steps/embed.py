@@ -51,8 +51,8 @@ from pipeline import progress
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import Settings
-from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, read_rows, record_synced,
-                                          source_hashes, sql_list, stale, synced_position)
+from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, marts_digest, read_rows,
+                                          record_synced, source_hashes, sql_list, stale, synced_position)
 from pipeline.vectors import l2_normalise
 from pipeline.writer_lock import writes
 
@@ -574,7 +574,7 @@ def merge_embeddings(settings: Settings, full: bool = False) -> dict:
         bar.stage("embed: indexing the LanceDB tables")
         t_sync = time.perf_counter()
         indexes = ensure_indexes(db_of(settings), settings)
-        mark_synced(settings, out["journal"], facts)
+        mark_synced(settings, out, facts)
         t_index = time.perf_counter()
 
     rows = out["rows"]
@@ -633,7 +633,7 @@ def lance_versions(db) -> dict[str, int]:
 def _scope(settings: Settings, con, db, model_key: str) -> set[str] | None:
     """The papers whose rows the embed compares: those the change log says were written since the last sync, or None
     (all of them) when it cannot say (:mod:`pipeline.steps.embed_changes`)."""
-    seen = synced_position(settings.warehouse / SYNCED, model_key, lance_versions(db))
+    seen = synced_position(settings.warehouse / SYNCED, f"{model_key}|{marts_digest(con)}", lance_versions(db))
     if seen is None:
         return None
 
@@ -682,9 +682,11 @@ def warehouse_rows(con, tables: tuple[str, ...] = tuple(KEYS)) -> dict[str, int]
     return {name: int(con.execute(sql[name]).fetchall()[0][0]) for name in tables}
 
 
-def mark_synced(settings: Settings, journal: list | None, facts: dict) -> None:
-    """Record that the LanceDB tables (as they are now, indexes maintained) reflect the change log at ``journal``."""
-    record_synced(settings.warehouse / SYNCED, journal, facts["key"], lance_versions(db_of(settings)))
+def mark_synced(settings: Settings, synced: dict, facts: dict) -> None:
+    """Record that the LanceDB tables (as they are now, indexes maintained) reflect the change log at the position
+    :func:`sync_lancedb` returned (``synced``), for this model and these marts."""
+    record_synced(settings.warehouse / SYNCED, synced["journal"], f"{facts['key']}|{synced['marts']}",
+                  lance_versions(db_of(settings)))
 
 
 def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[str, pa.Table], list],
@@ -709,6 +711,7 @@ def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[st
             journal = catalog_changes.position(cur, cur.execute("SELECT current_database()").fetchall()[0][0])
         finally:
             cur.close()
+        marts = marts_digest(con)
         want, plans, totals, compared = compare_tables(settings, con, db, facts, full=full)
         read = {name: read_rows(con, name, want[name], plans[name].write) for name in ("chunks", "figures", "papers")}
     finally:
@@ -738,7 +741,7 @@ def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[st
             done["repaired"] = repaired[name]
         log.info("embed: LanceDB %s: %s", name, "built whole" if plan.write is None else
                  f"{len(plan.write)} row(s) changed, {len(plan.delete)} removed, of {totals[name]}")
-    return {"changes": changes, "rows": totals, "compared": compared, "journal": journal,
+    return {"changes": changes, "rows": totals, "compared": compared, "journal": journal, "marts": marts,
             "read": read["chunks"].num_rows + read["figures"].num_rows,
             "compare_s": round(t_compare - t0, 2), "build_s": round(built, 2),
             "sync_s": round(time.perf_counter() - t_compare - built, 2)}

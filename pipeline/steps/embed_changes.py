@@ -24,6 +24,7 @@ rows) and ``paperkb embed --full`` (for rows edited in place outside paperkb's s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -99,10 +100,18 @@ def source_hashes(con, tables: tuple[str, ...] = ("chunks", "papers", "figures")
     return {t: out[t] for t in tables}
 
 
+def marts_digest(con) -> str:
+    """A digest of the three marts' definitions: a record made under other definitions (an upgrade that changed what
+    a row holds) vouches for nothing."""
+    views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = current_database() "
+                        "AND view_name = ANY(?) ORDER BY view_name", [sorted(MARTS.values())]).fetchall()
+    return hashlib.sha256(repr(views).encode()).hexdigest()[:16]
+
+
 def synced_position(path: Path, model_key: str, versions: dict[str, int]) -> list | None:
     """The change log's position (:func:`pipeline.catalog_changes.position`) the LanceDB tables reflect, from the
-    record ``path`` (:data:`SYNCED`), when it is for this model and the tables are still at the ``versions`` it
-    names; else None (every row is compared)."""
+    record ``path`` (:data:`SYNCED`), when it is for this ``model_key`` (the model's and :func:`marts_digest`) and the
+    tables are still at the ``versions`` it names; else None (every row is compared)."""
     try:
         rec = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -51,8 +51,8 @@ from pipeline import progress
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import Settings
-from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, marts_digest, read_rows,
-                                          record_synced, source_hashes, sql_list, stale, synced_position)
+from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, marts_digest, read_mart,
+                                          read_rows, record_synced, source_hashes, sql_list, stale, synced_position)
 from pipeline.vectors import l2_normalise
 from pipeline.writer_lock import writes
 
@@ -106,29 +106,18 @@ def _open_read(settings: Settings):
     return duckdb.connect(str(settings.db_path), read_only=True)
 
 
-def _mart(con, sql: str) -> pa.Table:
-    import duckdb
-
-    try:
-        return con.sql(sql).to_arrow_table()
-    except duckdb.CatalogException as exc:  # a warehouse no write step of this version has opened yet
-        raise UserError(f"the warehouse lacks a table or view this version reads ({str(exc).splitlines()[0]}): "
-                        "run `paperkb harvest` or `paperkb import-collection` first, which brings its schema up to date"
-                        ) from None
-
-
 def read_passages(con) -> pa.Table:
-    return _mart(con, "SELECT * FROM passages ORDER BY paper_id, ordinal")
+    return read_mart(con, "SELECT * FROM passages ORDER BY paper_id, ordinal")
 
 
 def read_figures(con) -> pa.Table:
-    return _mart(con, "SELECT * FROM figure_legends ORDER BY figure_id")
+    return read_mart(con, "SELECT * FROM figure_legends ORDER BY figure_id")
 
 
 def read_paper_meta(con) -> pa.Table:
     """Paper rows for the LanceDB papers table: ids, title, abstract, authors, year, categories (no value a night
     moves for many papers: citation counts, PageRank and weights are in the catalog, see pipeline.query.ranks)."""
-    return _mart(con, "SELECT * FROM paper_meta ORDER BY paper_id")
+    return read_mart(con, "SELECT * FROM paper_meta ORDER BY paper_id")
 
 
 # ---- model inputs -------------------------------------------------------------------------------------

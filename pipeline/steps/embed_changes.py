@@ -58,7 +58,8 @@ class Stale:
         return self.write is None
 
 
-def _sql(con, sql: str) -> pa.Table:
+def read_mart(con, sql: str) -> pa.Table:
+    """``sql`` over the warehouse marts as Arrow (a one-line user error when a table or view is missing)."""
     import duckdb
 
     try:
@@ -80,12 +81,12 @@ def source_hashes(con, tables: tuple[str, ...] = ("chunks", "papers", "figures")
         only = "WHERE m.paper_id IN (SELECT k FROM _paperkb_scope)"
     try:
         if "chunks" in tables or "papers" in tables:
-            chunks = _sql(con, f"SELECT chunk_id, paper_id, ordinal, md5(to_json(m)) AS row_hash FROM passages m {only}")
+            chunks = read_mart(con, f"SELECT chunk_id, paper_id, ordinal, md5(to_json(m)) AS row_hash FROM passages m {only}")
             out["chunks"] = chunks.select(["chunk_id", "row_hash"])
         if "papers" in tables:
             con.register("_paperkb_chunk_hashes", chunks)
             try:
-                out["papers"] = _sql(con, f"""
+                out["papers"] = read_mart(con, f"""
                     SELECT m.paper_id, md5(to_json(m) || c.h) AS row_hash
                     FROM paper_meta m
                     JOIN (SELECT paper_id, string_agg(row_hash, '' ORDER BY ordinal, chunk_id) AS h
@@ -93,7 +94,7 @@ def source_hashes(con, tables: tuple[str, ...] = ("chunks", "papers", "figures")
             finally:
                 con.unregister("_paperkb_chunk_hashes")
         if "figures" in tables:
-            out["figures"] = _sql(con, f"SELECT figure_id, md5(to_json(m)) AS row_hash FROM figure_legends m {only}")
+            out["figures"] = read_mart(con, f"SELECT figure_id, md5(to_json(m)) AS row_hash FROM figure_legends m {only}")
     finally:
         if scope is not None:
             con.unregister("_paperkb_scope")
@@ -189,7 +190,7 @@ def read_rows(con, table: str, want: pa.Table, keys: pa.Array | None = None) -> 
         con.register("_paperkb_keys", pa.table({"k": keys}))
     try:
         only = "SEMI JOIN _paperkb_keys k ON k.k = m.{key}".format(key=key) if keys is not None else ""
-        return _sql(con, f"""SELECT m.*, w.row_hash AS {ROW_HASH} FROM {mart} m
+        return read_mart(con, f"""SELECT m.*, w.row_hash AS {ROW_HASH} FROM {mart} m
                              JOIN _paperkb_want w ON w.{key} = m.{key} {only} ORDER BY {ORDER[table]}""")
     finally:
         con.unregister("_paperkb_want")

@@ -71,10 +71,10 @@ def grow_to(db, settings, current: pa.Table | None, n_to: int, batch: int = 200_
     t0 = time.perf_counter()
     if current is None:  # the first embed: one table created from every row, as sync_table does
         whole = pa.concat_tables([chunk_rows(s, min(s + batch, n_to)) for s in range(0, n_to, batch)])
-        sync_table(db, "chunks", whole, "chunk_id", FACTS)
+        sync_table(db, "chunks", lambda: (pa.Table.from_batches([b]) for b in whole.to_batches(batch)), "chunk_id", FACTS)
     else:  # a night: the merge step upserts the whole table (only the new rows are written)
         whole = pa.concat_tables([current, chunk_rows(current.num_rows, n_to)])
-        sync_table(db, "chunks", whole, "chunk_id", FACTS)
+        sync_table(db, "chunks", lambda: (pa.Table.from_batches([b]) for b in whole.to_batches(batch)), "chunk_id", FACTS)
     sync_s = time.perf_counter() - t0
     made = ensure_indexes(db, settings)
     return whole, {"sync_s": round(sync_s, 1), "index_s": round(time.perf_counter() - t0 - sync_s, 1),

@@ -23,7 +23,7 @@ def _table(settings, name):
 
 def _vectors(t, col="vector"):
     v = t.column(col).combine_chunks()
-    return v.values.to_numpy(zero_copy_only=False).reshape(len(v), -1)
+    return v.values.to_numpy(zero_copy_only=False).reshape(len(v), v.type.list_size)
 
 
 def _warehouse_count(settings, sql):
@@ -183,13 +183,76 @@ def test_a_night_reads_and_writes_only_its_changed_rows_and_ends_as_a_whole_buil
     # the change log named the papers written since the last embed: only their rows were hashed and compared (the
     # PDF's chunks, legends and paper row were not)
     assert 0 < night["compared"] < whole["compared"] - embedded[1]["chunks"]
-    for name, key in (("chunks", "chunk_id"), ("papers", "paper_id"), ("figures", "figure_id")):
-        a, b = _table(s, name).sort_by(key), _table(fresh, name).sort_by(key)
-        assert a.num_rows == b.num_rows > 0
+    _assert_same_tables(s, fresh)
+
+
+def _assert_same_tables(s, other, tables=("chunks", "papers", "figures")):
+    """The LanceDB tables of ``s`` and ``other`` hold the same rows: values, hashes and vectors."""
+    for name in tables:
+        key = {"chunks": "chunk_id", "papers": "paper_id", "figures": "figure_id"}[name]
+        a, b = _table(s, name).sort_by(key), _table(other, name).sort_by(key)
+        assert a.num_rows == b.num_rows, name
         assert a.drop_columns([c for c in a.column_names if "vector" in c]).equals(
             b.drop_columns([c for c in b.column_names if "vector" in c])), name
         for col in (c for c in a.column_names if "vector" in c):
             assert np.array_equal(_vectors(a, col), _vectors(b, col)), (name, col)
+
+
+def test_whole_builds_and_merges_go_a_batch_at_a_time(embedded, tmp_path, monkeypatch):
+    """Rows are read, built and written a batch at a time (here 7 passages or legends, 3 papers), so a whole build
+    holds one batch, not the table: the batches are the mart's rows in order; a build from scratch gives the tables
+    of one batch; a merge of most of a table (a withdrawn PDF's passages, retitled papers) rewrites and deletes
+    exactly what changed and ends as a build from scratch does."""
+    import shutil
+
+    import duckdb
+    import pyarrow as pa
+
+    from pipeline import catalog_changes
+    from pipeline.steps import embed_changes
+    from pipeline.steps.embed import run_embed
+
+    monkeypatch.setattr(embed_changes, "BATCH_ROWS", 7)
+    monkeypatch.setattr(embed_changes, "PAPERS_PER_BATCH", 3)
+    s = clone_settings(embedded[0], tmp_path)
+    con = duckdb.connect(str(s.db_path), read_only=True)
+    try:
+        want = embed_changes.source_hashes(con)
+        for name, most in (("chunks", 7), ("papers", 3), ("figures", 7)):
+            batches = list(embed_changes.read_batches(con, name, want[name]))
+            assert all(b.num_rows <= most for b in batches) and (name == "figures" or len(batches) > 3), name
+            whole = embed_changes.read_rows(con, name, want[name])
+            assert pa.concat_tables(batches).equals(whole), name
+            none = list(embed_changes.read_batches(con, name, want[name], pa.array([], pa.string())))
+            assert [b.num_rows for b in none] == [0] and none[0].schema == whole.schema, name  # no rows: the columns
+    finally:
+        con.close()
+
+    scratch = clone_settings(s, tmp_path / "scratch")
+    shutil.rmtree(scratch.lancedb_dir)
+    built = run_embed(scratch)
+    assert all(c["rebuilt"] for c in built["changes"].values()) and built["encoded"] == 0
+    _assert_same_tables(scratch, embedded[0])  # built in one batch
+
+    con = duckdb.connect(str(s.db_path))
+    n_chunks = con.execute("SELECT count(*) FROM passages WHERE paper_id = ?", [PDF]).fetchone()[0]
+    for table in ("chunks", "figures", "paper_authors", "papers"):
+        con.execute(f"DELETE FROM {table} WHERE paper_id = ?", [PDF])
+    retitled = [r[0] for r in con.execute("SELECT paper_id FROM papers ORDER BY paper_id LIMIT 2").fetchall()]
+    con.execute("UPDATE papers SET title = title || ' (revised)' WHERE paper_id = ANY(?)", [retitled])
+    for table in ("chunks", "figures", "paper_authors", "papers"):
+        catalog_changes.record(con, table, None)  # as a writer of many rows logs them
+    con.close()
+    assert n_chunks > embedded[2]["passages"] / 2  # most passages go: `chunks` is merged whole
+    merged = run_embed(s)
+    assert merged["encoded"] == 2  # the retitled abstracts
+    assert merged["changes"]["chunks"] == {"inserted": 0, "updated": 2, "deleted": n_chunks, "rebuilt": False}
+    assert merged["changes"]["papers"] == {"inserted": 0, "updated": 2, "deleted": 1, "rebuilt": False}
+    assert merged["changes"]["figures"]["deleted"] == embedded[1]["figures"] and not merged["changes"]["figures"]["rebuilt"]
+    fresh = clone_settings(s, tmp_path / "fresh")
+    shutil.rmtree(fresh.lancedb_dir)
+    run_embed(fresh)
+    _assert_same_tables(s, fresh)
 
 
 def test_a_lancedb_change_the_embed_did_not_make_means_every_row_is_compared_again(embedded, tmp_path):

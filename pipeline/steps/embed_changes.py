@@ -11,7 +11,9 @@ and 5.8 GB when every row was built to be compared, BENCHMARKS.md).
 
 A table is built whole (every row; the sync still writes only rows whose hash differs) when it is missing, was
 embedded with another model, or when most of its rows would be written anyway (:data:`WHOLE_SHARE`: a first merge
-after an upgrade that changed what the hash covers, a re-chunking of everything).
+after an upgrade that changed what the hash covers, a re-chunking of everything). Whole or not, rows are read from
+DuckDB, built and written a batch at a time (:func:`read_batches`, :data:`BATCH_ROWS`), so a merge holds one batch's
+texts and vectors whatever the table's size.
 
 Which rows to hash: every row, unless the warehouse's change log (:mod:`pipeline.catalog_changes`) can say which
 papers the tables the marts read (:data:`SOURCES`) changed since the tables were last synced. After each sync the
@@ -29,6 +31,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 
@@ -37,8 +40,13 @@ from pipeline.errors import UserError
 
 KEYS = {"chunks": "chunk_id", "papers": "paper_id", "figures": "figure_id"}
 MARTS = {"chunks": "passages", "papers": "paper_meta", "figures": "figure_legends"}
-ORDER = {"chunks": "m.paper_id, m.ordinal, m.chunk_id", "papers": "m.paper_id", "figures": "m.figure_id"}
 WHOLE_SHARE = 0.5  # more of a table's rows than this to write: build it whole (the same rows written, one read)
+# mart rows a merge reads, builds and writes at a time: what it holds at once is one batch's texts, inputs and vectors,
+# not the table's (a whole build of 1M passages peaked at 9.3 GB when it held them all, at 1.6 GB in batches of 50,000,
+# BENCHMARKS.md). `papers` rows are read PAPERS_PER_BATCH at a time: each brings its passages' vectors from the synced
+# `chunks` table in one filter
+BATCH_ROWS = 50_000
+PAPERS_PER_BATCH = 2_000
 ROW_HASH = "_row_hash"  # the column :func:`read_rows` adds: each row's source hash
 SOURCES = ("papers", "paper_authors", "chunks", "figures")  # the warehouse tables the three marts read
 SYNCED = "lancedb_synced.json"  # beside the warehouse: the change log's position the LanceDB tables reflect
@@ -64,10 +72,14 @@ def read_mart(con, sql: str) -> pa.Table:
 
     try:
         return con.sql(sql).to_arrow_table()
-    except duckdb.CatalogException as exc:  # a warehouse no write step of this version has opened yet
-        raise UserError(f"the warehouse lacks a table or view this version reads ({str(exc).splitlines()[0]}): "
-                        "run `paperkb harvest` or `paperkb import-collection` first, which brings its schema up to date"
-                        ) from None
+    except duckdb.CatalogException as exc:
+        raise _schema_error(exc) from None
+
+
+def _schema_error(exc: Exception) -> UserError:
+    """A warehouse no write step of this version has opened yet (a mart or table missing)."""
+    return UserError(f"the warehouse lacks a table or view this version reads ({str(exc).splitlines()[0]}): "
+                     "run `paperkb harvest` or `paperkb import-collection` first, which brings its schema up to date")
 
 
 def source_hashes(con, tables: tuple[str, ...] = ("chunks", "papers", "figures"),
@@ -181,21 +193,59 @@ def stale(con, want: pa.Table, have: pa.Table | None, rows: int | None = None) -
     return Stale(keys, delete, int(added))
 
 
+def _rows_sql(table: str, keys: bool) -> str:
+    """The mart rows of LanceDB table ``table``, each with its source hash as :data:`ROW_HASH`, of the keys in
+    ``_paperkb_keys`` only when ``keys``. A passage's or legend's hash is computed here as :func:`source_hashes` does
+    (a join to those hashes made DuckDB hold every passage's text in its hash table: 1.3 GB at 1M passages); a
+    paper's, which covers its passages, comes from ``_paperkb_want``. In no particular order: a sort would hold every
+    row too."""
+    mart, key = MARTS[table], KEYS[table]
+    only = f"SEMI JOIN _paperkb_keys k ON k.k = m.{key}" if keys else ""
+    if table == "papers":
+        return f"SELECT m.*, w.row_hash AS {ROW_HASH} FROM {mart} m JOIN _paperkb_want w ON w.{key} = m.{key} {only}"
+    return f"SELECT m.*, md5(to_json(m)) AS {ROW_HASH} FROM {mart} m {only}"
+
+
 def read_rows(con, table: str, want: pa.Table, keys: pa.Array | None = None) -> pa.Table:
     """The mart rows of LanceDB table ``table`` (all of them, or those of ``keys``), each with its source hash as
-    :data:`ROW_HASH` (from ``want``, :func:`source_hashes`), in the table's order."""
-    mart, key = MARTS[table], KEYS[table]
+    :data:`ROW_HASH` (for ``papers`` from ``want``, :func:`source_hashes`), in no particular order."""
     con.register("_paperkb_want", want)
     if keys is not None:
         con.register("_paperkb_keys", pa.table({"k": keys}))
     try:
-        only = "SEMI JOIN _paperkb_keys k ON k.k = m.{key}".format(key=key) if keys is not None else ""
-        return read_mart(con, f"""SELECT m.*, w.row_hash AS {ROW_HASH} FROM {mart} m
-                             JOIN _paperkb_want w ON w.{key} = m.{key} {only} ORDER BY {ORDER[table]}""")
+        return read_mart(con, _rows_sql(table, keys is not None))
     finally:
         con.unregister("_paperkb_want")
         if keys is not None:
             con.unregister("_paperkb_keys")
+
+
+def read_batches(con, table: str, want: pa.Table, keys: pa.Array | None = None, rows: int | None = None
+                 ) -> Iterator[pa.Table]:
+    """:func:`read_rows` as batches of at most ``rows`` rows (:data:`BATCH_ROWS`, for ``papers``
+    :data:`PAPERS_PER_BATCH`), streamed from DuckDB on a cursor of its own; at least one batch (empty when there are
+    no rows), so that the caller always has the columns."""
+    import duckdb
+
+    size = rows or (PAPERS_PER_BATCH if table == "papers" else BATCH_ROWS)
+    cur = con.cursor()
+    try:
+        cur.register("_paperkb_want", want)
+        if keys is not None:
+            cur.register("_paperkb_keys", pa.table({"k": keys}))
+        try:
+            reader = cur.sql(_rows_sql(table, keys is not None)).to_arrow_reader(size)
+        except duckdb.CatalogException as exc:
+            raise _schema_error(exc) from None
+        empty = True
+        for batch in reader:
+            if batch.num_rows:
+                empty = False
+                yield pa.Table.from_batches([batch])
+        if empty:
+            yield reader.schema.empty_table()
+    finally:
+        cur.close()
 
 
 def sql_list(values: list[str]) -> str:

@@ -6,7 +6,9 @@ built and written. It takes the warehouse of ``bench.publish_night``'s synthetic
 builds them again with the product's sync and index policy and synthetic vectors (``bench.publish_night``'s
 ``synthetic_embed``), once per checkout per round, each in a fresh process (peak RSS: the child's ``ru_maxrss``). Then
 it adds one night of ``--grow`` new papers, keeps the synced tables aside (hard links) and runs that night's embed from
-them with each checkout. The working warehouse keeps the night's papers and the tables of the last run. Without
+them with each checkout. Before the night, each checkout's encoding step reads every text for the real default model
+(``_shard_blocks``: read, hashed, looked up in the cache, handed out a window at a time; nothing encoded). The working
+warehouse keeps the night's papers and the tables of the last run. Without
 ``--work``, ``--papers`` synthetic papers are built first in a temporary folder (removed after).
 
     .venv/bin/python -m bench.embed_memory [--work DIR/new | --papers 20000] [--old-code DIR] [--rounds 1] [--night-rounds 2]
@@ -45,8 +47,26 @@ def _child(code: str, work: str) -> None:
                       "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
 
 
-def _run(code: Path, work: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "bench.embed_memory", "_child", str(code), str(work)], cwd=ROOT,
+def _child_read(code: str, work: str) -> None:
+    """The encoding step's read (``embed_shard`` without the encoding) of every text of ``work`` for the real default
+    model, whose vectors the synthetic warehouse's cache does not hold: texts read, hashed, looked up and handed out
+    a window at a time. Prints seconds, peak RSS and the texts handed out."""
+    sys.path.insert(0, code)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from bench import publish_replay as pr
+    from pipeline.embedding.encoders import get_encoder
+    from pipeline.steps import embed as E
+
+    settings = pr.settings_of(Path(work))
+    encoder = get_encoder(settings)
+    t0 = time.perf_counter()
+    texts = sum(len(h) for h, _ in E._shard_blocks(settings, encoder, None, settings.embed_checkpoint_texts * 4))
+    print(json.dumps({"seconds": round(time.perf_counter() - t0, 2), "texts": texts,
+                      "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+
+
+def _run(code: Path, work: Path, child: str = "_child") -> dict:
+    out = subprocess.run([sys.executable, "-m", "bench.embed_memory", child, str(code), str(work)], cwd=ROOT,
                          capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"bench.embed_memory: the embed with {code} failed:\n{out.stderr[-3000:]}")
@@ -65,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:]
     if argv[:1] == ["_child"]:
         _child(argv[1], argv[2])
+        return 0
+    if argv[:1] == ["_child_read"]:
+        _child_read(argv[1], argv[2])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, help="the `new` folder of bench.publish_night synthetic --keep DIR; default: a "
@@ -108,6 +131,10 @@ def _measure(a: argparse.Namespace, work: Path) -> int:
             (wh / "lancedb_synced.json").unlink(missing_ok=True)
             whole.append(_run(code, work))
             print("whole build", whole[-1], flush=True)
+    read = []
+    for code in codes:  # before the night below: the texts are those the whole builds embedded
+        read.append(_run(code, work, "_child_read"))
+        print("encoding's read", read[-1], flush=True)
     con = duckdb.connect(str(settings.db_path), read_only=True)
     n = int((con.execute("SELECT count(*) FROM papers").fetchone() or (0,))[0])
     con.close()
@@ -127,7 +154,7 @@ def _measure(a: argparse.Namespace, work: Path) -> int:
     finally:
         shutil.rmtree(kept, ignore_errors=True)
     result = {"work": str(work), "papers": n, "night_papers": max(1, round(n * a.grow)), "whole": whole,
-              "night": night, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "load_before": load_before,
+              "encoding_read": read, "night": night, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "load_before": load_before,
               "load_after": os.getloadavg()[0]}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "embed_memory.json").write_text(json.dumps(result, indent=2))

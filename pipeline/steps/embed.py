@@ -4,7 +4,9 @@ Flow (also the fan-out for Airflow mapped tasks)::
 
     plan_shards(settings, n)      -> [{"index": i, "count": n, "part": ...}, ...]
     embed_shard(settings, shard)  -> encodes the shard's texts whose hash is not cached yet and writes
-                                     staging/embed/<model key>/<part>.parquet (no LanceDB writes)
+                                     staging/embed/<model key>/<part>.parquet (no LanceDB writes); the texts are
+                                     read a batch at a time and spilled to a temporary file, so a first embed
+                                     holds a window of them, not the collection's
     merge_embeddings(settings)    -> moves staged vectors into the vector cache, then syncs the LanceDB
                                      tables chunks, papers, figures with the warehouse + indexes
     run_embed(settings)           -> all of it in one process
@@ -36,6 +38,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 import uuid
 import warnings
@@ -53,8 +56,8 @@ from pipeline import progress
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
 from pipeline.settings import Settings
-from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, marts_digest, read_batches, read_mart,
-                                          read_rows, record_synced, source_hashes, sql_list, stale, synced_position)
+from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, marts_digest, read_batches,
+                                          read_mart, record_synced, source_hashes, sql_list, stale, synced_position)
 from pipeline.vectors import l2_normalise
 from pipeline.writer_lock import writes
 
@@ -305,12 +308,39 @@ SORT_WINDOW_CHECKPOINTS = 4
 
 def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, block: int,
                   on_total: Callable[[int], None] | None = None):
-    """This shard's texts that are not cached or staged yet, deduplicated, as (hashes, inputs) blocks of
-    at most ``block``: the rows whose source changed since the LanceDB tables were synced (every row of a table
-    that is missing or of another model, :mod:`pipeline.steps.embed_changes`) read, their texts hashed and looked
-    up in the cache first (``on_total`` is told how many texts are new: the progress bar's total), then block by
-    block."""
+    """This shard's texts that are not cached or staged yet, deduplicated, as (hashes, inputs) blocks of at most
+    ``block``: the rows whose source changed since the LanceDB tables were synced (every row of a table that is
+    missing or of another model, :mod:`pipeline.steps.embed_changes`). They are read, hashed and looked up in the
+    cache a batch at a time and the new ones written to an anonymous temporary file, and only then, with the
+    warehouse closed (encoding can take hours, and its writers must not wait on a reader), handed out block by block
+    from that file (``on_total`` is told how many there are first: the progress bar's total). What is held at once
+    is a batch or a block of texts, and the hashes of the new ones, whatever the collection's size."""
     cache = VectorCache(settings, _cache_key(encoder))
+    settings.staging_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=settings.staging_dir, prefix=".embed-texts-") as spill:
+        total = _spill_new_texts(settings, encoder, cache, shard, spill)
+        if on_total is not None:
+            on_total(total)
+        if not total:
+            return
+        spill.seek(0)
+        hashes: list[str] = []
+        inputs: list = []
+        for batch in pa.ipc.open_stream(spill):
+            hashes += batch.column("content_hash").to_pylist()
+            inputs += batch.column("input").to_pylist()
+            while len(hashes) >= block:
+                yield hashes[:block], inputs[:block]
+                hashes, inputs = hashes[block:], inputs[block:]
+        if hashes:
+            yield hashes, inputs
+
+
+def _spill_new_texts(settings: Settings, encoder: Encoder, cache: "VectorCache", shard: dict | None, spill) -> int:
+    """Write this shard's new (content hash, model input) pairs to ``spill`` as an Arrow stream, reading the
+    warehouse a batch at a time (see :func:`_shard_blocks`); returns how many."""
+    seen: set[str] = set()
+    writer = None
     con = _open_read(settings)
     try:
         # the rows the LanceDB tables lack or hold from another source (all of them for a table of another model):
@@ -325,26 +355,29 @@ def _shard_blocks(settings: Settings, encoder: Encoder, shard: dict | None, bloc
         else:
             want = source_hashes(con, ("chunks", "figures"))
             plans = {name: Stale(None, []) for name in want}
-        passages = read_rows(con, "chunks", want["chunks"], plans["chunks"].write)
-        figures = read_rows(con, "figures", want["figures"], plans["figures"].write)
+        for name in ("chunks", "figures"):
+            for rows in read_batches(con, name, want[name], plans[name].write):
+                inputs = passage_inputs(encoder, rows) if name == "chunks" else figure_inputs(encoder, rows)
+                hashes = [input_hash(x) for x in inputs]
+                mine = [i for i, h in enumerate(hashes) if h not in seen
+                        and (shard is None or shard_of(h, shard["count"]) == shard["index"])]
+                known = set(cache.held([hashes[i] for i in mine]))
+                new: list[int] = []
+                for i in mine:
+                    if hashes[i] not in known and hashes[i] not in seen:
+                        seen.add(hashes[i])
+                        new.append(i)
+                if new:
+                    batch = pa.record_batch({"content_hash": pa.array([hashes[i] for i in new], pa.string()),
+                                             "input": pa.array([inputs[i] for i in new])})
+                    if writer is None:
+                        writer = pa.ipc.new_stream(spill, batch.schema)
+                    writer.write_batch(batch)
     finally:
         con.close()
-    inputs = passage_inputs(encoder, passages) + figure_inputs(encoder, figures)
-    hashes = [input_hash(x) for x in inputs]
-    known = set(cache.held(hashes))
-    seen: set[str] = set()
-    new: list[tuple[str, Any]] = []
-    for h, x in zip(hashes, inputs):
-        if h in known or h in seen:
-            continue
-        if shard is not None and shard_of(h, shard["count"]) != shard["index"]:
-            continue
-        seen.add(h)
-        new.append((h, x))
-    if on_total is not None:
-        on_total(len(new))
-    for i in range(0, len(new), block):
-        yield [h for h, _ in new[i:i + block]], [x for _, x in new[i:i + block]]
+        if writer is not None:
+            writer.close()
+    return len(seen)
 
 
 def _shard_work(settings: Settings, encoder: Encoder, shard: dict | None) -> tuple[list[str], list]:

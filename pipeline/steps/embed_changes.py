@@ -47,7 +47,7 @@ WHOLE_SHARE = 0.5  # more of a table's rows than this to write: build it whole (
 # `chunks` table in one filter
 BATCH_ROWS = 50_000
 PAPERS_PER_BATCH = 2_000
-ROW_HASH = "_row_hash"  # the column :func:`read_rows` adds: each row's source hash
+ROW_HASH = "_row_hash"  # the column :func:`read_batches` adds: each row's source hash
 SOURCES = ("papers", "paper_authors", "chunks", "figures")  # the warehouse tables the three marts read
 SYNCED = "lancedb_synced.json"  # beside the warehouse: the change log's position the LanceDB tables reflect
 
@@ -206,25 +206,13 @@ def _rows_sql(table: str, keys: bool) -> str:
     return f"SELECT m.*, md5(to_json(m)) AS {ROW_HASH} FROM {mart} m {only}"
 
 
-def read_rows(con, table: str, want: pa.Table, keys: pa.Array | None = None) -> pa.Table:
-    """The mart rows of LanceDB table ``table`` (all of them, or those of ``keys``), each with its source hash as
-    :data:`ROW_HASH` (for ``papers`` from ``want``, :func:`source_hashes`), in no particular order."""
-    con.register("_paperkb_want", want)
-    if keys is not None:
-        con.register("_paperkb_keys", pa.table({"k": keys}))
-    try:
-        return read_mart(con, _rows_sql(table, keys is not None))
-    finally:
-        con.unregister("_paperkb_want")
-        if keys is not None:
-            con.unregister("_paperkb_keys")
-
-
 def read_batches(con, table: str, want: pa.Table, keys: pa.Array | None = None, rows: int | None = None
                  ) -> Iterator[pa.Table]:
-    """:func:`read_rows` as batches of at most ``rows`` rows (:data:`BATCH_ROWS`, for ``papers``
-    :data:`PAPERS_PER_BATCH`), streamed from DuckDB on a cursor of its own; at least one batch (empty when there are
-    no rows), so that the caller always has the columns."""
+    """The mart rows of LanceDB table ``table`` (all of them, or those of ``keys``), each with its source hash as
+    :data:`ROW_HASH` (for ``papers`` from ``want``, :func:`source_hashes`; the others' computed alike), in batches of
+    at most ``rows`` rows (:data:`BATCH_ROWS`, for ``papers`` :data:`PAPERS_PER_BATCH`) streamed from DuckDB on a
+    cursor of its own, in no particular order; at least one batch (empty when there are no rows), so that the caller
+    always has the columns."""
     import duckdb
 
     size = rows or (PAPERS_PER_BATCH if table == "papers" else BATCH_ROWS)

@@ -748,6 +748,8 @@ def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[st
         con = _open_read(settings)
         for name in ("chunks", "figures", "papers"):
             plan = plans[name]
+            if name == "papers" and (plan.write is None or len(plan.write) > PAPERS_PER_FILTER):
+                _index_paper_ids(db)
 
             def batches(name: str = name, rows: pa.Table = want[name], keys: pa.Array | None = plan.write
                         ) -> Iterator[pa.Table]:
@@ -770,6 +772,20 @@ def sync_lancedb(settings: Settings, facts: dict, dim: int, inputs: Callable[[st
     return {"changes": changes, "rows": totals, "compared": compared, "journal": journal, "marts": marts,
             "read": clock["read"], "compare_s": round(t_compare - t0, 2), "build_s": round(clock["build"], 2),
             "sync_s": round(time.perf_counter() - t_compare - clock["build"], 2)}
+
+
+def _index_paper_ids(db) -> None:
+    """The B-tree on ``chunks.paper_id`` that :func:`ensure_indexes` makes, made now when missing: the ``papers`` rows
+    take their passages' vectors from ``chunks`` by paper id, one filter per batch, and unindexed each filter scans
+    the whole column (at 1M passages, 109,000 papers built whole: 8.2 s of filters)."""
+    if "chunks" not in table_names(db):
+        return
+    t = db.open_table("chunks")
+    if "paper_id" in _index_names(t) or not t.count_rows():
+        return
+    with warnings.catch_warnings():  # deprecated alias of create_index(config=BTree()), same index
+        warnings.simplefilter("ignore")
+        t.create_scalar_index("paper_id", index_type="BTREE")
 
 
 def _built(db, name: str, batches: Iterator[pa.Table], dim: int, inputs: Callable[[str, pa.Table], list],

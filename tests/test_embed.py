@@ -200,9 +200,10 @@ def _assert_same_tables(s, other, tables=("chunks", "papers", "figures")):
 
 def test_whole_builds_and_merges_go_a_batch_at_a_time(embedded, tmp_path, monkeypatch):
     """Rows are read, built and written a batch at a time (here 7 passages or legends, 3 papers), so a whole build
-    holds one batch, not the table: the batches are the mart's rows in order; a build from scratch gives the tables
-    of one batch; a merge of most of a table (a withdrawn PDF's passages, retitled papers) rewrites and deletes
-    exactly what changed and ends as a build from scratch does."""
+    holds one batch, not the table: the batches give every mart row once, with its source hash; a build from scratch
+    gives the tables of one batch; the encoding reads its texts in batches too (spilled, then encoded once each); a
+    merge of most of a table (a withdrawn PDF's passages, retitled papers) rewrites and deletes exactly what changed
+    and ends as a build from scratch does."""
     import shutil
 
     import duckdb

@@ -781,11 +781,15 @@ def _index_paper_ids(db) -> None:
     if "chunks" not in table_names(db):
         return
     t = db.open_table("chunks")
-    if "paper_id" in _index_names(t) or not t.count_rows():
-        return
+    if "paper_id" not in _index_names(t) and t.count_rows():
+        _btree(t, "paper_id")
+
+
+def _btree(t, col: str) -> None:
+    """A B-tree index on ``col`` of LanceDB table ``t``."""
     with warnings.catch_warnings():  # deprecated alias of create_index(config=BTree()), same index
         warnings.simplefilter("ignore")
-        t.create_scalar_index("paper_id", index_type="BTREE")
+        t.create_scalar_index(col, index_type="BTREE")
 
 
 def _built(db, name: str, batches: Iterator[pa.Table], dim: int, inputs: Callable[[str, pa.Table], list],
@@ -1213,9 +1217,7 @@ def ensure_indexes(db, settings: Settings) -> dict:
             made.append("fts:text")
         for col in scalars:
             if col not in have and n:
-                with warnings.catch_warnings():  # deprecated alias of create_index(config=BTree()), same index
-                    warnings.simplefilter("ignore")
-                    t.create_scalar_index(col, index_type="BTREE")
+                _btree(t, col)
                 made.append(f"btree:{col}")
         if n >= settings.embed_vector_index_min_rows:
             for col in vectors:

@@ -108,6 +108,35 @@ def test_abstract_is_its_own_record(shared_data, settings):
         assert ex.abstract[:80] not in ex.body, f"{pid}: abstract should not be repeated in the body chunks"
 
 
+def test_line_breaks_join_split_words_and_keep_the_compounds_the_paper_prints(shared_data, settings):
+    """A word a line break cut is joined; a compound cut at its own hyphen keeps it when the paper prints it hyphenated
+    elsewhere or the break sits beside another hyphen (the 10 real PDFs: "English-to-German", "self-attention",
+    "fine-tuning" were printed as "Englishto-German", "selfattention", "finetuning")."""
+    from pipeline.sources.pdf.text import document_words, join_lines
+
+    texts = {}
+    for pid in ("1706.03762", "1810.04805", "1409.0473"):
+        ex = _extract(shared_data, pid, settings)
+        texts[pid] = " ".join([ex.abstract or "", ex.body, *(f.text for f in ex.figures)])
+    assert "English-to-German" in texts["1706.03762"] and "Englishto" not in texts["1706.03762"]
+    for glued in ("selfattention", "finetuning", "pretraining", "taskspecific"):
+        assert glued not in texts["1810.04805"].lower(), glued
+    for glued in ("shortterm", "stateof", "fixedlength"):
+        assert glued not in texts["1409.0473"].lower(), glued
+    for pid, text in texts.items():  # words typeset across a line break are still joined
+        assert "translation" in text and not re.search(r"\btransla-tion", text), pid
+
+    words = document_words(["the short-term memory of a", "recurrent network for transla-", "translation tasks"])
+    assert {"short-term", "short", "term", "translation"} <= words and "transla" not in words
+    assert join_lines(["a short-", "term memory"], words) == "a short-term memory"  # printed hyphenated elsewhere
+    assert join_lines(["neural transla-", "tion"], words) == "neural translation"  # printed joined elsewhere
+    assert join_lines(["end-to-", "end training"], words) == "end-to-end training"  # beside another hyphen
+    assert join_lines(["state-", "of-the-art"], words) == "state-of-the-art"
+    assert join_lines(["some-", "what"], words) == "somewhat"  # the document says nothing: typesetters break words
+    assert join_lines(["co-occur-", "rence"], document_words(["co-occurrence"])) == "co-occurrence"
+    assert join_lines(["Figure 2-", "B shows"]) == "Figure 2- B shows"  # not a word break
+
+
 def test_chunk_spans_pure_function_on_plain_text(settings):
     tok = load_tokenizer(tokenizer_path(settings))
     words = " ".join(f"word{i}." if i % 13 == 12 else f"word{i}" for i in range(900))

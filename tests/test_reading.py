@@ -203,3 +203,19 @@ def test_pdf_cited_by_facts_and_sections(pdfs):
     assert any(s.role == "references" for s in facts.sections)
     pd = reading.prior_and_derivative(pdfs, [r[0] for r in pdfs.execute("SELECT paper_id FROM papers").fetchall()])
     assert "1409.0473" in {p.paper_id for p in pd.prior}  # cited by three of the ten
+
+
+def test_show_prints_each_figure_legend_once_with_its_page(pdfs):
+    """A legend is stored as printed ("Figure 1: The Transformer ..."); ``paperkb show`` printed its label twice more
+    ("Figure 1 1 (p. 3): Figure 1: The Transformer ...")."""
+    from pipeline.cli.paper_views import legend_line
+
+    rows = pdfs.execute("SELECT label, number, page, text FROM figures WHERE paper_id = '1706.03762' ORDER BY number").fetchall()
+    assert len(rows) == 5
+    for label, number, page, text in rows:
+        line = legend_line({"label": label, "number": number, "page": page, "text": text})
+        assert line.startswith(f"Figure {number} (p. {page}): ") and line.count(f"Figure {number}") == 1, line
+        assert line.endswith(" ".join(text.split())[len(label):].lstrip(" :")[-30:])
+    assert legend_line({"label": "Figure 1", "number": 1, "page": 3, "text": "Figure 1: The Transformer - model architecture."}) \
+        == "Figure 1 (p. 3): The Transformer - model architecture."
+    assert legend_line({"label": None, "number": 2, "page": None, "text": "A legend without its label"}) == "Figure 2: A legend without its label"

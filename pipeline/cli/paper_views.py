@@ -29,6 +29,17 @@ def _authors(names: list[str], cols: int) -> str:
     return shown if len(shown) <= cols else _clip(", ".join(names[:3]), cols - 12) + f" + {len(names) - 3} more"
 
 
+def legend_line(fig: dict[str, Any]) -> str:
+    """A figure as ``Figure 1 (p. 3): The Transformer ...``: a legend is stored as printed, its label included, so the
+    label is not repeated (the page's paper view does the same)."""
+    label = fig.get("label") or f"Figure {fig.get('number')}"
+    text = " ".join((fig.get("text") or "").split())
+    if text.startswith(label):
+        text = text[len(label):].lstrip(" :.—–-")
+    page = f" (p. {fig['page']})" if fig.get("page") else ""
+    return f"{label}{page}: {text}"
+
+
 def card_line(card: dict[str, Any], cols: int, indent: str = "  ") -> list[str]:
     """Two lines for a paper or work: ``title (year)`` and ``id · first author · cited N``."""
     year = f" ({card['year']})" if card.get("year") else ""
@@ -78,8 +89,7 @@ def show_lines(paper: dict[str, Any], facts: dict[str, Any], refs: list[dict], c
     if figures:
         out += ["", f"Figures: {len(figures)}"]
         for f in figures[:TOP]:
-            page = f" (p. {f['page']})" if f.get("page") else ""
-            out += _wrap(f"{f.get('label') or 'Figure'} {f.get('number')}{page}: {f.get('text') or ''}", cols, "  ")[:2]
+            out += _wrap(legend_line(f), cols, "  ")[:2]
         if len(figures) > TOP:
             out.append(f"  ... and {len(figures) - TOP} more (--json lists them all)")
     if facts.get("sections"):

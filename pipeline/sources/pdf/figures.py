@@ -138,7 +138,7 @@ def find_figures(doc: pymupdf.Document, laid: LaidOutPdf) -> list[FigureLegend]:
                 mb.kind = "caption"
             if number in found:
                 continue  # e.g. "Figure 3: (continued)": the first legend is the figure's
-            text = join_lines([ln.text for mb in members for ln in mb.lines])
+            text = join_lines([ln.text for mb in members for ln in mb.lines], laid.words)
             label = " ".join(m.group("label").split())
             bbox = (min(x.x0 for x in members), min(x.y0 for x in members),
                     max(x.x1 for x in members), max(x.y1 for x in members))

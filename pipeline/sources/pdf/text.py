@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -56,6 +57,8 @@ _ABSTRACT_HEAD = re.compile(r"^\s*abstract\s*[.:\u2014\u2013-]?\s*", re.I)
 _WORD = re.compile(r"\w+")
 _CAPTION_START = re.compile(r"^\s*(Figure|FIGURE|Fig\.|FIG\.|Table|TABLE)\s*\d")
 _TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
+# a word as dehyphenation compares it: letters, with inner hyphens or apostrophes ("self-attention", "don't")
+_LETTERS_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")
 
 
 class PdfRejected(Exception):
@@ -90,11 +93,12 @@ class Block:
     _text: str | None = field(default=None, repr=False)
     stats: tuple = field(default=(), repr=False)  # (chars per font size, chars per font name)
     footnote: bool = False
+    words: frozenset[str] = field(default=frozenset(), repr=False)  # the document's (document_words): set by layout
 
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = join_lines([ln.text for ln in self.lines])
+            self._text = join_lines([ln.text for ln in self.lines], self.words)
         return self._text
 
     @property
@@ -131,6 +135,7 @@ class LaidOutPdf:
     # blocks without two letters dropped as figure noise, by page: a reference list's continuation lines
     # ("1735-1780.", "(5786):504-507, 2006.") are such blocks, and the reference step puts them back
     no_word_blocks: dict[int, list[Block]] = field(default_factory=dict)
+    words: frozenset[str] = frozenset()  # the document's words (document_words): how its line breaks are joined
 
     @property
     def n_pages(self) -> int:
@@ -173,8 +178,44 @@ def open_pdf(data: bytes) -> pymupdf.Document:
 # text helpers
 
 
-def join_lines(lines: list[str]) -> str:
-    """Join the lines of one paragraph: a space between lines, hyphenated word breaks re-joined."""
+def document_words(lines: Iterable[str]) -> frozenset[str]:
+    """The lower-cased words of a document's ``lines`` that no line break cut (a line's last token, when it ends with a
+    hyphen, is left out), each hyphenated word also as its parts: what :func:`join_lines` asks whether a word broken
+    over two lines is one word or a compound."""
+    words: set[str] = set()
+    for line in lines:
+        tokens = line.split()
+        if tokens and tokens[-1].endswith("-"):
+            tokens.pop()
+        for token in tokens:
+            for w in _LETTERS_WORD.findall(token):
+                w = w.lower()
+                words.add(w)
+                if "-" in w:
+                    words.update(w.split("-"))
+    return frozenset(words)
+
+
+def _keeps_hyphen(before: str, after: str, words: frozenset[str]) -> bool:
+    """Whether a line ending in ``before`` + "-" and the next line starting ``after`` break a compound at its own
+    hyphen ("short-" + "term", "end-to-" + "end", "state-" + "of-the-art") rather than one word
+    ("transla-" + "tion"). The document decides (``words``, :func:`document_words`): a word it prints joined is
+    joined, a compound it prints hyphenated keeps its hyphen, as does a break beside another hyphen; anything else
+    is joined, as typesetters break words."""
+    head = _LETTERS_WORD.findall(before)
+    tail = _LETTERS_WORD.match(after)
+    if not head or tail is None:
+        return False
+    stem, nxt = head[-1].rsplit("-", 1)[-1], tail.group(0)
+    if (stem + nxt.split("-", 1)[0]).lower() in words:
+        return False
+    return "-" in before.rsplit(" ", 1)[-1] or "-" in nxt or f"{stem}-{nxt}".lower() in words
+
+
+def join_lines(lines: list[str], words: frozenset[str] = frozenset()) -> str:
+    """Join the lines of one paragraph: a space between lines, hyphenated word breaks re-joined ("tar-" + "get"),
+    compounds broken at their hyphen kept whole ("short-" + "term"; ``words``: the document's, see
+    :func:`_keeps_hyphen`)."""
     out = ""
     for raw in lines:
         t = " ".join(raw.split())
@@ -183,7 +224,7 @@ def join_lines(lines: list[str]) -> str:
         if not out:
             out = t
         elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and t[0].islower():
-            out = out[:-1] + t  # "tar-" + "get" -> "target"
+            out = out + t if _keeps_hyphen(out[:-1], t, words) else out[:-1] + t  # "tar-" + "get" -> "target"
         else:
             out = out + " " + t
     return out
@@ -501,8 +542,11 @@ def layout(doc: pymupdf.Document) -> LaidOutPdf:
                         blocks=_footnotes_last(order_blocks(blocks), h, body_size))
              for pno, h, blocks in raw_pages]
     _carry_footnotes(pages)
+    words = document_words(ln.text for p in pages for b in p.blocks for ln in b.lines)
+    for b in [b for p in pages for b in p.blocks] + [b for bs in no_words.values() for b in bs]:
+        b.words, b._text = words, None  # (a text joined before the words were known is joined again)
     return LaidOutPdf(pages=pages, body_size=body_size, body_font=body_font, n_dropped=dict(n_dropped),
-                      no_word_blocks=no_words)
+                      no_word_blocks=no_words, words=words)
 
 
 def assign_kinds(laid: LaidOutPdf) -> None:

@@ -221,3 +221,84 @@ def test_the_plan_sends_papers_already_in_the_raw_zone_straight_to_extraction(se
     # replay: everything comes from the raw zone, nothing is to download
     replayed = plan_fulltext_batches(settings, replay=True)
     assert replayed["download"] == [] and sorted(p for b in replayed["in_raw"] for p in b["paper_ids"]) == sorted(in_raw)
+
+
+def _docs(settings) -> dict:
+    with Warehouse(settings, read_only=True) as wh:
+        return {r[0]: r[1:] for r in wh.con.execute(
+            "SELECT paper_id, status, coalesce(reason, ''), raw_path, pdf_version FROM fulltext_docs").fetchall()}
+
+
+def _chunk_texts(settings, pid: str) -> list[str]:
+    with Warehouse(settings, read_only=True) as wh:
+        return [r[0] for r in wh.con.execute("SELECT text FROM chunks WHERE paper_id = ? ORDER BY ordinal", [pid]).fetchall()]
+
+
+def _revise(settings, pid: str, version: int, updated: str) -> None:
+    """What a harvest of the paper's new version writes (papers.latest_version and its date)."""
+    with Warehouse(settings) as wh:
+        wh.con.execute("UPDATE papers SET latest_version = ?, updated = ? WHERE paper_id = ?", [version, updated, pid])
+
+
+def test_a_revised_arxiv_paper_is_fetched_again_and_its_text_replaced(httpserver, shared_data, settings):
+    """A newer arXiv version than the one read is fetched by its number (the older PDF stays in the raw zone), its
+    text replaces the paper's chunks, and nothing is fetched again until a still newer version appears; a newer
+    version that cannot be used is recorded, and the text of the one before stays. A paper read before the version
+    was recorded is read again when its latest version is dated after the extraction."""
+    from pipeline.steps.fulltext import extract_fetched, extract_pdf, plan_fulltext_batches
+
+    pdf_dir = shared_data / "arxiv" / "pdf"
+    v1, v2 = (pdf_dir / "1409.0473.pdf").read_bytes(), (pdf_dir / "1508.04025.pdf").read_bytes()  # real PDFs
+    httpserver.expect_request("/pdf/1409.0473v1").respond_with_data(v1, content_type="application/pdf")
+    httpserver.expect_request("/pdf/1409.0473v2").respond_with_data(v2, content_type="application/pdf")
+    httpserver.expect_request("/pdf/1409.0473v3").respond_with_data("Not Found", status=404)
+    httpserver.expect_request("/pdf/1505.04597").respond_with_data((pdf_dir / "1505.04597.pdf").read_bytes(),
+                                                                   content_type="application/pdf")
+    httpserver.expect_request("/pdf/1505.04597v3").respond_with_data((pdf_dir / "1512.03385.pdf").read_bytes(),
+                                                                     content_type="application/pdf")
+    settings = settings.model_copy(update={"arxiv_pdf_url": httpserver.url_for("/pdf")})
+    _add_papers(settings, [("1409.0473", "arxiv", "1409.0473", None), ("1505.04597", "arxiv", "1505.04597", None)])
+    _revise(settings, "1409.0473", 1, "2014-09-01")  # 1505.04597: no version known yet (fetched as arXiv's latest)
+
+    first = run_fulltext(settings)
+    assert first["papers"] == 2 and first["extracted"] == 2 and first["downloaded"] == 2
+    assert _docs(settings) == {"1409.0473": ("ok", "", "pdf/1409.0473v1.pdf", 1),
+                               "1505.04597": ("ok", "", "pdf/1505.04597.pdf", None)}
+    texts_v1 = _chunk_texts(settings, "1409.0473")
+    assert texts_v1 == [c["text"] for c in extract_pdf(v1, "1409.0473", settings).chunks]
+    n_requests = len(httpserver.log)
+    assert run_fulltext(settings)["papers"] == 0 and len(httpserver.log) == n_requests  # nothing revised
+
+    _revise(settings, "1409.0473", 2, "2016-05-19")
+    with Warehouse(settings, read_only=True) as wh:
+        assert [r[0] for r in wh.con.execute("SELECT paper_id FROM fulltext_pending").fetchall()] == ["1409.0473"]
+    plan = plan_fulltext_batches(settings)  # the DAG's route: plan, fetch, extract, merge
+    assert plan["in_raw"] == [] and [b["paper_ids"] for b in plan["download"]] == [["1409.0473"]]
+    fetched = fetch_batch(settings, ["1409.0473"], plan["download"][0]["part"])
+    assert fetched["downloaded"] == 1 and extract_fetched(settings, fetched)["extracted"] == 1
+    assert merge_fulltext(settings)["papers_changed"] == 1
+    assert [r.url for r, _ in httpserver.log[n_requests:]][0].endswith("/pdf/1409.0473v2")
+    assert _docs(settings)["1409.0473"] == ("ok", "", "pdf/1409.0473v2.pdf", 2)
+    texts_v2 = _chunk_texts(settings, "1409.0473")
+    assert texts_v2 == [c["text"] for c in extract_pdf(v2, "1409.0473", settings).chunks] and texts_v2 != texts_v1
+    rz = RawZone(settings.raw_dir)
+    assert rz.read("pdf/1409.0473v1.pdf") == v1 and rz.read("pdf/1409.0473v2.pdf") == v2  # every response kept
+    n_requests = len(httpserver.log)
+    assert run_fulltext(settings)["papers"] == 0 and len(httpserver.log) == n_requests
+    replayed = run_fulltext(settings, replay=True)  # the raw zone's newest version is the one read
+    assert replayed["merge"]["papers_changed"] == 0 and _chunk_texts(settings, "1409.0473") == texts_v2
+
+    _revise(settings, "1409.0473", 3, "2016-06-01")  # a version arXiv refuses: recorded, the text of v2 stays
+    third = run_fulltext(settings)
+    assert third["rejected"] == 1 and _docs(settings)["1409.0473"] == ("rejected", "http_404", None, 3)
+    assert _chunk_texts(settings, "1409.0473") == texts_v2
+    assert run_fulltext(settings)["papers"] == 0  # not tried again until a still newer version
+
+    # read without a known version: a latest version dated before the extraction is the one read, one after is not
+    _revise(settings, "1505.04597", 2, "2015-05-18")
+    assert run_fulltext(settings)["papers"] == 0
+    _revise(settings, "1505.04597", 3, "2999-01-01")
+    fourth = run_fulltext(settings)
+    assert fourth["downloaded"] == 1 and _docs(settings)["1505.04597"] == ("ok", "", "pdf/1505.04597v3.pdf", 3)
+    assert _chunk_texts(settings, "1505.04597") == [
+        c["text"] for c in extract_pdf((pdf_dir / "1512.03385.pdf").read_bytes(), "1505.04597", settings).chunks]

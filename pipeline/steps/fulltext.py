@@ -64,7 +64,7 @@ REFERENCE_SCHEMA = pa.schema([
 DOC_SCHEMA = pa.schema([
     ("paper_id", pa.string()), ("status", pa.string()), ("reason", pa.string()), ("raw_path", pa.string()),
     ("raw_sha256", pa.string()), ("n_pages", pa.int32()), ("n_chars", pa.int64()), ("n_chunks", pa.int32()),
-    ("n_figures", pa.int32()), ("abstract_text", pa.string()),
+    ("n_figures", pa.int32()), ("abstract_text", pa.string()), ("pdf_version", pa.int32()),
 ])
 REJECT_SCHEMA = pa.schema([
     ("paper_id", pa.string()), ("raw_path", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
@@ -193,8 +193,23 @@ def _pending_ids(con) -> list[str]:
     return [r[0] for r in con.execute("SELECT paper_id FROM fulltext_pending ORDER BY paper_id").fetchall()]
 
 
-def _targets(con, paper_ids: list[str], settings: Settings) -> dict[str, str]:
-    """paper_id -> PDF URL: arXiv's for arXiv papers, else S2's openAccessPdf."""
+def _versions(con, paper_ids: list[str]) -> dict[str, tuple[int, bool]]:
+    """paper_id -> (the arXiv version to fetch: the latest known, whether the paper's PDF was read before: an older
+    version's, as ``fulltext_pending`` names revised papers) for the arXiv papers of ``paper_ids`` whose latest
+    version is known."""
+    if not paper_ids:
+        return {}
+    rows = con.execute(
+        "SELECT p.paper_id, p.latest_version, d.paper_id IS NOT NULL FROM papers p LEFT JOIN fulltext_docs d USING (paper_id) "
+        "WHERE p.paper_id IN (SELECT unnest(?)) AND p.source = 'arxiv' AND p.latest_version IS NOT NULL",
+        [paper_ids]).fetchall()
+    return {pid: (int(version), bool(again)) for pid, version, again in rows}
+
+
+def _targets(con, paper_ids: list[str], settings: Settings,
+             versions: dict[str, tuple[int, bool]] | None = None) -> dict[str, str]:
+    """paper_id -> PDF URL: arXiv's for arXiv papers (exactly the version ``versions`` names, when known), else S2's
+    openAccessPdf."""
     from pipeline.sources.pdf.client import arxiv_pdf_url
 
     if not paper_ids:
@@ -205,7 +220,7 @@ def _targets(con, paper_ids: list[str], settings: Settings) -> dict[str, str]:
     out = {}
     for pid, source, ext, oa_url in rows:
         if source == "arxiv":
-            out[pid] = arxiv_pdf_url(settings, ext or pid)
+            out[pid] = arxiv_pdf_url(settings, ext or pid, (versions or {}).get(pid, (None, False))[0])
         elif oa_url:
             out[pid] = oa_url
     return out
@@ -223,13 +238,34 @@ def _raw_ids(settings: Settings) -> list[str]:
     return sorted(set(ids))
 
 
-def in_raw_zone(settings: Settings, paper_ids: list[str]) -> list[str]:
-    """Those of ``paper_ids`` whose PDF is already in the raw zone (nothing to download)."""
+def in_raw_zone(settings: Settings, paper_ids: list[str], versions: dict[str, tuple[int, bool]] | None = None) -> list[str]:
+    """Those of ``paper_ids`` whose PDF is already in the raw zone (nothing to download): the version ``versions``
+    names (:func:`_versions`) or a later one; for a paper not read before also a PDF whose version its name does not
+    say (an imported one, or an older fetch)."""
     from pipeline.raw import RawZone
-    from pipeline.sources.pdf.client import raw_relpath
+    from pipeline.sources.pdf.client import stored_pdf
 
     raw = RawZone(settings.raw_dir)
-    return [pid for pid in paper_ids if raw.has("pdf", raw_relpath(pid))]
+    versions = versions or {}
+
+    def held(pid: str) -> bool:
+        found = stored_pdf(raw, pid)
+        if found is None or pid not in versions:
+            return found is not None
+        want, again = versions[pid]
+        return found[1] >= want if found[1] is not None else not again
+
+    return [pid for pid in paper_ids if held(pid)]
+
+
+def _versions_now(settings: Settings, paper_ids: list[str]) -> dict[str, tuple[int, bool]]:
+    """:func:`_versions` from a read-only look at the warehouse."""
+    from pipeline.warehouse import Warehouse
+
+    if not paper_ids:
+        return {}
+    with Warehouse(settings, read_only=True) as wh:
+        return _versions(wh.con, paper_ids)
 
 
 def plan_batches(settings: Settings, batch_size: int | None = None, *, replay: bool = False, con=None) -> list[list[str]]:
@@ -250,13 +286,15 @@ def plan_batches(settings: Settings, batch_size: int | None = None, *, replay: b
 
 
 def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
-                targets: dict[str, str] | None = None, bar: progress.Task | None = None) -> dict:
+                targets: dict[str, str] | None = None, versions: dict[str, tuple[int, bool]] | None = None,
+                bar: progress.Task | None = None) -> dict:
     """Land the batch's PDFs in the raw zone (the network half of a batch; papers already there are skipped).
 
-    No DuckDB writes and no staging: URLs come from ``targets`` or a read-only look-up in ``papers``.
-    Returns ``{"part", "paper_ids", "failures", counts}``; ``failures`` (paper_id, reason, detail,
-    permanent) is what :func:`extract_batch` needs to record the papers it cannot extract. ``replay``
-    downloads nothing. ``bar``: a progress task, told which download is under way.
+    No DuckDB writes and no staging: URLs come from ``targets`` and the arXiv versions to fetch from ``versions``
+    (:func:`_versions`), or a read-only look-up in ``papers``. Returns ``{"part", "paper_ids", "failures",
+    counts}``; ``failures`` (paper_id, reason, detail, permanent, version) is what :func:`extract_batch` needs to record
+    the papers it cannot extract. ``replay`` downloads nothing. ``bar``: a progress task, told which download is under
+    way.
     """
     from pipeline.raw import RawZone
     from pipeline.sources.pdf.client import PdfFetcher
@@ -265,7 +303,11 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
     raw = RawZone(settings.raw_dir)
     out: dict[str, Any] = {"part": part, "paper_ids": list(paper_ids), "failures": [], "papers": len(paper_ids), "downloaded": 0,
            "from_raw": 0, "failed": 0}
-    stored = set(in_raw_zone(settings, paper_ids))
+    if replay:
+        versions = {}
+    elif versions is None:
+        versions = _versions_now(settings, paper_ids)
+    stored = set(in_raw_zone(settings, paper_ids, versions))
     missing = [pid for pid in paper_ids if pid not in stored]
     out["from_raw"] = len(paper_ids) - len(missing)
     if replay or not missing:
@@ -275,21 +317,23 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
         from pipeline.warehouse import Warehouse
 
         with Warehouse(settings, read_only=True) as wh:
-            targets = _targets(wh.con, missing, settings)
+            targets = _targets(wh.con, missing, settings, versions)
     fetcher: PdfFetcher | None = None
     try:
         for n, pid in enumerate(missing, start=1):
             if bar is not None:
                 bar.update(description=f"fulltext: downloading {n}/{len(missing)}")
             url = targets.get(pid)
+            version = versions.get(pid, (None, False))[0]
             if not url:
-                out["failures"].append({"paper_id": pid, "reason": "no_pdf_url", "detail": "", "permanent": True})
+                out["failures"].append({"paper_id": pid, "reason": "no_pdf_url", "detail": "", "permanent": True,
+                                        "version": version})
                 continue
             fetcher = fetcher or PdfFetcher(settings, raw)
-            res = fetcher.fetch(pid, url)
+            res = fetcher.fetch(pid, url, version)
             if res.reason:
                 out["failures"].append({"paper_id": pid, "reason": res.reason, "detail": res.detail,
-                                        "permanent": bool(res.permanent)})
+                                        "permanent": bool(res.permanent), "version": version})
                 continue
             out["downloaded"] += 1
     finally:
@@ -304,12 +348,14 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
                   replay: bool = False, bar: progress.Task | None = None) -> dict:
     """Extract the batch's PDFs from the raw zone into one staging Parquet part (the CPU half of a batch).
 
-    Reads only the raw zone (no network, no DuckDB). ``failures`` come from :func:`fetch_batch`: a
-    permanent one is recorded as rejected, any other as to retry next run; a paper whose PDF is not in
-    the raw zone (and did not fail) is retried next run too. ``bar``: a progress task, advanced per paper.
+    Reads only the raw zone (no network, no DuckDB): each paper's newest PDF there (:func:`stored_pdf`: a version
+    fetched again is read, not the one before it). ``failures`` come from :func:`fetch_batch`: a permanent one is
+    recorded as rejected (for a newer version: the text of the version before stays, the row says why the new one
+    could not be used), any other as to retry next run; a paper whose PDF is not in the raw zone (and did not fail)
+    is retried next run too. ``bar``: a progress task, advanced per paper.
     """
     from pipeline.raw import RawZone
-    from pipeline.sources.pdf.client import raw_relpath
+    from pipeline.sources.pdf.client import stored_pdf
     from pipeline.warehouse import write_staging
 
     t0 = time.perf_counter()
@@ -325,29 +371,30 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
     if bar is not None:
         bar.update(description="fulltext: extracting")
     for pid in _each(paper_ids, bar):
-        rel = raw_relpath(pid)
-        raw_path = f"pdf/{rel}"
-        if not raw.has("pdf", rel):
-            f = failed.get(pid)
+        f = failed.get(pid)
+        found = stored_pdf(raw, pid) if f is None else None  # (a newer version that failed: not the one before it)
+        if found is None:
             if f is None:
                 rejects.append({"paper_id": pid, "raw_path": None, "reason": "not_in_raw_zone",
                                 "detail": "replay" if replay else "not downloaded"})
                 stats["retry_later"] += 1
             elif f.get("permanent"):
                 rejects.append({"paper_id": pid, "raw_path": None, "reason": f["reason"], "detail": f.get("detail") or ""})
-                docs.append(_doc_row(pid, "rejected", f["reason"]))
+                docs.append(_doc_row(pid, "rejected", f["reason"], pdf_version=f.get("version")))
                 stats["rejected"] += 1
             else:
                 rejects.append({"paper_id": pid, "raw_path": None, "reason": f["reason"], "detail": f.get("detail") or ""})
                 stats["retry_later"] += 1
             continue
+        rel, version = found
+        raw_path = f"pdf/{rel}"
         data = raw.read(raw_path)  # parse only from the raw zone
         sha = hashlib.sha256(data).hexdigest()
         try:
             ex = extract_pdf(data, pid, settings)
         except PdfRejected as rej:
             rejects.append({"paper_id": pid, "raw_path": raw_path, "reason": rej.reason, "detail": rej.detail})
-            docs.append(_doc_row(pid, "rejected", rej.reason, raw_path=raw_path, raw_sha256=sha))
+            docs.append(_doc_row(pid, "rejected", rej.reason, raw_path=raw_path, raw_sha256=sha, pdf_version=version))
             stats["rejected"] += 1
             continue
         except Exception as exc:  # noqa: BLE001 - one odd PDF must not stop the batch; kept for a rerun
@@ -363,7 +410,7 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
         figures.extend(fig_rows)
         docs.append(_doc_row(pid, "ok", None, raw_path=raw_path, raw_sha256=sha, n_pages=ex.n_pages,
                              n_chars=len(ex.body), n_chunks=len(ex.chunks), n_figures=len(fig_rows),
-                             abstract_text=ex.abstract))
+                             abstract_text=ex.abstract, pdf_version=version))
         stats["extracted"] += 1
         stats["pages"] += ex.n_pages
         stats["chunks"] += len(ex.chunks)
@@ -386,10 +433,11 @@ def _each(items: list[str], bar: progress.Task | None):
 
 
 def fetch_extract_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
-                        targets: dict[str, str] | None = None, bar: progress.Task | None = None) -> dict:
+                        targets: dict[str, str] | None = None, versions: dict[str, tuple[int, bool]] | None = None,
+                        bar: progress.Task | None = None) -> dict:
     """:func:`fetch_batch` then :func:`extract_batch`: download (unless in the raw zone already, or
     ``replay``), extract, write staging Parquet. No DuckDB writes. ``bar`` advances one per paper."""
-    fetched = fetch_batch(settings, paper_ids, part, replay=replay, targets=targets, bar=bar)
+    fetched = fetch_batch(settings, paper_ids, part, replay=replay, targets=targets, versions=versions, bar=bar)
     stats = extract_batch(settings, paper_ids, part, failures=fetched["failures"], replay=replay, bar=bar)
     stats.update(downloaded=fetched["downloaded"], from_raw=fetched["from_raw"],
                  seconds=round(fetched["seconds"] + stats["seconds"], 3))
@@ -398,7 +446,8 @@ def fetch_extract_batch(settings: Settings, paper_ids: list[str], part: str, *, 
 
 def _doc_row(paper_id: str, status: str, reason: str | None, **kw: Any) -> dict:
     row = {"paper_id": paper_id, "status": status, "reason": reason, "raw_path": None, "raw_sha256": None,
-           "n_pages": None, "n_chars": None, "n_chunks": None, "n_figures": None, "abstract_text": None}
+           "n_pages": None, "n_chars": None, "n_chunks": None, "n_figures": None, "abstract_text": None,
+           "pdf_version": None}
     row.update(kw)
     return row
 
@@ -436,8 +485,9 @@ def merge_fulltext(settings: Settings, wh=None, run_id: str | None = None) -> di
         schemas = {"chunks": CHUNK_SCHEMA, "figures": FIGURE_SCHEMA, "references": REFERENCE_SCHEMA,
                    "rejects": REJECT_SCHEMA, "docs": DOC_SCHEMA}
         # a part staged by a version without references has no references file: read as none
-        tables = {k: pa.concat_tables([pq.read_table(base / k / f"{p}.parquet") if (base / k / f"{p}.parquet").exists()
-                                       else schemas[k].empty_table() for p in parts]) for k in KINDS}
+        tables = {k: pa.concat_tables([_conform(pq.read_table(base / k / f"{p}.parquet"), schemas[k])
+                                       if (base / k / f"{p}.parquet").exists() else schemas[k].empty_table()
+                                       for p in parts]) for k in KINDS}
         docs = _last_per_paper(tables["docs"].to_pylist())
         ok_ids = [d["paper_id"] for d in docs if d["status"] == "ok"]
         chunk_rows = [r for r in tables["chunks"].to_pylist() if r["paper_id"] in set(ok_ids)]
@@ -489,6 +539,14 @@ def merge_fulltext(settings: Settings, wh=None, run_id: str | None = None) -> di
             wh.close()
 
 
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A staging part in ``schema``: a column a part staged by an older version lacks (``pdf_version``) as nulls."""
+    for name in schema.names:
+        if name not in table.column_names:
+            table = table.append_column(schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+    return table.select(schema.names).cast(schema)
+
+
 def _rows(con, sql: str, params: list) -> list[dict]:
     cur = con.execute(sql, params)
     names = [d[0] for d in cur.description]
@@ -530,13 +588,14 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
         with wh.run(STEP) as run:
             batches = plan_batches(settings, batch_size, replay=replay, con=wh.con)
             ids = [pid for b in batches for pid in b]
-            targets = {} if replay else _targets(wh.con, ids, settings)
+            versions = {} if replay else _versions(wh.con, ids)
+            targets = {} if replay else _targets(wh.con, ids, settings, versions)
             totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches)}
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
             with progress.task("fulltext: PDFs", total=len(ids), unit="papers") as bar:
                 for k, batch in enumerate(batches):
                     s = fetch_extract_batch(settings, batch, f"{stamp}-{os.getpid()}-{k:05d}", replay=replay, targets=targets,
-                                            bar=bar)
+                                            versions=versions, bar=bar)
                     for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks", "figures",
                                 "references"):
                         totals[key] = totals.get(key, 0) + s[key]
@@ -595,7 +654,7 @@ def plan_fulltext_batches(settings: Settings, replay: bool = False) -> dict[str,
     """
     ids = [pid for batch in plan_batches(settings, batch_size=settings.fulltext_batch_size, replay=replay)
            for pid in batch]
-    stored = set(ids) if replay else set(in_raw_zone(settings, ids))
+    stored = set(ids) if replay else set(in_raw_zone(settings, ids, _versions_now(settings, ids)))
     size = settings.fulltext_batch_size
 
     def batches(group: list[str]) -> list[dict]:

@@ -1,7 +1,9 @@
 """PDF downloads: arXiv (``{arxiv_pdf_url}/{id}``) or S2's openAccessPdf, politely and with retries.
 
 One place talks HTTP for PDFs. A 200 body is written byte-exact to the raw zone
-(``raw/pdf/<paper_id>.pdf``, manifest line with url/status/content type) *before* anyone looks at it;
+(``raw/pdf/<paper_id>.pdf``, or ``raw/pdf/<paper_id>v<N>.pdf`` for arXiv's version N fetched when a paper's
+PDF is fetched again for a newer version: :func:`raw_relpath`; manifest line with url/status/content type)
+*before* anyone looks at it;
 whether it is really a PDF is decided later by the parser, from the raw zone, so ``--replay`` makes
 the same decision. Errors are answers, not exceptions:
 
@@ -36,14 +38,33 @@ log = logging.getLogger(__name__)
 SOURCE = "pdf"
 
 
-def raw_relpath(paper_id: str) -> str:
+def raw_relpath(paper_id: str, version: int | None = None) -> str:
     """``2104.12255`` -> ``2104.12255.pdf``; old-style ``astro-ph/0601001`` -> ``astro-ph/0601001.pdf``;
-    collection ids ``cisi:12`` -> ``cisi_12.pdf``."""
-    return paper_id.replace(":", "_") + ".pdf"
+    collection ids ``cisi:12`` -> ``cisi_12.pdf``; arXiv's version 3 of a paper -> ``2104.12255v3.pdf``."""
+    return paper_id.replace(":", "_") + (f"v{version}" if version else "") + ".pdf"
 
 
-def arxiv_pdf_url(settings: Settings, external_id: str) -> str:
-    return f"{settings.arxiv_pdf_url.rstrip('/')}/{external_id}"
+def stored_pdf(raw: RawZone, paper_id: str) -> tuple[str, int | None] | None:
+    """The newest PDF of ``paper_id`` in the raw zone, as (path under ``raw/pdf``, its arXiv version): the highest
+    ``<id>v<N>.pdf``, else ``<id>.pdf`` (the first fetch or an import: version not in the name); None when there is
+    none."""
+    plain = raw_relpath(paper_id)
+    folder = raw.root / SOURCE / plain
+    stem = folder.name.removesuffix(".pdf")
+    versions = []
+    if folder.parent.is_dir():
+        for f in folder.parent.glob(f"{stem}v*.pdf"):
+            number = f.name[len(stem) + 1:-4]
+            if number.isdigit():
+                versions.append(int(number))
+    if versions:
+        return raw_relpath(paper_id, max(versions)), max(versions)
+    return (plain, None) if raw.has(SOURCE, plain) else None
+
+
+def arxiv_pdf_url(settings: Settings, external_id: str, version: int | None = None) -> str:
+    """arXiv's PDF of ``external_id``: the latest version, or ``version`` exactly."""
+    return f"{settings.arxiv_pdf_url.rstrip('/')}/{external_id}" + (f"v{version}" if version else "")
 
 
 @dataclass
@@ -82,8 +103,8 @@ class PdfFetcher:
     def _is_arxiv(self, url: str) -> bool:
         return urlsplit(url).netloc.lower() == urlsplit(self.settings.arxiv_pdf_url).netloc.lower()
 
-    def fetch(self, paper_id: str, url: str) -> FetchResult:
-        """GET ``url``; store a 200 body in the raw zone. Never raises for HTTP or transient network
+    def fetch(self, paper_id: str, url: str, version: int | None = None) -> FetchResult:
+        """GET ``url``; store a 200 body in the raw zone (as arXiv's ``version`` of the paper when given). Never raises for HTTP or transient network
         errors; raises ``ServiceUnreachable`` when the arXiv PDF host (or, ``max_consecutive_failures``
         times in a row, other hosts) cannot be reached at all."""
         result = FetchResult(paper_id=paper_id, url=url)
@@ -113,6 +134,7 @@ class PdfFetcher:
         if len(body) > self.settings.pdf_max_bytes:
             result.reason, result.detail = "too_large", f"{url}: {len(body)} bytes > pdf_max_bytes"
             return result
-        result.entry = self.raw.write(SOURCE, raw_relpath(paper_id), body, url=url, params={"paper_id": paper_id}, status=resp.status_code,
-                                      content_type=resp.headers.get("Content-Type"))
+        params: dict = {"paper_id": paper_id} | ({"version": version} if version else {})
+        result.entry = self.raw.write(SOURCE, raw_relpath(paper_id, version), body, url=url, params=params,
+                                      status=resp.status_code, content_type=resp.headers.get("Content-Type"))
         return result

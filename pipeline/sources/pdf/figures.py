@@ -101,7 +101,8 @@ def _sub_block(b: Block, lines) -> Block:
     bbox = (min(ln.bbox[0] for ln in lines), min(ln.bbox[1] for ln in lines),
             max(ln.bbox[2] for ln in lines), max(ln.bbox[3] for ln in lines))
     return Block(page=b.page, bbox=bbox, lines=list(lines), size=lines[0].size,
-                 bold=all(ln.bold for ln in lines), font=lines[0].font, kind=b.kind, section=b.section)
+                 bold=all(ln.bold for ln in lines), font=lines[0].font, kind=b.kind, section=b.section,
+                 words=b.words)
 
 
 def find_figures(doc: pymupdf.Document, laid: LaidOutPdf) -> list[FigureLegend]:

@@ -184,7 +184,8 @@ def _dropped_lines(laid: LaidOutPdf, doc: Any, body: list[Block], ref_size: floa
             rows = [t for t in texts if t.strip()]
             h = (y1 - y0) / max(len(rows), 1)
             lines = [Line(t, (x0, y0 + i * h, x1, y0 + (i + 1) * h), ref_size, False, "") for i, t in enumerate(rows)]
-            out.append(Block(page=pno, bbox=(x0, y0, x1, y1), lines=lines, size=ref_size, bold=False, font=""))
+            out.append(Block(page=pno, bbox=(x0, y0, x1, y1), lines=lines, size=ref_size, bold=False, font="",
+                             words=laid.words))
     return out
 
 

@@ -245,7 +245,7 @@ def test_a_revised_arxiv_paper_is_fetched_again_and_its_text_replaced(httpserver
     text replaces the paper's chunks, and nothing is fetched again until a still newer version appears; a newer
     version that cannot be used is recorded, and the text of the one before stays. A paper read before the version
     was recorded is read again when its latest version is dated after the extraction."""
-    from pipeline.steps.fulltext import extract_fetched, extract_pdf, plan_fulltext_batches
+    from pipeline.steps.fulltext import extract_fetched, extract_pdf, plan_fulltext_batches, summary_line
 
     pdf_dir = shared_data / "arxiv" / "pdf"
     v1, v2 = (pdf_dir / "1409.0473.pdf").read_bytes(), (pdf_dir / "1508.04025.pdf").read_bytes()  # real PDFs
@@ -290,6 +290,7 @@ def test_a_revised_arxiv_paper_is_fetched_again_and_its_text_replaced(httpserver
 
     _revise(settings, "1409.0473", 3, "2016-06-01")  # a version arXiv refuses: recorded, the text of v2 stays
     third = run_fulltext(settings)
+    assert third["revised"] == 1 and "1 papers in (1 revised since read: a newer arXiv version)" in summary_line(third)
     assert third["rejected"] == 1 and _docs(settings)["1409.0473"] == ("rejected", "http_404", None, 3)
     assert _chunk_texts(settings, "1409.0473") == texts_v2
     assert run_fulltext(settings)["papers"] == 0  # not tried again until a still newer version

@@ -590,7 +590,8 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
             ids = [pid for b in batches for pid in b]
             versions = {} if replay else _versions(wh.con, ids)
             targets = {} if replay else _targets(wh.con, ids, settings, versions)
-            totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches)}
+            totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches),
+                                      "revised": sum(1 for _, again in versions.values() if again)}
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
             with progress.task("fulltext: PDFs", total=len(ids), unit="papers") as bar:
                 for k, batch in enumerate(batches):
@@ -629,7 +630,8 @@ def extract_file(settings: Settings, path: Path | str, paper_id: str | None = No
 def summary_line(s: dict) -> str:
     """One line for the CLI: counts in, out, rejected."""
     m = s.get("merge", {})
-    return (f"fulltext: {s.get('papers', 0)} papers in, {s.get('extracted', 0)} extracted "
+    revised = f" ({s['revised']} revised since read: a newer arXiv version)" if s.get("revised") else ""
+    return (f"fulltext: {s.get('papers', 0)} papers in{revised}, {s.get('extracted', 0)} extracted "
             f"({s.get('pages', 0)} pages, {s.get('chunks', 0)} chunks, {s.get('figures', 0)} figures, "
             f"{s.get('references', 0)} references), "
             f"{s.get('rejected', 0)} rejected, {s.get('retry_later', 0)} to retry next run; "

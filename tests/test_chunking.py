@@ -137,6 +137,16 @@ def test_line_breaks_join_split_words_and_keep_the_compounds_the_paper_prints(sh
     assert join_lines(["Figure 2-", "B shows"]) == "Figure 2- B shows"  # not a word break
 
 
+def test_a_footnotes_mark_is_not_glued_to_its_first_word(shared_data, settings):
+    """A footnote's superscript mark came out glued to its text ("4To illustrate why ..."): it is set apart, and text
+    that only starts with digits is left as it is ("3x3 conv", "31st Conference")."""
+    body = _extract(shared_data, "1706.03762", settings).body
+    assert "4 To illustrate why the dot products get large" in body and "4To illustrate" not in body
+    resnet = _extract(shared_data, "1512.03385", settings).body
+    assert "1 http://image-net.org" in resnet and "3x3 conv" in resnet and "3 x3" not in resnet
+    assert "1 There remains vigorous debate" in _extract(shared_data, "1410.5401", settings).body
+
+
 def test_chunk_spans_pure_function_on_plain_text(settings):
     tok = load_tokenizer(tokenizer_path(settings))
     words = " ".join(f"word{i}." if i % 13 == 12 else f"word{i}" for i in range(900))

@@ -60,6 +60,9 @@ _CAPTION_START = re.compile(r"^\s*(Figure|FIGURE|Fig\.|FIG\.|Table|TABLE)\s*\d")
 _TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
 # a word as dehyphenation compares it: letters, with inner hyphens or apostrophes ("self-attention", "don't")
 _LETTERS_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")
+# a footnote's mark glued to its first word by the superscript ("4To illustrate", "1https://...", "\u2020Work performed")
+# -- not "3x3", "31st"
+_NOTE_MARK = re.compile(r"^(\d{1,2}|[*\u2217\u2020\u2021\u00a7\u00b6\u21e4])(?=[A-Z][a-z]|https?://)")
 _TOKEN_EDGE = "".join(c for c in string.punctuation if c not in "-'") + "\u201c\u201d\u2018\u2019\u2013\u2014\u2026"
 
 
@@ -418,6 +421,9 @@ def _footnotes_last(blocks: list[Block], height: float, body_size: float) -> lis
         return blocks
     for b, f in zip(blocks, flags):
         b.footnote = f
+        marked = _NOTE_MARK.sub(r"\1 ", b.lines[0].text, count=1) if f else b.lines[0].text
+        if marked != b.lines[0].text:  # "4To illustrate ..." (the mark set as a superscript) -> "4 To illustrate ..."
+            b.lines[0].text, b._text = marked, None
     return [b for b, f in zip(blocks, flags) if not f] + [b for b, f in zip(blocks, flags) if f]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pyarrow.parquet as pq
 import pymupdf
 import pytest
 from fulltext_sources import read_pdf_table
@@ -153,6 +154,12 @@ def test_fan_out_batches_write_staging_only(served, shared_data):
     with Warehouse(settings, read_only=True) as wh:
         n, mx = wh.con.execute("SELECT count(*), max(n_tokens) FROM chunks WHERE paper_id = '1505.04597'").fetchone()
         assert n == m3["chunks_written"] and mx <= 128
+    # a part staged by a paperkb without fulltext_docs.pdf_version (a run killed before its merge) still merges
+    fetch_extract_batch(settings, ["1505.04597"], part="old")
+    docs = settings.staging_dir / "fulltext" / "docs" / "old.parquet"
+    pq.write_table(pq.read_table(docs).drop_columns(["pdf_version"]), docs)
+    m4 = merge_fulltext(settings)
+    assert m4["parts"] == 1 and m4["papers_changed"] == 1 and m4["docs_updated"] == 1  # back to the default windows
 
 
 def test_a_batch_splits_into_download_then_extraction(served, httpserver):

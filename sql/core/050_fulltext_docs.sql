@@ -14,8 +14,8 @@
 --   abstract_text  the abstract as printed in the PDF, when found (kept out of the body chunks)
 --   extracted_at   when the stored extraction last changed (an identical re-extraction keeps it)
 --   pdf_version    the arXiv version of the PDF read (for a rejected newer version, that version: the chunks of the
---                  version before stay); NULL when the name did not say (a first fetch, which arXiv answers with its
---                  latest version, an imported PDF, a paper not from arXiv). A paper whose papers.latest_version is
+--                  version before stay); NULL when the name did not say (a fetch without a known version, which arXiv
+--                  answers with its latest, an imported PDF, a paper not from arXiv). A paper whose papers.latest_version is
 --                  newer is fetched again (fulltext_pending)
 CREATE TABLE IF NOT EXISTS fulltext_docs (
     paper_id       VARCHAR PRIMARY KEY,

@@ -1,9 +1,9 @@
 -- fulltext_pending: papers `paperkb fulltext` should read: those with a PDF source (arXiv, an S2
 -- open-access URL, or a local PDF that `paperkb import-pdfs` put in the raw zone) and no
 -- fulltext_docs row yet, and arXiv papers revised since their PDF was read: papers.latest_version above the
--- version read (fulltext_docs.pdf_version), or, when that is not known (read before the column existed, or a
--- first fetch, which arXiv answers with the version then latest), a latest version dated after the extraction
--- of a PDF that was read (status 'ok').
+-- version read (fulltext_docs.pdf_version), or, when that is not known (read before the column existed, or
+-- fetched without a known version, which arXiv answers with its latest), a latest version dated after the
+-- extraction of a PDF that was read (status 'ok').
 CREATE OR REPLACE VIEW fulltext_pending AS
 SELECT p.paper_id
 FROM papers p

@@ -1,9 +1,8 @@
 """PDF downloads: arXiv (``{arxiv_pdf_url}/{id}``) or S2's openAccessPdf, politely and with retries.
 
 One place talks HTTP for PDFs. A 200 body is written byte-exact to the raw zone
-(``raw/pdf/<paper_id>.pdf``, or ``raw/pdf/<paper_id>v<N>.pdf`` for arXiv's version N fetched when a paper's
-PDF is fetched again for a newer version: :func:`raw_relpath`; manifest line with url/status/content type)
-*before* anyone looks at it;
+(``raw/pdf/<paper_id>v<N>.pdf`` for arXiv's version N when the harvest knows it, else ``raw/pdf/<paper_id>.pdf``:
+:func:`raw_relpath`; manifest line with url/status/content type) *before* anyone looks at it;
 whether it is really a PDF is decided later by the parser, from the raw zone, so ``--replay`` makes
 the same decision. Errors are answers, not exceptions:
 
@@ -46,7 +45,7 @@ def raw_relpath(paper_id: str, version: int | None = None) -> str:
 
 def stored_pdf(raw: RawZone, paper_id: str) -> tuple[str, int | None] | None:
     """The newest PDF of ``paper_id`` in the raw zone, as (path under ``raw/pdf``, its arXiv version): the highest
-    ``<id>v<N>.pdf``, else ``<id>.pdf`` (the first fetch or an import: version not in the name); None when there is
+    ``<id>v<N>.pdf``, else ``<id>.pdf`` (a fetch without a known version, or an import); None when there is
     none."""
     plain = raw_relpath(paper_id)
     folder = raw.root / SOURCE / plain
@@ -104,9 +103,9 @@ class PdfFetcher:
         return urlsplit(url).netloc.lower() == urlsplit(self.settings.arxiv_pdf_url).netloc.lower()
 
     def fetch(self, paper_id: str, url: str, version: int | None = None) -> FetchResult:
-        """GET ``url``; store a 200 body in the raw zone (as arXiv's ``version`` of the paper when given). Never raises for HTTP or transient network
-        errors; raises ``ServiceUnreachable`` when the arXiv PDF host (or, ``max_consecutive_failures``
-        times in a row, other hosts) cannot be reached at all."""
+        """GET ``url``; store a 200 body in the raw zone (as arXiv's ``version`` of the paper when given). Never raises
+        for HTTP or transient network errors; raises ``ServiceUnreachable`` when the arXiv PDF host (or,
+        ``max_consecutive_failures`` times in a row, other hosts) cannot be reached at all."""
         result = FetchResult(paper_id=paper_id, url=url)
         arxiv = self._is_arxiv(url)
         where = Endpoint(self.arxiv.service, url, self.arxiv.setting) if arxiv else Endpoint("a PDF host", url)

@@ -54,7 +54,7 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
         where = _where(r)
         head = f"[bold]{_short(r.title, 90)}[/bold]\n{escape(_index(r))}{r.paper_id}" + (f" ({r.year})" if r.year else "")
         table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
-                      f"[dim]{where}[/dim] {_short(r.passage)}")
+                      f"[dim]{where}[/dim] {_short(r.excerpt or r.passage)}")
     console.print(table)
     _print_footer(resp, console)
 
@@ -87,7 +87,7 @@ def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> 
         ident = _index(r) + r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
         signals = "  ".join(f"{n}={r.signals.get(n, 0.0):.3f}" for n in sig_names)
         table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n"
-                      f"[cyan]{signals}[/cyan]\n[dim]{escape(_short(r.passage, 240))}[/dim]", f"{r.score:.3f}")
+                      f"[cyan]{signals}[/cyan]\n[dim]{escape(_short(r.excerpt or r.passage, 240))}[/dim]", f"{r.score:.3f}")
     console.print(table)
     _print_footer(resp, console)
 

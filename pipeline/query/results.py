@@ -28,6 +28,7 @@ class Result:
     query: str | None = None  # the (sub-)query whose cosine was highest for the best passage
     index: str | None = None  # several indexes searched as one (pipeline.query.multi): the one this result is from
     also_in: list[str] | None = None  # ... and the other indexes that hold the same paper
+    excerpt: str | None = None  # what a result line shows of the passage (pipeline.query.excerpt); None: the passage
 
     def to_dict(self) -> dict[str, Any]:
         # written out (the fields in declaration order, as asdict gives them): asdict's recursive deep copy
@@ -35,6 +36,7 @@ class Result:
         return {"paper_id": self.paper_id, "external_id": self.external_id, "title": self.title,
                 "authors": list(self.authors), "year": self.year, "score": _num(self.score),
                 "signals": {k: _num(v) for k, v in self.signals.items()}, "passage": self.passage, "page": self.page,
+                "excerpt": self.excerpt if self.excerpt is not None else self.passage,
                 "section": self.section, "chunk_id": self.chunk_id, "rank": self.rank, "query": self.query, "role": self.role,
                 **({"index": self.index, "also_in": list(self.also_in or [])} if self.index is not None else {})}
 

@@ -31,6 +31,7 @@ from pipeline.query import configs, fusion as fusion_mod, signals as sig
 from pipeline.query import bm25_stats, ranks
 from pipeline.query.bm25 import CandidateBM25, ResidentIndex
 from pipeline.query.candidates import Passages, Pool, Ranked
+from pipeline.query.excerpt import excerpt, query_terms
 from pipeline.query.expand import Expansion, LLMExpander, NoExpander, PRFExpander, RM3Feedback
 from pipeline.query.filters import Filters, in_clause, mask
 from pipeline.query.fts import FullText
@@ -561,6 +562,7 @@ class Searcher:
         best.sort(key=lambda b: -b[1])
 
         m = self._meta_lists
+        terms = query_terms(resp.queries)
         for rank, (i, score_i, added) in enumerate(best[:k], start=1):
             pid = cands.paper_ids[i]
             row = self.paper_row[pid]
@@ -568,7 +570,8 @@ class Searcher:
                 paper_id=pid, external_id=m["external_id"][row], title=m["title"][row], authors=m["authors"][row] or [],
                 year=m["year"][row], score=score_i, signals={**{n: float(S[n][i]) for n in S}, **added},
                 passage=cands.texts[i], page=cands.pages[i], section=cands.sections[i], chunk_id=cands.chunk_ids[i],
-                role=cands.roles[i] or ("abstract" if cands.chunk_ids[i].endswith("#abs") else "body"), rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))]))
+                role=cands.roles[i] or ("abstract" if cands.chunk_ids[i].endswith("#abs") else "body"), rank=rank, query=resp.queries[int(np.argmax(sims[:, i]))],
+                excerpt=excerpt(cands.texts[i], terms)))
         resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         self.timings["search"] = resp.took_ms / 1000
         return resp

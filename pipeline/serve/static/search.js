@@ -39,7 +39,8 @@ function render(data) {
     const sig = r.signals || {};
     const keys = SIGNALS.concat(Object.keys(sig).filter((k) => !SIGNALS.includes(k)));
     // the abstract passage is indexed as "title. abstract": the title is shown above it already
-    let text = r.passage || "";
+    // the passage from its sentence that holds most of the query (pipeline/query/excerpt.py)
+    let text = r.excerpt || r.passage || "";
     if (r.role === "abstract" && r.title && text.startsWith(r.title)) text = text.slice(r.title.length).replace(/^[.:\s]+/, "");
     const passage = text.length > 480 ? text.slice(0, 480) + "…" : text;
     // several indexes searched as one: each result names its own (the paper pages read the first one)

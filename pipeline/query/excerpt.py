@@ -18,7 +18,7 @@ from functools import lru_cache
 from pipeline.query.bm25 import Analyzer
 
 # a sentence starts after ., ! or ? (and a closing quote or bracket), at a capital, a digit, or an opening quote or
-# bracket: "... option A). So they", not "e.g. the" or "Fig. 4 shows" (a digit after "Fig." does start one: harmless)
+# bracket ("... option A). So they"), unless the period ends one of _ABBREVIATIONS
 _SENTENCE_START = re.compile(r"(?<=[.!?])[\"'\u201d)\]]*\s+(?=[A-Z0-9\"'\u201c(\[])")
 # a period that ends an abbreviation, not a sentence ("Dyer et al. (2016)", "see Fig. 3", "e.g. BERT")
 _ABBREVIATIONS = frozenset({"al.", "e.g.", "i.e.", "cf.", "vs.", "fig.", "figs.", "eq.", "eqs.", "sec.", "tab.",

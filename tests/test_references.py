@@ -211,6 +211,18 @@ def test_url_broken_over_lines_and_accents():
                                  "guage"]) == "[Jean et al.2015] Sébastien Jean, Merriënboer, Loïc, Warde-Farley, language"
 
 
+def test_a_compound_the_paper_prints_hyphenated_keeps_its_hyphen_across_a_line_break(shared_data):
+    """ViT's reference "On the relationship between self-attention and convolutional layers" broke after "self-" and
+    read "selfattention"; the paper prints "self-attention" elsewhere, so the hyphen stays (a word break does not)."""
+    texts = [r.text for r in _refs(shared_data, "2010.11929.pdf")]
+    assert any("between self-attention and convolutional layers" in t for t in texts)
+    assert not any("selfattention" in t.lower() for t in texts)
+    words = frozenset({"self-attention", "self", "attention", "language"})
+    assert join_reference_lines(["On the relationship between self-", "attention and convolutional layers."], words) \
+        == "On the relationship between self-attention and convolutional layers."
+    assert join_reference_lines(["Neural lan-", "guage models."], words) == "Neural language models."
+
+
 def test_reference_heading_spellings():
     assert is_reference_heading("References") and is_reference_heading("REFERENCES")
     assert is_reference_heading("R EFERENCES") and is_reference_heading("7 Bibliography")

@@ -63,7 +63,7 @@ from functools import lru_cache
 from typing import Any
 
 from pipeline.sources.arxiv.ids import parse_arxiv_id
-from pipeline.sources.pdf.text import TEXT_FLAGS, Block, LaidOutPdf, Line
+from pipeline.sources.pdf.text import TEXT_FLAGS, Block, LaidOutPdf, Line, keeps_hyphen
 
 _TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
 _CAPTION = re.compile(r"^\s*(Figure|FIGURE|Fig\.|FIG\.|Table|TABLE)\s*\d+\s*[:.]")
@@ -318,10 +318,11 @@ def rejoin_identifiers(text: str) -> str:
     return " ".join(out)
 
 
-def join_reference_lines(lines: list[str]) -> str:
+def join_reference_lines(lines: list[str], words: frozenset[str] = frozenset()) -> str:
     """Join the lines of one reference: hyphenated words re-joined ("Lan-" + "guage"), hyphenated
-    names kept ("Warde-" + "Farley"), URLs and DOIs broken over lines (or spaced inside a line) re-joined,
-    spacing accents fixed."""
+    names kept ("Warde-" + "Farley"), compounds the paper prints hyphenated kept ("self-" + "attention";
+    ``words``: the document's, :func:`pipeline.sources.pdf.text.keeps_hyphen`), URLs and DOIs broken over lines (or
+    spaced inside a line) re-joined, spacing accents fixed."""
     out = ""
     for raw in lines:
         t = " ".join(raw.split())
@@ -337,7 +338,7 @@ def join_reference_lines(lines: list[str]) -> str:
         elif _continues_identifier(last, t.split(" ", 1)[0]):
             out += t
         elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and t[0].islower():
-            out = out[:-1] + t
+            out = out + t if keeps_hyphen(out[:-1], t, words) else out[:-1] + t  # "self-" + "attention": the paper's words
         elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and t[0].isupper():
             out += t
         else:
@@ -377,7 +378,8 @@ def split_references(blocks: list[Block]) -> list[RefString]:
             refs.append((v.page, [v.text]))
         else:
             refs[-1][1].append(v.text)
-    return [RefString(join_reference_lines(ls), page) for page, ls in refs]
+    words = blocks[0].words if blocks else frozenset()
+    return [RefString(join_reference_lines(ls, words), page) for page, ls in refs]
 
 
 # ------------------------------------------------------------------------------------------------

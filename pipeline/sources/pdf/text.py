@@ -201,7 +201,7 @@ def document_words(lines: Iterable[str]) -> frozenset[str]:
     return frozenset(words)
 
 
-def _keeps_hyphen(before: str, after: str, words: frozenset[str]) -> bool:
+def keeps_hyphen(before: str, after: str, words: frozenset[str]) -> bool:
     """Whether a line ending in ``before`` + "-" and the next line starting ``after`` break a compound at its own
     hyphen ("short-" + "term", "end-to-" + "end", "state-" + "of-the-art") rather than one word
     ("transla-" + "tion"). The document decides (``words``, :func:`document_words`): a word it prints joined is
@@ -221,7 +221,7 @@ def _keeps_hyphen(before: str, after: str, words: frozenset[str]) -> bool:
 def join_lines(lines: list[str], words: frozenset[str] = frozenset()) -> str:
     """Join the lines of one paragraph: a space between lines, hyphenated word breaks re-joined ("tar-" + "get"),
     compounds broken at their hyphen kept whole ("short-" + "term"; ``words``: the document's, see
-    :func:`_keeps_hyphen`)."""
+    :func:`keeps_hyphen`)."""
     out = ""
     for raw in lines:
         t = " ".join(raw.split())
@@ -230,7 +230,7 @@ def join_lines(lines: list[str], words: frozenset[str] = frozenset()) -> str:
         if not out:
             out = t
         elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and t[0].islower():
-            out = out + t if _keeps_hyphen(out[:-1], t, words) else out[:-1] + t  # "tar-" + "get" -> "target"
+            out = out + t if keeps_hyphen(out[:-1], t, words) else out[:-1] + t  # "tar-" + "get" -> "target"
         else:
             out = out + " " + t
     return out

@@ -219,3 +219,21 @@ def test_show_prints_each_figure_legend_once_with_its_page(pdfs):
     assert legend_line({"label": "Figure 1", "number": 1, "page": 3, "text": "Figure 1: The Transformer - model architecture."}) \
         == "Figure 1 (p. 3): The Transformer - model architecture."
     assert legend_line({"label": None, "number": 2, "page": None, "text": "A legend without its label"}) == "Figure 2: A legend without its label"
+
+
+def test_a_papers_full_text_says_which_pdf_its_passages_come_from(pdfs, cacm):
+    """``paper_facts`` (what ``paperkb show``, the page and MCP's get_paper show): the pages, the arXiv version and
+    the day of the PDF read, as ``fulltext_docs`` holds them; none for a paper without a PDF."""
+    from pipeline.cli.paper_views import full_text_line
+
+    ft = reading.paper_facts(pdfs, "1706.03762").full_text
+    n_pages, read_at = pdfs.execute("SELECT n_pages, CAST(CAST(extracted_at AS DATE) AS VARCHAR) FROM fulltext_docs "
+                                    "WHERE paper_id = '1706.03762'").fetchone()
+    assert ft is not None and (ft.status, ft.pages, ft.read_at, ft.arxiv_version) == ("ok", n_pages, read_at, None)
+    assert full_text_line(reading.paper_facts(pdfs, "1706.03762").to_dict()["full_text"]) \
+        == f"full text: {n_pages} pages of the PDF, read {read_at}"
+    assert full_text_line({"status": "ok", "pages": 12, "arxiv_version": 3, "read_at": "2026-11-29"}) \
+        == "full text: 12 pages of arXiv v3, read 2026-11-29"
+    assert full_text_line({"status": "rejected", "reason": "http_404", "arxiv_version": 4}) \
+        == "full text: arXiv v4 not used (http_404)"
+    assert reading.paper_facts(cacm, "cacm:1785").full_text is None  # abstracts only

@@ -89,6 +89,14 @@ class Section(BaseModel):
     passages: int = Field(description="chunks under the heading")
 
 
+class FullText(BaseModel):
+    status: str = Field(description="'ok', or 'rejected' (reason says why; the passages of a version read before stay)")
+    reason: str | None = None
+    pages: int | None = None
+    arxiv_version: int | None = Field(None, description="the arXiv version of the PDF read, when known")
+    read_at: str | None = Field(None, description="ISO date its text last changed")
+
+
 class PaperAnswer(BaseModel):
     snapshot_id: str = SNAPSHOT
     paper_id: str
@@ -112,6 +120,7 @@ class PaperAnswer(BaseModel):
     cited_by_count: int = Field(description="the papers citing it that get_citations lists")
     figures: list[Figure] = Field(default_factory=list)
     metrics: Metrics
+    full_text: FullText | None = Field(None, description="the PDF its passages were read from (none without one)")
 
 
 class Passage(BaseModel):

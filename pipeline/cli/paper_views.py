@@ -40,6 +40,15 @@ def legend_line(fig: dict[str, Any]) -> str:
     return f"{label}{page}: {text}"
 
 
+def full_text_line(ft: dict[str, Any]) -> str:
+    """``full text: 15 pages of arXiv v5, read 2026-11-29`` (or why the PDF could not be used)."""
+    version = f"arXiv v{ft['arxiv_version']}" if ft.get("arxiv_version") else "the PDF"
+    if ft.get("status") != "ok":
+        return f"full text: {version} not used ({ft.get('reason') or ft.get('status')})"
+    pages = f"{ft['pages']} pages of " if ft.get("pages") else ""
+    return f"full text: {pages}{version}" + (f", read {ft['read_at']}" if ft.get("read_at") else "")
+
+
 def card_line(card: dict[str, Any], cols: int, indent: str = "  ") -> list[str]:
     """Two lines for a paper or work: ``title (year)`` and ``id · first author · cited N``."""
     year = f" ({card['year']})" if card.get("year") else ""
@@ -78,6 +87,8 @@ def show_lines(paper: dict[str, Any], facts: dict[str, Any], refs: list[dict], c
     for name in ("arxiv", "pdf", "doi", "s2"):
         if links.get(name):
             out.append(_clip(f"{name:>6}: {links[name]}", cols))
+    if facts.get("full_text"):
+        out.append(_clip(full_text_line(facts["full_text"]), cols))
     if paper.get("abstract"):
         out += ["", "Abstract"] + _wrap(paper["abstract"], cols, "  ")
     out += ["", _section("References", facts["reference_count"], len(refs), "by citations")]

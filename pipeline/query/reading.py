@@ -133,6 +133,17 @@ class Byline:
 
 
 @dataclass
+class FullText:
+    """The PDF a paper's passages were read from (``fulltext_docs``)."""
+
+    status: str  # 'ok', or 'rejected' (``reason`` says why; the passages of a version read before stay)
+    reason: str | None
+    pages: int | None
+    arxiv_version: int | None  # the arXiv version of that PDF, when known
+    read_at: str | None  # ISO date the extraction last changed
+
+
+@dataclass
 class PaperFacts:
     """What a paper's page shows beside its metadata: links, venue, counts, its sections."""
 
@@ -148,6 +159,7 @@ class PaperFacts:
     reference_count: int  # the references :func:`references` lists
     cited_by_count: int  # the citing papers :func:`cited_by` lists
     sections: list[Section]
+    full_text: FullText | None = None  # None: no PDF read
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -507,7 +519,17 @@ def paper_facts(con, paper_id: str) -> PaperFacts:
     return PaperFacts(paper_id=pid, work_ids=works,
                       links=card.links, venue=card.venue, published=published, doi=doi, categories=list(cats or []),
                       primary_category=primary, bylines=bylines, reference_count=n_refs, cited_by_count=n_cites,
-                      sections=sections(con, pid))
+                      sections=sections(con, pid), full_text=full_text(con, pid))
+
+
+def full_text(con, paper_id: str) -> FullText | None:
+    """The PDF ``paper_id``'s passages come from (None when none was read; a catalog published before
+    ``fulltext_docs.pdf_version`` existed gives no version)."""
+    cols = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE fulltext_docs)").fetchall()}
+    version = "pdf_version" if "pdf_version" in cols else "NULL"
+    rows = con.execute(f"SELECT status, reason, n_pages, {version}, CAST(CAST(extracted_at AS DATE) AS VARCHAR) "
+                       "FROM fulltext_docs WHERE paper_id = ?", [paper_id]).fetchall()
+    return FullText(*rows[0]) if rows else None
 
 
 # ---- lists of papers ------------------------------------------------------------------------------

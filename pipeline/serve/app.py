@@ -595,7 +595,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
              description="Besides the metadata, abstract, `figures` and `metrics`: `links` (`arxiv`, `pdf`, `doi`, "
                          "`s2`, null where unknown), `bylines` (name and affiliation), `venue`, `published`, "
                          "`reference_count` and `cited_by_count` (the totals of /references and /cited-by) and "
-                         "`sections` (the sections of its full text with their pages).",
+                         "`sections` (the sections of its full text with their pages) and `full_text` (the PDF they "
+                         "were read from: `status`, `reason`, `pages`, `arxiv_version`, `read_at`; null without one).",
              responses=_errors(400, 404, 422, 503))
     def paper(paper_id: PaperId) -> dict[str, Any]:
         cur = opened()

@@ -12,6 +12,14 @@ const METRIC_HELP = {
   weight: "its power-law weight: 1 for rarely cited papers, smaller for highly cited ones (used by CCBC)",
 };
 
+// the PDF the passages were read from (the CLI's `paperkb show` says the same: pipeline/cli/paper_views.py)
+function fullText(ft) {
+  if (!ft) return "";
+  const version = ft.arxiv_version ? `arXiv v${esc(ft.arxiv_version)}` : "the PDF";
+  if (ft.status !== "ok") return `<span title="the newest PDF could not be used">full text: ${version} not used (${esc(ft.reason || ft.status)})</span>`;
+  return `<span title="the PDF its passages were read from${ft.read_at ? ", on " + esc(ft.read_at) : ""}">full text: ${ft.pages ? esc(ft.pages) + " pages of " : ""}${version}</span>`;
+}
+
 function renderPaper(p) {
   document.title = `${p.title || id} · paperkb`;
   const metrics = p.metrics || {};
@@ -27,7 +35,7 @@ function renderPaper(p) {
     .map((b) => `<a class="author" href="${authorHref(b.name)}"${b.affiliation ? ` title="${esc(b.affiliation)}"` : ""}>${esc(b.name)}</a>`).join(", ");
   const facts = [p.year ? esc(p.year) : "", p.venue ? `<i>${esc(p.venue)}</i>` : "", p.published && (p.source === "arxiv" || !p.venue) ? `published ${esc(p.published)}` : "",
     `<span title="the paper's id in this snapshot">id ${esc(p.paper_id ?? id)}</span>`,
-    metrics.citation_count != null ? plural(metrics.citation_count, "citation") : ""].filter(Boolean).join(" · ");
+    metrics.citation_count != null ? plural(metrics.citation_count, "citation") : "", fullText(p.full_text)].filter(Boolean).join(" · ");
   const sections = p.sections || [];
   const pages = (s) => s.page_start ? (s.page_end && s.page_end !== s.page_start ? `pp. ${s.page_start}–${s.page_end}` : `p. ${s.page_start}`) : "";
   $("paper").innerHTML = `

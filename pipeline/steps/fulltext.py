@@ -249,10 +249,10 @@ def in_raw_zone(settings: Settings, paper_ids: list[str], versions: dict[str, tu
     versions = versions or {}
 
     def held(pid: str) -> bool:
-        found = stored_pdf(raw, pid)
-        if found is None or pid not in versions:
+        want, again = versions.get(pid, (None, False))
+        found = stored_pdf(raw, pid, want)
+        if found is None or want is None:
             return found is not None
-        want, again = versions[pid]
         return found[1] >= want if found[1] is not None else not again
 
     return [pid for pid in paper_ids if held(pid)]
@@ -303,10 +303,10 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
     raw = RawZone(settings.raw_dir)
     out: dict[str, Any] = {"part": part, "paper_ids": list(paper_ids), "failures": [], "papers": len(paper_ids), "downloaded": 0,
            "from_raw": 0, "failed": 0}
-    if replay:
-        versions = {}
-    elif versions is None:
-        versions = _versions_now(settings, paper_ids)
+    if versions is None:
+        versions = {} if replay else _versions_now(settings, paper_ids)
+    # what extract_batch reads the newest PDF up to (a dict of ints: the DAG passes it on as JSON)
+    out["versions"] = {pid: versions[pid][0] for pid in paper_ids if pid in versions}
     stored = set(in_raw_zone(settings, paper_ids, versions))
     missing = [pid for pid in paper_ids if pid not in stored]
     out["from_raw"] = len(paper_ids) - len(missing)
@@ -345,11 +345,11 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
 
 
 def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failures: list[dict] | None = None,
-                  replay: bool = False, bar: progress.Task | None = None) -> dict:
+                  replay: bool = False, versions: dict[str, int] | None = None, bar: progress.Task | None = None) -> dict:
     """Extract the batch's PDFs from the raw zone into one staging Parquet part (the CPU half of a batch).
 
-    Reads only the raw zone (no network, no DuckDB): each paper's newest PDF there (:func:`stored_pdf`: a version
-    fetched again is read, not the one before it). ``failures`` come from :func:`fetch_batch`: a permanent one is
+    Reads only the raw zone (no network, no DuckDB): each paper's newest PDF there, up to its latest version
+    ``versions`` names (:func:`stored_pdf`: a version fetched again is read, not the one before it). ``failures`` come from :func:`fetch_batch`: a permanent one is
     recorded as rejected (for a newer version: the text of the version before stays, the row says why the new one
     could not be used), any other as to retry next run; a paper whose PDF is not in the raw zone (and did not fail)
     is retried next run too. ``bar``: a progress task, advanced per paper.
@@ -372,7 +372,8 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
         bar.update(description="fulltext: extracting")
     for pid in _each(paper_ids, bar):
         f = failed.get(pid)
-        found = stored_pdf(raw, pid) if f is None else None  # (a newer version that failed: not the one before it)
+        found = stored_pdf(raw, pid, (versions or {}).get(pid)) if f is None else None  # (a newer version that failed:
+        # not the one before it)
         if found is None:
             if f is None:
                 rejects.append({"paper_id": pid, "raw_path": None, "reason": "not_in_raw_zone",
@@ -438,7 +439,8 @@ def fetch_extract_batch(settings: Settings, paper_ids: list[str], part: str, *, 
     """:func:`fetch_batch` then :func:`extract_batch`: download (unless in the raw zone already, or
     ``replay``), extract, write staging Parquet. No DuckDB writes. ``bar`` advances one per paper."""
     fetched = fetch_batch(settings, paper_ids, part, replay=replay, targets=targets, versions=versions, bar=bar)
-    stats = extract_batch(settings, paper_ids, part, failures=fetched["failures"], replay=replay, bar=bar)
+    stats = extract_batch(settings, paper_ids, part, failures=fetched["failures"], replay=replay,
+                          versions=fetched["versions"], bar=bar)
     stats.update(downloaded=fetched["downloaded"], from_raw=fetched["from_raw"],
                  seconds=round(fetched["seconds"] + stats["seconds"], 3))
     return stats
@@ -588,10 +590,10 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
         with wh.run(STEP) as run:
             batches = plan_batches(settings, batch_size, replay=replay, con=wh.con)
             ids = [pid for b in batches for pid in b]
-            versions = {} if replay else _versions(wh.con, ids)
+            versions = _versions(wh.con, ids)  # (a replay reads each paper's newest PDF up to its latest version)
             targets = {} if replay else _targets(wh.con, ids, settings, versions)
             totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches),
-                                      "revised": sum(1 for _, again in versions.values() if again)}
+                                      "revised": 0 if replay else sum(1 for _, again in versions.values() if again)}
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
             with progress.task("fulltext: PDFs", total=len(ids), unit="papers") as bar:
                 for k, batch in enumerate(batches):
@@ -656,11 +658,15 @@ def plan_fulltext_batches(settings: Settings, replay: bool = False) -> dict[str,
     """
     ids = [pid for batch in plan_batches(settings, batch_size=settings.fulltext_batch_size, replay=replay)
            for pid in batch]
-    stored = set(ids) if replay else set(in_raw_zone(settings, ids, _versions_now(settings, ids)))
+    versions = _versions_now(settings, ids)
+    stored = set(ids) if replay else set(in_raw_zone(settings, ids, versions))
     size = settings.fulltext_batch_size
 
     def batches(group: list[str]) -> list[dict]:
-        return [{"part": part_name(group[i:i + size]), "paper_ids": group[i:i + size]} for i in range(0, len(group), size)]
+        # "versions": what extract_fetched reads an in-raw batch's newest PDFs up to (it is their `fetched`)
+        return [{"part": part_name(ids_), "paper_ids": ids_,
+                 "versions": {pid: versions[pid][0] for pid in ids_ if pid in versions}}
+                for ids_ in (group[i:i + size] for i in range(0, len(group), size))]
 
     return {"download": batches([p for p in ids if p not in stored]), "in_raw": batches([p for p in ids if p in stored])}
 
@@ -671,6 +677,6 @@ def extract_fetched(settings: Settings, fetched: dict, replay: bool = False) -> 
     """The extraction half of a batch after :func:`fetch_batch` (its result is ``fetched``): raw zone -> the
     batch's staging part; the summary carries the download counts too."""
     stats = extract_batch(settings, fetched["paper_ids"], fetched["part"], failures=fetched.get("failures"),
-                          replay=replay)
+                          replay=replay, versions=fetched.get("versions"))
     stats.update(downloaded=fetched.get("downloaded", 0), from_raw=fetched.get("from_raw", 0))
     return stats

@@ -43,21 +43,15 @@ def raw_relpath(paper_id: str, version: int | None = None) -> str:
     return paper_id.replace(":", "_") + (f"v{version}" if version else "") + ".pdf"
 
 
-def stored_pdf(raw: RawZone, paper_id: str) -> tuple[str, int | None] | None:
+def stored_pdf(raw: RawZone, paper_id: str, newest: int | None = None) -> tuple[str, int | None] | None:
     """The newest PDF of ``paper_id`` in the raw zone, as (path under ``raw/pdf``, its arXiv version): the highest
-    ``<id>v<N>.pdf``, else ``<id>.pdf`` (a fetch without a known version, or an import); None when there is
-    none."""
+    ``<id>v<N>.pdf`` up to ``newest`` (the paper's latest version, as the warehouse knows it), else ``<id>.pdf`` (a
+    fetch without a known version, or an import); None when there is none. Each candidate is one look-up: a listing
+    of ``raw/pdf`` would read every paper's file, millions at arXiv's size."""
+    for version in range(newest or 0, 0, -1):
+        if raw.has(SOURCE, raw_relpath(paper_id, version)):
+            return raw_relpath(paper_id, version), version
     plain = raw_relpath(paper_id)
-    folder = raw.root / SOURCE / plain
-    stem = folder.name.removesuffix(".pdf")
-    versions = []
-    if folder.parent.is_dir():
-        for f in folder.parent.glob(f"{stem}v*.pdf"):
-            number = f.name[len(stem) + 1:-4]
-            if number.isdigit():
-                versions.append(int(number))
-    if versions:
-        return raw_relpath(paper_id, max(versions)), max(versions)
     return (plain, None) if raw.has(SOURCE, plain) else None
 
 

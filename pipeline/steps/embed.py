@@ -625,9 +625,9 @@ def db_of(settings: Settings):
 def table_hashes(db, name: str, facts: dict, scope: set[str] | None = None) -> pa.Table | None:
     """``(key, row_hash)`` of every row of LanceDB table ``name`` (of the papers ``scope`` only, when given), or None
     when it must be built whole: missing, or embedded with another model."""
-    if name not in table_names(db):
+    t = _opened(db, name)
+    if t is None:
         return None
-    t = db.open_table(name)
     m = table_model(t)
     if m["key"] != facts["key"] or m["dim"] != facts["dim"] or "row_hash" not in t.schema.names:
         return None
@@ -648,10 +648,23 @@ def _read_lance(t, cols: list[str], papers: set[str] | list[str] | None, column:
         or [pa.schema([t.schema.field(c) for c in cols]).empty_table()])
 
 
+def _opened(db, name: str):
+    """LanceDB table ``name``, or None when there is none or it does not open (a create killed half-way can leave a
+    listed table without a version: the sync's :func:`repair_table` removes it; a reader before it, such as the
+    encoding step's compare, takes the table as missing)."""
+    if name not in table_names(db):
+        return None
+    try:
+        return db.open_table(name)
+    except Exception as exc:  # noqa: BLE001 - as repair_table: any failure to open means rebuild it
+        log.info("LanceDB table %s does not open (%s): taken as missing", name, type(exc).__name__)
+        return None
+
+
 def lance_versions(db) -> dict[str, int]:
-    """The current version of each LanceDB table there is."""
-    names = set(table_names(db))
-    return {name: int(db.open_table(name).version) for name in KEYS if name in names}
+    """The current version of each LanceDB table there is (one that does not open is not)."""
+    tables = {name: _opened(db, name) for name in KEYS}
+    return {name: int(t.version) for name, t in tables.items() if t is not None}
 
 
 def _scope(settings: Settings, con, db, model_key: str) -> set[str] | None:

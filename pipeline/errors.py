@@ -9,6 +9,14 @@ class UnknownPaper(UserError):
     """A paper id that the warehouse or snapshot does not know."""
 
 
+class AmbiguousName(UnknownPaper):
+    """A name that several authors answer to: ``candidates`` are (name as printed, papers), most papers first."""
+
+    def __init__(self, message: str, candidates: list[tuple[str, int]]):
+        super().__init__(message)
+        self.candidates = candidates
+
+
 class InvalidSetting(UserError):
     """A setting (environment variable ``PAPERKB_*``, or the command-line flag that overrides it) whose
     value is not what it must be: one line naming the variable and what is expected (exit code 2)."""

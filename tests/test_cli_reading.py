@@ -87,6 +87,12 @@ def test_author_profile_counts_papers_and_coauthors(cacm, capsys):
     code, text, err = _run(settings, capsys, "author", "Naur, P.")
     assert code == 0 and err == "" and "19 paper(s)" in text and "h-index" in text
     assert max(map(len, text.splitlines())) <= 80
+    code, text, err = _run(settings, capsys, "author", "Peter Naur")  # as people say it: the one Naur
+    assert code == 0 and err == "" and text.splitlines()[:2] == ["Naur, P.", "(the only author 'Peter Naur' names)"]
+    assert "19 paper(s)" in text
+    code, out, err = _run(settings, capsys, "author", "Perlis")  # two authors: both named, exit 2
+    assert code == 2 and out == "" and err.strip().count("\n") == 0
+    assert "'Perlis' names 2 authors: Perlis, A. J. (10 papers), Perlis, J. A. (1 paper)" in err
 
 
 def test_unknown_ids_names_and_bad_options_are_one_line_exit_2(cacm, capsys):

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from conftest import isolated_settings
-from pipeline.errors import UnknownPaper, UserError
+from pipeline.errors import AmbiguousName, UnknownPaper, UserError
 from pipeline.query import reading
 
 
@@ -126,6 +126,31 @@ def test_author_profile_joins_spellings(cacm):
     assert all("perlis" not in c.name.lower() for c in a.coauthors)
     with pytest.raises(UnknownPaper):
         reading.author_profile(cacm, "Nobody, N.")
+
+
+def test_an_author_is_found_by_surname_or_initials_and_a_shared_surname_lists_its_authors(cacm):
+    exact = reading.author_profile(cacm, "Dijkstra, E. W.")
+    for typed in ("Dijkstra", "E. W. Dijkstra", "Edsger Dijkstra", "dijkstra, e."):
+        found = reading.author_profile(cacm, typed)
+        assert found.asked == typed and found.name == exact.name and found.papers == exact.papers
+        assert found.coauthors == exact.coauthors  # the author's own spellings are not their co-authors
+    assert exact.asked is None
+    # CACM prints two authors named Perlis: the surname alone names both, their initials one each
+    with pytest.raises(AmbiguousName) as many:
+        reading.author_profile(cacm, "Perlis")
+    assert many.value.candidates == [("Perlis, A. J.", 10), ("Perlis, J. A.", 1)]  # most papers first
+    assert "names 2 authors: Perlis, A. J. (10 papers), Perlis, J. A. (1 paper)" in str(many.value)
+    assert reading.author_profile(cacm, "A. J. Perlis").name.startswith("Perlis, A")
+    assert reading.author_profile(cacm, "J. A. Perlis").name == "Perlis, J. A."
+    smiths = cacm.execute("SELECT count(DISTINCT regexp_replace(lower(name), '[^a-z]', '', 'g')) FROM paper_authors "
+                          "WHERE regexp_matches(name, '(^|[^A-Za-z])Smith([^A-Za-z]|$)')").fetchone()[0]
+    with pytest.raises(AmbiguousName) as common:
+        reading.author_profile(cacm, "Smith")
+    assert len(common.value.candidates) == min(smiths, reading.CANDIDATES_LISTED) > reading.CANDIDATES_SHOWN
+    assert f"names {smiths} authors" in str(common.value) and f"and {smiths - reading.CANDIDATES_SHOWN} more" in str(common.value)
+    with pytest.raises(UnknownPaper) as none:
+        reading.author_profile(cacm, "E. D. Knuth")  # his initials the other way round
+    assert not isinstance(none.value, AmbiguousName)
 
 
 def test_prior_and_derivative_works_count_the_neighbourhood(cacm):

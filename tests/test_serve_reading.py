@@ -55,6 +55,14 @@ def test_papers_list_and_author(client, examples):
     a = client.get(f"/api/authors/{examples['author']}").json()
     assert a["paper_count"] >= len(a["papers"]) > 5 and a["years"] and a["name"] == examples["author"]
     assert client.get("/api/authors/Nobody, N.").status_code == 404
+    assert "candidates" not in client.get("/api/authors/Nobody, N.").json()
+    one = client.get("/api/authors/Dijkstra").json()  # a surname alone: the one author of that name
+    assert one["name"] == "Dijkstra, E. W." and one["asked"] == "Dijkstra" and one["paper_count"] > 1
+    assert client.get(f"/api/authors/{examples['author']}").json()["asked"] is None
+    two = client.get("/api/authors/Perlis")
+    assert two.status_code == 404 and two.json()["candidates"] == [{"name": "Perlis, A. J.", "paper_count": 10},
+                                                                   {"name": "Perlis, J. A.", "paper_count": 1}]
+    assert two.json()["detail"].startswith("'Perlis' names 2 authors")
 
 
 def test_search_pages_and_sorts(client, examples):

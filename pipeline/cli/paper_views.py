@@ -128,6 +128,8 @@ def papers_lines(page: dict[str, Any], cols: int, what: str) -> list[str]:
 def author_lines(profile: dict[str, Any], cols: int) -> list[str]:
     """The ``paperkb author`` page: the author's numbers, years, co-authors and papers."""
     out = [_clip(profile["name"], cols)]
+    if profile.get("asked"):
+        out += _wrap(f"(the only author {profile['asked']!r} names)", cols)
     if len(profile["names"]) > 1:
         out += _wrap("also written: " + "; ".join(profile["names"][1:]), cols)
     span = (f"{profile['first_year']}-{profile['last_year']}" if profile["first_year"] != profile["last_year"]

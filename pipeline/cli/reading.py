@@ -460,7 +460,8 @@ def papers_cmd(
 @app.command("author", rich_help_panel=PANEL)
 def author_cmd(
     ctx: typer.Context,
-    name: str = typer.Argument(..., help="The author's name as printed (case, spaces and dots do not matter)."),
+    name: str = typer.Argument(..., help="The author's name as printed (case, spaces and dots do not matter), "
+                                         "or a surname alone or with initials or given names, either order."),
     limit: int = typer.Option(20, "--limit", "-n", help="Papers listed (most cited first, 1-200)."),
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),

@@ -25,7 +25,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from pipeline.errors import UnknownPaper, UserError
+from pipeline.errors import AmbiguousName, UnknownPaper, UserError
+from pipeline.query.author_names import name_parts, names_match
 
 MAX_LIMIT = 200
 LINK_SORTS = ("order", "citations", "year")
@@ -180,7 +181,9 @@ class YearCount:
 @dataclass
 class AuthorProfile:
     """An author's papers in the corpus, co-authors and years. Names that differ only in case,
-    spacing and punctuation ('Perlis, A. J.', 'Perlis, A.J.') are the same author here."""
+    spacing and punctuation ('Perlis, A. J.', 'Perlis, A.J.') are the same author here; a name that matches none
+    of them names the one author whose printed name it matches in part ('Perlis', 'Alan Perlis':
+    :mod:`pipeline.query.author_names`)."""
 
     name: str  # the spelling printed most often
     names: list[str]  # every spelling found
@@ -192,6 +195,7 @@ class AuthorProfile:
     years: list[YearCount]
     coauthors: list[NameCount]
     papers: list[PaperCard]  # most cited first, at most ``limit``
+    asked: str | None = None  # the name asked for, when it named this author in part (a surname, initials)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -595,11 +599,13 @@ def author_profile(con, name: str, *, limit: int = 50) -> AuthorProfile:
     if not isinstance(name, str) or not name.strip():
         raise UserError("the author name is empty")
     limit, _ = _limit(limit, 0)
-    rows = con.execute(f"""
-        SELECT paper_id, name FROM paper_authors WHERE {_NAME_KEY.format('name')} = {_NAME_KEY.format('?')}
-        """, [name.strip()]).fetchall()
-    if not rows:
-        raise UnknownPaper(f"no paper by an author named {name.strip()!r}")
+    key = con.execute(f"SELECT {_NAME_KEY.format('?')}", [name.strip()]).fetchone()[0]
+    by_key = f"SELECT paper_id, name FROM paper_authors WHERE {_NAME_KEY.format('name')} = ?"
+    rows = con.execute(by_key, [key]).fetchall()
+    asked = None
+    if not rows:  # not a name as printed: the one author it names in part, if there is one
+        key, asked = _author_named_in_part(con, name.strip()), name.strip()
+        rows = con.execute(by_key, [key]).fetchall()
     spellings: dict[str, int] = {}
     for _, n in rows:
         spellings[n] = spellings.get(n, 0) + 1
@@ -614,13 +620,44 @@ def author_profile(con, name: str, *, limit: int = 50) -> AuthorProfile:
     co = con.execute(f"""
         SELECT any_value(name) AS name, count(DISTINCT paper_id) AS n
         FROM paper_authors
-        WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND {_NAME_KEY.format('name')} <> {_NAME_KEY.format('?')}
-        GROUP BY {_NAME_KEY.format('name')} ORDER BY n DESC, name LIMIT 50""", [pids, name.strip()]).fetchall()
+        WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND {_NAME_KEY.format('name')} <> ?
+        GROUP BY {_NAME_KEY.format('name')} ORDER BY n DESC, name LIMIT 50""", [pids, key]).fetchall()
     return AuthorProfile(
         name=names[0], names=names, paper_count=len(papers), citation_count=sum(c.citation_count or 0 for c in papers),
         h_index=h_index([c.citation_count or 0 for c in papers]), first_year=min(years) if years else None,
         last_year=max(years) if years else None, years=[YearCount(y, n) for y, n in sorted(years.items())],
-        coauthors=[NameCount(n, int(k)) for n, k in co], papers=papers[:limit])
+        coauthors=[NameCount(n, int(k)) for n, k in co], papers=papers[:limit], asked=asked)
+
+
+CANDIDATES_SHOWN = 5  # authors an ambiguous name's message names
+CANDIDATES_LISTED = 50  # and its list holds (a common surname names thousands at arXiv's size)
+
+
+def _author_named_in_part(con, name: str) -> str:
+    """The name key of the one author whose printed name ``name`` matches in part (a surname alone, initials, either
+    order: :func:`pipeline.query.author_names.names_match`). UnknownPaper when none does, AmbiguousName (the
+    candidates, most papers first) when several do."""
+    typed = name_parts(name)
+    words = sorted({p for p in typed if len(p) > 1})  # one of them is the surname, printed whole
+    found: list[tuple[str, str, int]] = []
+    if words:  # the printed names holding one of the typed name's words, then each checked part by part
+        holds = " OR ".join([f"contains({_NAME_KEY.format('name')}, ?)"] * len(words))
+        for key, names, n in con.execute(f"""
+                SELECT key, list(name ORDER BY k DESC, name), sum(k) FROM (
+                    SELECT {_NAME_KEY.format('name')} AS key, name, count(DISTINCT paper_id) AS k FROM paper_authors
+                    WHERE {holds} GROUP BY ALL)
+                GROUP BY key""", words).fetchall():
+            if any(names_match(name, n) for n in names):
+                found.append((key, names[0], int(n)))
+    if not found:
+        raise UnknownPaper(f"no paper by an author named {name!r}")
+    if len(found) > 1:
+        found.sort(key=lambda f: (-f[2], f[1]))
+        shown = [f"{printed} ({n} paper{'s' if n != 1 else ''})" for _, printed, n in found[:CANDIDATES_SHOWN]]
+        more = f" and {len(found) - CANDIDATES_SHOWN} more" if len(found) > CANDIDATES_SHOWN else ""
+        raise AmbiguousName(f"{name!r} names {len(found)} authors: {', '.join(shown)}{more}; give the name as printed",
+                            [(printed, n) for _, printed, n in found[:CANDIDATES_LISTED]])
+    return found[0][0]
 
 
 # ---- Connected Papers' prior and derivative works -------------------------------------------------

@@ -44,9 +44,9 @@ from fastapi import Path as Path_
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
-from pipeline.errors import DamagedSnapshot, UnknownPaper, UserError
+from pipeline.errors import AmbiguousName, DamagedSnapshot, UnknownPaper, UserError
 from pipeline.serve.holder import SnapshotHolder
 from pipeline.settings import Settings
 
@@ -113,10 +113,19 @@ SECURITY_HEADERS = [
 ]
 
 
+class AuthorCandidate(BaseModel):
+    """An author a name could mean: the name as printed most often, and the author's papers in the snapshot."""
+
+    name: str
+    paper_count: int
+
+
 class ErrorDetail(BaseModel):
     """Every error answer: one line saying what was wrong."""
 
     detail: str
+    candidates: list[AuthorCandidate] | None = Field(None, description="an author name that several authors match: "
+                                                                       "each of them, most papers first (absent otherwise)")
 
 
 _ERROR_TEXT = {
@@ -297,7 +306,9 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
 
     @app.exception_handler(UnknownPaper)
     async def _unknown(_: Request, exc: UnknownPaper) -> JSONResponse:
-        return JSONResponse(status_code=404, content={"detail": str(exc)})
+        more = {"candidates": [{"name": n, "paper_count": k} for n, k in exc.candidates]} \
+            if isinstance(exc, AmbiguousName) else {}  # the authors a name could mean
+        return JSONResponse(status_code=404, content={"detail": str(exc), **more})
 
     @app.exception_handler(UserError)
     async def _user(_: Request, exc: UserError) -> JSONResponse:
@@ -518,7 +529,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
 
     @app.get("/api/authors/{name:path}", response_model=reading.AuthorProfile, summary="An author's papers, co-authors and years",
              description="Names that differ only in case, accents, spacing and punctuation are one author "
-                         "(`Perlis, A. J.` = `Perlis, A.J.`).", responses=_errors(400, 404, 422, 503))
+                         "(`Perlis, A. J.` = `Perlis, A.J.`). A name that is none of them names the one author it "
+                         "matches in part: a surname alone, initials, either order (`Dijkstra`, `David Gries` for "
+                         "`Gries, D.`; `asked` then holds the name given); when several match, the 404 lists them "
+                         "in `candidates`, most papers first.", responses=_errors(400, 404, 422, 503))
     def author(name: Annotated[str, Path_(min_length=1, max_length=MAX_FILTER_VALUE, pattern=FILTER_LIST,
                                           description="the author's name as printed")],
                limit: int = Query(50, ge=1, le=reading.MAX_LIMIT, description="at most this many papers (most cited first)"),

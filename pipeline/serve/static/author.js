@@ -7,6 +7,7 @@ const name = new URLSearchParams(location.search).get("name");
 function render(a) {
   document.title = `${a.name} · paperkb`;
   $("name").textContent = a.name;
+  if (a.asked) $("name").title = `the only author "${a.asked}" names`;
   $("aka").textContent = a.names.length > 1 ? `also printed as ${a.names.slice(1).join("; ")}` : "";
   const span = a.first_year ? (a.first_year === a.last_year ? String(a.first_year) : `${a.first_year}–${a.last_year}`) : "–";
   $("stats").innerHTML = [["papers", fmt(a.paper_count), "papers in this snapshot"], ["citations", fmt(a.citation_count), "citations of these papers, summed"],
@@ -35,7 +36,19 @@ async function main() {
   try {
     render(await getJSON(`/api/authors/${encodeURIComponent(name)}?limit=100`));
     $("status").textContent = "";
-  } catch (e) { $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  } catch (e) {
+    $("profile").hidden = true;  // nothing to show but the message
+    if (Array.isArray(e.candidates) && e.candidates.length) {  // a surname several authors share: choose one
+      document.title = `${name} · paperkb`;
+      $("status").textContent = "";
+      $("asked").textContent = name;
+      $("candidates").innerHTML = e.candidates.map((c) => `<li><a class="author" href="${authorHref(c.name)}">${esc(c.name)}</a>
+        <span class="meta">${plural(c.paper_count, "paper")}</span></li>`).join("");
+      $("choose").hidden = false;
+    } else {
+      $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`;
+    }
+  }
 }
 main();
 showBasket();

@@ -7,7 +7,9 @@ export async function getJSON(url) {
   const body = await r.json().catch(() => ({}));
   if (!r.ok) {
     const d = body.detail;
-    throw new Error(typeof d === "string" ? d : Array.isArray(d) ? d.map((x) => x.msg).join("; ") : `HTTP ${r.status}`);
+    const err = new Error(typeof d === "string" ? d : Array.isArray(d) ? d.map((x) => x.msg).join("; ") : `HTTP ${r.status}`);
+    err.candidates = body.candidates;  // an author name several authors match: each one's name and papers
+    throw err;
   }
   return body;
 }

@@ -1,0 +1,63 @@
+"""Whether a name someone types names an author as printed: a surname alone, initials, either order.
+
+A researcher looks an author up as they cite them: ``Vaswani``, ``A. Vaswani``, ``Vaswani, A.`` or ``Alan Perlis`` for
+the ``Perlis, A. J.`` a catalog prints. Both names are cut into parts (accents stripped, case folded, split at
+anything that is not a letter or a digit); the typed name matches when each of its parts is a different part of the
+printed one, whole or as an initial of it (``a`` for ``ashish``, ``alan`` for a printed ``A.``), and at least one typed
+part of two letters or more is a whole part of the printed name (the surname: an initial alone names nobody). The
+order of the parts does not matter. Pure functions: :func:`pipeline.query.reading.author_profile` reads the names.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_SPLIT = re.compile(r"[^0-9a-z]+")
+
+
+def name_parts(name: str) -> list[str]:
+    """The parts of a name: accents stripped, case folded, cut at every character that is not a letter or digit."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c)).casefold()
+    return [p for p in _SPLIT.split(plain) if p]
+
+
+def _part_matches(typed: str, printed: str) -> bool:
+    if typed == printed:
+        return True
+    if len(typed) == 1:  # an initial typed: any printed part it begins
+        return printed.startswith(typed)
+    return len(printed) == 1 and typed.startswith(printed)  # a printed initial: the typed name spelt out
+
+
+def names_match(typed: str, printed: str) -> bool:
+    """Whether the name ``typed`` names the author printed as ``printed`` (see the module doc)."""
+    t, p = name_parts(typed), name_parts(printed)
+    if not t or len(t) > len(p) or not any(len(w) > 1 and w in p for w in t):
+        return False
+    given = len(name_parts(printed.split(",", 1)[0])) if "," in printed else None  # 'Perlis, A. J.': from part 1
+
+    def placements(i: int, taken: tuple[int, ...]):  # each typed part to a different printed part (a few parts)
+        if i == len(t):
+            yield taken
+            return
+        for j, w in enumerate(p):
+            if j not in taken and _part_matches(t[i], w):
+                yield from placements(i + 1, taken + (j,))
+
+    return any(_in_order(t, p, at, given) for at in placements(0, ()))
+
+
+def _in_order(typed: list[str], printed: list[str], at: tuple[int, ...], given: int | None) -> bool:
+    """Whether, leaving out one part matched whole (the surname: first in 'Perlis, A. J.', last in 'A. J. Perlis'),
+    the other typed parts come in the printed order ('A. J. Perlis' is not 'Perlis, J. A.'), an initial first being
+    the first given name's ('Perlis, A.' is not 'Perlis, J. A.'; ``given``: where the given names start after a
+    comma, else they start the name)."""
+    for s, w in enumerate(typed):
+        if len(w) > 1 and w == printed[at[s]]:
+            rest = at[:s] + at[s + 1:]
+            first = given if given is not None else (1 if at[s] == 0 else 0)
+            if all(a < b for a, b in zip(rest, rest[1:])) and not (
+                    rest and len(typed[0 if s else 1]) == 1 and rest[0] != first):
+                return True
+    return False

@@ -1,0 +1,45 @@
+"""Names as people type them (a surname, initials, either order) matched to names as catalogs print them."""
+
+import pytest
+
+from pipeline.query.author_names import name_parts, names_match
+
+
+def test_name_parts_fold_case_and_accents_and_cut_at_punctuation():
+    assert name_parts("Perlis, A. J.") == ["perlis", "a", "j"]
+    assert name_parts("Jürgen Schmidhuber") == ["jurgen", "schmidhuber"]
+    assert name_parts("D.V. Shetty") == ["d", "v", "shetty"]
+    assert name_parts("Ord-Smith, R. J.") == ["ord", "smith", "r", "j"]
+    assert name_parts("  ") == []
+
+
+@pytest.mark.parametrize("typed, printed", [
+    ("Vaswani", "Ashish Vaswani"),            # a surname alone
+    ("A. Vaswani", "Ashish Vaswani"),         # an initial for a given name
+    ("Vaswani, A.", "Ashish Vaswani"),        # the citation order
+    ("Vaswani A", "Ashish Vaswani"),
+    ("Alan Perlis", "Perlis, A. J."),         # a given name for a printed initial
+    ("A. J. Perlis", "Perlis, A. J."),
+    ("Perlis, A.", "Perlis, A. J."),          # the first initial only
+    ("Donald E. Knuth", "Knuth, D. E."),
+    ("schmidhuber", "Jürgen Schmidhuber"),    # case and accents
+    ("Jurgen Schmidhuber", "Jürgen Schmidhuber"),
+    ("R. Smith", "Ord-Smith, R. J."),         # one part of a double surname
+    ("H. Smith", "Smith Jr., H. J."),         # given names after the comma, the suffix before it
+])
+def test_a_name_matches_its_printed_forms(typed, printed):
+    assert names_match(typed, printed)
+
+
+@pytest.mark.parametrize("typed, printed", [
+    ("A. J. Perlis", "Perlis, J. A."),        # initials in another order
+    ("Perlis, A.", "Perlis, J. A."),          # A. is his second initial, not his first
+    ("J. Smith", "Smith Jr., H. J."),
+    ("X. Vaswani", "Ashish Vaswani"),         # another initial
+    ("A. J.", "Perlis, A. J."),               # initials alone name nobody
+    ("Vaswan", "Ashish Vaswani"),             # a surname is matched whole
+    ("Ashish Kumar Vaswani", "Ashish Vaswani"),  # more parts than the printed name has
+    ("", "Ashish Vaswani"),
+])
+def test_a_name_does_not_match_another(typed, printed):
+    assert not names_match(typed, printed)

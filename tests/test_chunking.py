@@ -9,6 +9,7 @@ from fulltext_sources import read_pdf_table
 
 from pipeline.embedding.chunking import Segment, chunk_spans, load_tokenizer, tokenizer_path
 from pipeline.steps.fulltext import extract_pdf
+from pipeline.sources.pdf.text import join_lines
 
 _CACHE: dict = {}
 
@@ -145,6 +146,23 @@ def test_a_footnotes_mark_is_not_glued_to_its_first_word(shared_data, settings):
     resnet = _extract(shared_data, "1512.03385", settings).body
     assert "1 http://image-net.org" in resnet and "3x3 conv" in resnet and "3 x3" not in resnet
     assert "1 There remains vigorous debate" in _extract(shared_data, "1410.5401", settings).body
+
+
+def test_a_footnote_mark_after_its_sentence_is_left_out(shared_data, settings):
+    """A mark set as a superscript after the sentence it notes came out glued to its punctuation ("... to train.1" at
+    the end of ViT's abstract, "(NSP).5 Despite its simplicity"): it is left out; numbers after a number or an
+    abbreviation, and subscripts after a comma, are not marks."""
+    vit = _extract(shared_data, "2010.11929", settings)
+    assert vit.abstract.endswith("substantially fewer computational resources to train.")
+    bert = _extract(shared_data, "1810.04805", settings).body
+    assert "next sentence prediction (NSP). Despite its simplicity" in bert and "(NSP).5" not in bert
+    assert "(Bentivogli et al., 2009).\n\nWNLI" in bert  # the mark ended its paragraph
+    assert not re.search(r"[a-z)][.;:!?]\d{1,2}(\s+[A-Z]|$)", bert)
+    bahdanau = _extract(shared_data, "1409.0473", settings).body
+    assert "Axelrod et al. (2011). We do not use" in bahdanau and "αt,1" in bahdanau
+    for kept in ("in Table 1.2 We", "see Sect.4 Then", "shown in Fig.3 The", "models,3 which", "the end.123"):
+        assert join_lines([kept]) == kept
+    assert join_lines(["to train.1"]) == "to train." and join_lines(["(2011).5 We do"]) == "(2011). We do"
 
 
 def test_chunk_spans_pure_function_on_plain_text(settings):

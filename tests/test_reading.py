@@ -246,6 +246,28 @@ def test_show_prints_each_figure_legend_once_with_its_page(pdfs):
     assert legend_line({"label": None, "number": 2, "page": None, "text": "A legend without its label"}) == "Figure 2: A legend without its label"
 
 
+def test_show_marks_a_figure_legend_it_cuts_short(pdfs):
+    """``paperkb show`` gives each figure two lines; a longer legend ended mid-sentence with nothing to say so
+    ("... and feed the resulting sequence of vectors to a standard")."""
+    from pipeline.cli.paper_views import show_lines
+
+    facts = reading.paper_facts(pdfs, "2010.11929").to_dict()
+    figures = [{"label": label, "number": number, "page": page, "text": text} for label, number, page, text in pdfs.execute(
+        "SELECT label, number, page, text FROM figures WHERE paper_id = '2010.11929' ORDER BY number").fetchall()]
+    lines = show_lines({"title": "ViT"}, facts, [], [], figures, {}, 80)
+    shown = lines[lines.index("Figures: 14") + 1:][:10]
+    firsts = [i for i, line in enumerate(shown) if line.startswith("  Figure ")]
+    assert len(firsts) == 5 and max(map(len, shown)) <= 80
+    entries = [shown[a:b] for a, b in zip(firsts, firsts[1:] + [len(shown)])]
+    for entry, fig in zip(entries, figures):
+        whole = " ".join(fig["text"].split())
+        if len(" ".join(entry)) < len(whole):  # cut short: said so, after whole words
+            assert len(entry) == 2 and entry[1].endswith(" …"), entry
+        else:
+            assert not entry[-1].endswith("…")
+    assert any(e[-1].endswith(" …") for e in entries)  # Figure 1's legend is three lines long
+
+
 def test_a_papers_full_text_says_which_pdf_its_passages_come_from(pdfs, cacm):
     """``paper_facts`` (what ``paperkb show``, the page and MCP's get_paper show): the pages, the arXiv version and
     the day of the PDF read, as ``fulltext_docs`` holds them; none for a paper without a PDF."""

@@ -18,8 +18,10 @@ def _num(value: Any) -> str:
     return "-" if value is None else f"{int(value):,}"
 
 
-def _wrap(text: str, cols: int, indent: str = "") -> list[str]:
-    return textwrap.wrap(" ".join((text or "").split()), cols, initial_indent=indent, subsequent_indent=indent) or [indent]
+def _wrap(text: str, cols: int, indent: str = "", max_lines: int | None = None) -> list[str]:
+    """``text`` in lines of ``cols``; at most ``max_lines``, the last ending in `` …`` when text is left out."""
+    return textwrap.wrap(" ".join((text or "").split()), cols, initial_indent=indent, subsequent_indent=indent,
+                         max_lines=max_lines, placeholder=" …") or [indent]
 
 
 def _authors(names: list[str], cols: int) -> str:
@@ -100,7 +102,7 @@ def show_lines(paper: dict[str, Any], facts: dict[str, Any], refs: list[dict], c
     if figures:
         out += ["", f"Figures: {len(figures)}"]
         for f in figures[:TOP]:
-            out += _wrap(legend_line(f), cols, "  ")[:2]
+            out += _wrap(legend_line(f), cols, "  ", max_lines=2)
         if len(figures) > TOP:
             out.append(f"  ... and {len(figures) - TOP} more (--json lists them all)")
     if facts.get("sections"):
@@ -170,7 +172,7 @@ def print_answer(answer, cols: int | None = None) -> None:
         where = " · ".join(x for x in (e.paper_id, f"{e.index} index" if e.index else None,
                                       _authors(e.authors, 40) if e.authors else None, str(e.year) if e.year else None,
                                       f"page {e.page}" if e.page else None, _clip(e.section, 30) if e.section else None) if x)
-        title = _wrap(e.title or "(untitled)", cols - len(mark))[:2]
+        title = _wrap(e.title or "(untitled)", cols - len(mark), max_lines=2)
         lines += [(mark if i == 0 else pad) + t for i, t in enumerate(title)]
         lines += _wrap(where, cols, pad)
         lines += _wrap(e.text, cols, pad)

@@ -101,3 +101,19 @@ def test_unknown_ids_names_and_bad_options_are_one_line_exit_2(cacm, capsys):
                         (("papers", "--sort", "fame"), "sort"), (("papers", "--limit", "0"), "limit")):
         code, out, err = _run(settings, capsys, *args)
         assert code == 2 and out == "" and words in err and err.strip().count("\n") == 0, (args, err)
+
+
+def test_author_lists_cut_to_a_width_keep_whole_names_and_count_the_rest():
+    """``paperkb ask`` printed "Dzmitry Bahdanau, KyungHyun… + 0 more" for a paper of three authors."""
+    from pipeline.cli.paper_views import _authors
+
+    bahdanau = ["Dzmitry Bahdanau", "KyungHyun Cho", "Yoshua Bengio"]
+    assert _authors(bahdanau, 40) == "Dzmitry Bahdanau, KyungHyun Cho + 1 more"
+    assert _authors(bahdanau, 60) == "Dzmitry Bahdanau, KyungHyun Cho, Yoshua Bengio"
+    assert _authors(bahdanau, 20) == "Dzmitry Ba… + 2 more"
+    eight = ["Ashish Vaswani", "Noam Shazeer", "Niki Parmar", "Jakob Uszkoreit", "Llion Jones", "Aidan N. Gomez",
+             "Lukasz Kaiser", "Illia Polosukhin"]
+    assert _authors(eight, 40) == "Ashish Vaswani, Noam Shazeer + 6 more"
+    assert _authors([], 40) == "(authors unknown)"
+    for cols in range(12, 90):
+        assert len(_authors(eight, cols)) <= cols and "+ 0 more" not in _authors(eight, cols)

@@ -25,10 +25,19 @@ def _wrap(text: str, cols: int, indent: str = "", max_lines: int | None = None) 
 
 
 def _authors(names: list[str], cols: int) -> str:
+    """The names within ``cols``: as many whole names as fit before `` + N more`` (the first one clipped when even it
+    does not fit alone)."""
     if not names:
         return "(authors unknown)"
     shown = ", ".join(names)
-    return shown if len(shown) <= cols else _clip(", ".join(names[:3]), cols - 12) + f" + {len(names) - 3} more"
+    if len(shown) <= cols:
+        return shown
+    for k in range(len(names) - 1, 0, -1):
+        head = ", ".join(names[:k]) + f" + {len(names) - k} more"
+        if len(head) <= cols:
+            return head
+    more = f" + {len(names) - 1} more"
+    return _clip(names[0], cols - len(more)) + more
 
 
 def legend_line(fig: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from fulltext_sources import read_pdf_table
 
 from pipeline.embedding.chunking import Segment, chunk_spans, load_tokenizer, tokenizer_path
 from pipeline.steps.fulltext import extract_pdf
-from pipeline.sources.pdf.text import join_lines
+from pipeline.sources.pdf.text import SEARCHABLE_ROLES, join_lines
 
 _CACHE: dict = {}
 
@@ -163,6 +163,28 @@ def test_a_footnote_mark_after_its_sentence_is_left_out(shared_data, settings):
     for kept in ("in Table 1.2 We", "see Sect.4 Then", "shown in Fig.3 The", "models,3 which", "the end.123"):
         assert join_lines([kept]) == kept
     assert join_lines(["to train.1"]) == "to train." and join_lines(["(2011).5 We do"]) == "(2011). We do"
+
+
+def test_the_first_pages_notes_on_authors_and_venue_are_front_matter(shared_data, settings):
+    """The first page's footnotes about the authors and the venue ("∗CIFAR Senior Fellow", "†Work performed while at
+    Google Brain", "31st Conference on Neural Information Processing Systems") were body passages, searchable and shown
+    mid-sentence between pages 1 and 2; they are front matter now. A numbered note on the first page is the paper's
+    own text and stays."""
+    def roles(paper_id: str) -> tuple[str, str]:
+        ex = _extract(shared_data, paper_id, settings)
+        return (" ".join(c["text"] for c in ex.chunks if c["role"] in SEARCHABLE_ROLES),
+                " ".join(c["text"] for c in ex.chunks if c["role"] == "front"))
+
+    body, front = roles("1706.03762")
+    for note in ("Equal contribution. Listing order is random", "Work performed while at Google Brain",
+                 "31st Conference on Neural Information Processing Systems"):
+        assert note in front and note not in body, note
+    body, front = roles("1409.0473")
+    assert "CIFAR Senior Fellow" in front and "CIFAR Senior Fellow" not in body
+    assert "target words. The most important distinguishing feature" in " ".join(body.split())  # no note between
+    for paper_id, kept in (("1508.04025", "1 All our code and models are publicly available"),
+                           ("2010.11929", "1 Fine-tuning code and pre-trained models are available")):
+        assert kept in roles(paper_id)[0], paper_id
 
 
 def test_chunk_spans_pure_function_on_plain_text(settings):

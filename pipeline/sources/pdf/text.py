@@ -63,6 +63,10 @@ _LETTERS_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")
 # a footnote's mark glued to its first word by the superscript ("4To illustrate", "1https://...", "\u2020Work performed")
 # -- not "3x3", "31st"
 _NOTE_MARK = re.compile(r"^(\d{1,2}|[*\u2217\u2020\u2021\u00a7\u00b6\u21e4])(?=[A-Z][a-z]|https?://)")
+# a footnote that notes the text: numbered ("1 https://...", "4 To illustrate"). The first page's other footnotes are
+# about the authors and the venue ("∗Equal contribution", "†Work performed while at Google Brain", "∗CIFAR Senior Fellow",
+# "31st Conference on Neural Information Processing Systems (NIPS 2017)"): front matter, not passages
+_NUMBERED_NOTE = re.compile(r"^\d{1,2}(?:\s|[A-Z]|https?://)")
 _TOKEN_EDGE = "".join(c for c in string.punctuation if c not in "-'") + "\u201c\u201d\u2018\u2019\u2013\u2014\u2026"
 
 
@@ -626,13 +630,17 @@ def section_role(title: str, *, after_references: bool, in_appendix: bool) -> st
 
 def assign_roles(laid: LaidOutPdf) -> None:
     """Give every block its role (``ROLES``), from its kind and the heading of its section: front matter
-    before the abstract / first heading, the abstract, captions, then per section body, acknowledgements,
-    references (bibliography) or appendix (lettered sections, 'Appendix', anything after the references)."""
+    before the abstract / first heading (and the first page's footnotes but numbered ones), the abstract, captions,
+    then per section body, acknowledgements, references (bibliography) or appendix (lettered sections, 'Appendix',
+    anything after the references)."""
     role = "body"
     after_references = in_appendix = False
     for b in laid.blocks():
         if b.kind in ("front", "abstract", "caption"):
             b.role = b.kind
+            continue
+        if b.footnote and b.page == 1 and not _NUMBERED_NOTE.match(b.lines[0].text):
+            b.role = "front"  # the first page's notes on its authors and venue, not the paper's text
             continue
         if b.kind == "heading":
             role = section_role(b.section or "", after_references=after_references, in_appendix=in_appendix)

@@ -230,6 +230,37 @@ def test_pdf_cited_by_facts_and_sections(pdfs):
     assert "1409.0473" in {p.paper_id for p in pd.prior}  # cited by three of the ten
 
 
+def test_a_paper_is_found_by_what_people_paste_for_it(pdfs):
+    """``paperkb show arXiv:1706.03762`` (or its version, its arXiv address, its title) said "unknown paper id"; every
+    reader of ids (show, related, recommend, path, exports, the API, MCP) goes through resolve_ids."""
+    from pipeline.query.records import resolve_ids
+
+    for typed in ("1706.03762", "arXiv:1706.03762", "1706.03762v5", "https://arxiv.org/abs/1706.03762",
+                  "https://arxiv.org/pdf/1706.03762v7", "10.48550/arXiv.1706.03762", "Attention Is All You Need",
+                  "attention is all you need."):
+        assert resolve_ids(pdfs, [typed]) == [("paper", "1706.03762")], typed
+    assert reading.paper_facts(pdfs, "https://arxiv.org/abs/1810.04805v2").paper_id == "1810.04805"
+    # works the papers cite, outside the corpus: by their arXiv id or DOI in any of these forms
+    cited = pdfs.execute("SELECT work_id, arxiv_id FROM works WHERE paper_id IS NULL AND arxiv_id IS NOT NULL "
+                         "ORDER BY work_id LIMIT 1").fetchone()
+    assert resolve_ids(pdfs, [f"https://arxiv.org/abs/{cited[1]}v2"]) == [("work", cited[0])]
+    work, d = pdfs.execute("SELECT work_id, doi FROM works WHERE paper_id IS NULL AND doi IS NOT NULL "
+                           "ORDER BY work_id LIMIT 1").fetchone()
+    assert resolve_ids(pdfs, [f"https://doi.org/{d.upper()}"]) == [("work", work)]
+    # several forms of one paper are one paper; what names nothing is still an unknown id
+    assert resolve_ids(pdfs, ["arXiv:1706.03762", "1706.03762", "1409.0473v7"]) == [("paper", "1706.03762"),
+                                                                                   ("paper", "1409.0473")]
+    with pytest.raises(UnknownPaper, match="'arXiv:1234.56789'"):
+        resolve_ids(pdfs, ["arXiv:1234.56789"])
+    with pytest.raises(UnknownPaper, match="'Attention Is Most of What You Need'"):
+        resolve_ids(pdfs, ["Attention Is Most of What You Need"])
+    from pipeline.query.paths import shortest_paths
+
+    pasted = shortest_paths(pdfs, "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
+                            "https://arxiv.org/abs/1706.03762v5")
+    assert (pasted.source, pasted.target, pasted.length) == ("1810.04805", "1706.03762", 1)
+
+
 def test_show_prints_each_figure_legend_once_with_its_page(pdfs):
     """A legend is stored as printed ("Figure 1: The Transformer ..."); ``paperkb show`` printed its label twice more
     ("Figure 1 1 (p. 3): Figure 1: The Transformer ...")."""

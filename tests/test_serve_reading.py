@@ -84,3 +84,16 @@ def test_related_has_cards_and_prior_derivative_works(client, examples):
     assert any(i["authors"] for i in r["related"]) and all("links" in i for i in r["related"])
     assert r["prior_works"] and r["derivative_works"]
     assert all(w["count"] >= 2 for w in r["prior_works"] + r["derivative_works"])
+
+
+def test_a_paper_is_found_by_its_title(client):
+    """A title one corpus paper has names it wherever an id is asked for (the searcher's paper, related, paths)."""
+    by_id = client.get("/api/papers/cacm:1785").json()
+    assert by_id["title"] == "Scatter Storage Techniques"
+    for typed in ("Scatter Storage Techniques", "scatter  storage techniques."):
+        got = client.get(f"/api/papers/{typed}")
+        assert got.status_code == 200 and got.json()["paper_id"] == "cacm:1785", typed
+    related = client.get("/api/papers/Scatter Storage Techniques/related", params={"k": 3}).json()
+    assert related["paper"]["paper_id"] == "cacm:1785" and len(related["related"]) == 3
+    assert client.get("/api/papers/Scatter Storage Techniques, Revisited").status_code == 404
+

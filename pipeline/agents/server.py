@@ -57,7 +57,8 @@ INSTRUCTIONS = (
 PaperId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S",
                                description="a paper id from an answer: the corpus id (e.g. 'cisi:12', an arXiv id) or "
                                            "its unambiguous external id; export and citation_path also take a "
-                                           "citation-graph work id")]
+                                           "citation-graph work id. Also what people paste: 'arXiv:1706.03762', "
+                                           "'1706.03762v5', an arXiv or doi.org address, a DOI, an exact title")]
 IdItem = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
 IdList = Annotated[list[IdItem], Field(min_length=1, max_length=MAX_IDS)]
 Year = Annotated[int, Field(ge=1000, le=3000)] | None

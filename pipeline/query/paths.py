@@ -51,7 +51,8 @@ class PathResult:
 
 
 def _work_of(con, paper_id: str) -> tuple[str, str]:
-    """(work_id, paper_id) for a corpus paper id, its unambiguous external id, or a work id."""
+    """(work_id, paper_id) for a corpus paper id, its unambiguous external id, or a work id (or what people paste for
+    them: :func:`pipeline.query.records.resolve_ids`)."""
     pid = (paper_id or "").strip() if isinstance(paper_id, str) else ""
     if not pid:
         raise UserError("the paper id is empty")
@@ -71,7 +72,13 @@ def _work_of(con, paper_id: str) -> tuple[str, str]:
     if known:  # a corpus paper that is not in the citation graph: no path, but not an unknown id
         row = con.execute("SELECT paper_id FROM papers WHERE paper_id = ? OR external_id = ? LIMIT 1", [pid, pid]).fetchone()
         return "", row[0]
-    raise UnknownPaper(f"unknown paper id {pid!r}")
+    from pipeline.query.records import resolve_ids
+
+    try:  # what people paste for it: arXiv:1706.03762, 1706.03762v5, an address, a DOI, a title
+        (_, named), = resolve_ids(con, [pid])
+    except UnknownPaper:
+        raise UnknownPaper(f"unknown paper id {pid!r}") from None
+    return _work_of(con, named)
 
 
 def _expand(con, frontier: list[str]) -> list[tuple[str, str, str]]:

@@ -2,7 +2,9 @@
 
 Works on any DuckDB connection holding the catalog tables (a snapshot's ``catalog.duckdb``, or the
 warehouse). Ids are corpus paper ids, their external ids (arXiv id, collection docno) when unambiguous,
-or citation-graph work ids (S2 papers outside the corpus, as `related` lists them). Every query binds
+or citation-graph work ids (S2 papers outside the corpus, as `related` lists them); and what people paste for them
+(:mod:`pipeline.query.id_forms`): ``arXiv:1706.03762``, ``1706.03762v5``, arXiv and doi.org addresses, DOIs, Semantic
+Scholar pages, or a title only one corpus paper has. Every query binds
 the ids as parameters.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.exports import BibRecord
+from pipeline.query import id_forms
 
 MAX_IDS = 1000
 
@@ -38,23 +41,79 @@ def resolve_ids(con, ids: list[str]) -> list[tuple[str, str]]:
         "SELECT work_id, paper_id FROM works WHERE work_id IN (SELECT unnest(?::VARCHAR[]))", [clean]).fetchall())
     out: list[tuple[str, str]] = []
     unknown: list[str] = []
+    found: dict[str, tuple[str, str]] = {}
     for s in clean:
         if s in papers:
-            item = ("paper", s)
+            found[s] = ("paper", s)
         elif len(ext.get(s, [])) == 1:
-            item = ("paper", ext[s][0])
+            found[s] = ("paper", ext[s][0])
         elif s in works:
             linked = works[s]
-            item = ("paper", linked) if linked else ("work", s)
-        else:
+            found[s] = ("paper", linked) if linked else ("work", s)
+    found.update(_pasted(con, [s for s in clean if s not in found]))
+    for s in clean:
+        item = found.get(s)
+        if item is None:
             unknown.append(s)
-            continue
-        if item not in out:
+        elif item not in out:
             out.append(item)
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         raise UnknownPaper(f"unknown paper id{'s' if len(unknown) > 1 else ''} {shown}")
     return out
+
+
+def _pasted(con, typed: list[str]) -> dict[str, tuple[str, str]]:
+    """What the ids the catalog does not hold as given name, read as people paste them
+    (:mod:`pipeline.query.id_forms`): an arXiv id with a prefix, a version or as a URL; a DOI; a Semantic Scholar page;
+    else a title that one corpus paper has (case and spacing aside)."""
+    if not typed:
+        return {}
+    arxiv = {s: a for s in typed if (a := id_forms.arxiv_id(s))}
+    dois = {s: d for s in typed if (d := id_forms.doi(s))}
+    s2 = {s: h for s in typed if (h := id_forms.s2_paper(s))}
+    titles = {s: id_forms.title_key(s) for s in typed if " " in s.strip() and s not in arxiv and s not in dois and s not in s2}
+    out: dict[str, tuple[str, str]] = {}
+    if arxiv:
+        ids = sorted(set(arxiv.values()))
+        papers = dict(con.execute("SELECT coalesce(external_id, paper_id), paper_id FROM papers WHERE source = 'arxiv' AND "
+                                  "(paper_id IN (SELECT unnest(?::VARCHAR[])) OR external_id IN (SELECT unnest(?::VARCHAR[])))",
+                                  [ids, ids]).fetchall())
+        papers.update((pid, pid) for (pid,) in con.execute(
+            "SELECT paper_id FROM papers WHERE paper_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall())
+        works = _works(con, "arxiv_id", ids) | _works(con, "work_id", ["arxiv:" + i for i in ids])
+        for s, a in arxiv.items():
+            hit = ("paper", papers[a]) if a in papers else works.get(a) or works.get("arxiv:" + a)
+            if hit:
+                out[s] = hit
+    if dois:
+        ids = sorted(set(dois.values()))
+        papers = dict(con.execute("SELECT lower(doi), any_value(paper_id) FROM papers WHERE lower(doi) IN "
+                                  "(SELECT unnest(?::VARCHAR[])) GROUP BY 1 HAVING count(*) = 1", [ids]).fetchall())
+        works = _works(con, "lower(doi)", ids) | _works(con, "work_id", ["doi:" + i for i in ids])
+        for s, d in dois.items():
+            hit = ("paper", papers[d]) if d in papers else works.get(d) or works.get("doi:" + d)
+            if hit:
+                out[s] = hit
+    if s2:
+        works = _works(con, "work_id", sorted(set(s2.values())))
+        out.update((s, works[h]) for s, h in s2.items() if h in works)
+    if titles:
+        keyed = dict(con.execute(r"""
+            SELECT rtrim(lower(regexp_replace(trim(title), '\s+', ' ', 'g')), '.') AS k, any_value(paper_id) FROM papers
+            WHERE k IN (SELECT unnest(?::VARCHAR[])) GROUP BY k HAVING count(*) = 1""",
+                                 [sorted(set(titles.values()))]).fetchall())
+        out.update((s, ("paper", keyed[k])) for s, k in titles.items() if k in keyed)
+    return out
+
+
+def _works(con, column: str, values: list[str]) -> dict[str, tuple[str, str]]:
+    """{value of ``column``: the corpus paper of that work, else the work}, for the works whose ``column`` is one of
+    ``values`` (a value several works hold names none of them)."""
+    rows = con.execute(f"SELECT {column} AS v, any_value(work_id), any_value(paper_id), count(DISTINCT coalesce(paper_id, "
+                       f"work_id)) FROM works WHERE {column} IN (SELECT unnest(?::VARCHAR[])) GROUP BY v",
+                       [values]).fetchall()
+    return {v: ("paper", pid) if pid else ("work", wid) for v, wid, pid, n in rows if n == 1}
 
 
 def bib_records(con, ids: list[str]) -> list[BibRecord]:

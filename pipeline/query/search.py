@@ -697,11 +697,30 @@ class Searcher:
         if pid in self.paper_row:
             return self.paper_row[pid]
         # accept the external id (arXiv id / collection docno) when it is unambiguous
-        ext = self.meta["external_id"].to_pylist()
+        ext = self._meta_lists["external_id"]
         hits = [i for i, e in enumerate(ext) if e == pid]
         if len(hits) == 1:
             return hits[0]
+        pasted = self._pasted(pid)  # arXiv:1706.03762, 1706.03762v5, an address, a DOI, a title
+        if pasted is not None:
+            return self.paper_row[pasted]
         raise UnknownPaper(f"unknown paper id {pid!r} in snapshot {self.snap.snapshot_id}")
+
+    def _pasted(self, typed: str) -> str | None:
+        """The corpus paper what people paste for it names (the catalog's resolver: :mod:`pipeline.query.id_forms`),
+        None when it names none (or a work outside the corpus)."""
+        if not self.snap.has_catalog():
+            return None
+        from pipeline.query.records import resolve_ids
+
+        con = self.snap.catalog()
+        try:
+            (kind, pid), = resolve_ids(con, [typed])
+        except UnknownPaper:
+            return None
+        finally:
+            con.close()
+        return pid if kind == "paper" and pid in self.paper_row else None
 
     def resolve_id(self, paper_id: str) -> str:
         return self.meta["paper_id"][self._require(paper_id)].as_py()

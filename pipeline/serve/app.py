@@ -243,7 +243,9 @@ def _split(values: list[str] | None) -> list[str]:
 
 # Parameter types that carry the rules above into the schema (list items included)
 PaperId = Annotated[str, Path_(pattern=NOT_BLANK, description="a paper id: the corpus id, or its unambiguous "
-                                                             "external id (arXiv id, collection docno)")]
+                                                             "external id (arXiv id, collection docno), or what "
+                                                             "people paste for it: arXiv:1706.03762, 1706.03762v5, "
+                                                             "an arXiv or doi.org address, a DOI, an exact title")]
 IdList = Annotated[str, StringConstraints(pattern=ID_LIST)]
 FilterValue = Annotated[str, StringConstraints(max_length=MAX_FILTER_VALUE, pattern=FILTER_LIST)]
 

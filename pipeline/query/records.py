@@ -74,36 +74,46 @@ def _pasted(con, typed: list[str]) -> dict[str, tuple[str, str]]:
     s2 = {s: h for s in typed if (h := id_forms.s2_paper(s))}
     titles = {s: id_forms.title_key(s) for s in typed if " " in s.strip() and s not in arxiv and s not in dois and s not in s2}
     out: dict[str, tuple[str, str]] = {}
-    if arxiv:
-        ids = sorted(set(arxiv.values()))
-        papers = dict(con.execute("SELECT coalesce(external_id, paper_id), paper_id FROM papers WHERE source = 'arxiv' AND "
-                                  "(paper_id IN (SELECT unnest(?::VARCHAR[])) OR external_id IN (SELECT unnest(?::VARCHAR[])))",
-                                  [ids, ids]).fetchall())
-        papers.update((pid, pid) for (pid,) in con.execute(
-            "SELECT paper_id FROM papers WHERE paper_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall())
-        works = _works(con, "arxiv_id", ids) | _works(con, "work_id", ["arxiv:" + i for i in ids])
-        for s, a in arxiv.items():
-            hit = ("paper", papers[a]) if a in papers else works.get(a) or works.get("arxiv:" + a)
-            if hit:
-                out[s] = hit
-    if dois:
-        ids = sorted(set(dois.values()))
-        papers = dict(con.execute("SELECT lower(doi), any_value(paper_id) FROM papers WHERE lower(doi) IN "
-                                  "(SELECT unnest(?::VARCHAR[])) GROUP BY 1 HAVING count(*) = 1", [ids]).fetchall())
-        works = _works(con, "lower(doi)", ids) | _works(con, "work_id", ["doi:" + i for i in ids])
-        for s, d in dois.items():
-            hit = ("paper", papers[d]) if d in papers else works.get(d) or works.get("doi:" + d)
-            if hit:
-                out[s] = hit
+    out.update(_named(con, arxiv, _ARXIV_PAPERS, "arxiv_id", "arxiv:"))
+    out.update(_named(con, dois, _DOI_PAPERS, "lower(doi)", "doi:"))
     if s2:
         works = _works(con, "work_id", sorted(set(s2.values())))
         out.update((s, works[h]) for s, h in s2.items() if h in works)
-    if titles:
-        keyed = dict(con.execute(r"""
+    if titles:  # the titles holding each one's longest word first: the regexp then runs on a few (millions at arXiv's size)
+        keys = sorted(set(titles.values()))
+        words = [max(k.split(), key=len) for k in keys]
+        keyed = dict(con.execute(rf"""
             SELECT rtrim(lower(regexp_replace(trim(title), '\s+', ' ', 'g')), '.') AS k, any_value(paper_id) FROM papers
-            WHERE k IN (SELECT unnest(?::VARCHAR[])) GROUP BY k HAVING count(*) = 1""",
-                                 [sorted(set(titles.values()))]).fetchall())
+            WHERE ({' OR '.join(['contains(lower(title), ?)'] * len(words))}) AND k IN (SELECT unnest(?::VARCHAR[]))
+            GROUP BY k HAVING count(*) = 1""", [*words, keys]).fetchall())
         out.update((s, ("paper", keyed[k])) for s, k in titles.items() if k in keyed)
+    return out
+
+
+# {id: the one corpus paper it names}: arXiv ids as paper ids or external ids, DOIs (lower case)
+_ARXIV_PAPERS = """
+    SELECT i, any_value(pid) FROM (
+        SELECT paper_id AS i, paper_id AS pid FROM papers WHERE paper_id IN (SELECT unnest(?::VARCHAR[]))
+        UNION ALL SELECT external_id, paper_id FROM papers WHERE external_id IN (SELECT unnest(?::VARCHAR[])))
+    GROUP BY i HAVING count(DISTINCT pid) = 1"""
+_DOI_PAPERS = """
+    SELECT lower(doi) AS i, any_value(paper_id) FROM papers WHERE lower(doi) IN (SELECT unnest(?::VARCHAR[]))
+    GROUP BY i HAVING count(*) = 1"""
+
+
+def _named(con, forms: dict[str, str], papers_sql: str, column: str, prefix: str) -> dict[str, tuple[str, str]]:
+    """{typed: what it names} for ``forms`` ({typed: arXiv id or DOI}): the corpus paper ``papers_sql`` finds, else
+    the work whose ``column`` holds it or whose id is ``prefix`` + it (the works a PDF's references made)."""
+    if not forms:
+        return {}
+    ids = sorted(set(forms.values()))
+    papers = dict(con.execute(papers_sql, [ids] * papers_sql.count("?")).fetchall())
+    works = _works(con, column, ids) | _works(con, "work_id", [prefix + i for i in ids])
+    out = {}
+    for typed, key in forms.items():
+        hit = ("paper", papers[key]) if key in papers else works.get(key) or works.get(prefix + key)
+        if hit:
+            out[typed] = hit
     return out
 
 

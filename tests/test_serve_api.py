@@ -281,7 +281,9 @@ def test_422_detail_is_one_line(client, params, detail):
 
 def test_every_error_answer_is_documented(client):
     schema = client.get("/openapi.json").json()
-    assert set(schema["components"]["schemas"]["ErrorDetail"]["properties"]) == {"detail"}
+    error = schema["components"]["schemas"]["ErrorDetail"]
+    assert set(error["properties"]) == {"detail", "candidates"} and error["required"] == ["detail"]  # candidates: an
+    assert schema["components"]["schemas"]["AuthorCandidate"]["required"] == ["name", "paper_count"]  # author name only
     expected = {"/api/health": {"400", "503"}, "/api/snapshots": {"400", "503"},
                 "/api/search": {"400", "422", "503"},
                 "/api/papers/{paper_id}": {"400", "404", "422", "503"},

@@ -97,3 +97,17 @@ def test_a_paper_is_found_by_its_title(client):
     assert related["paper"]["paper_id"] == "cacm:1785" and len(related["related"]) == 3
     assert client.get("/api/papers/Scatter Storage Techniques, Revisited").status_code == 404
 
+
+def test_a_search_for_a_pasted_id_puts_that_paper_first(client):
+    """A search box gets pasted ids (an arXiv address, a DOI, a corpus id): the results were whatever the text of the
+    id matched. The paper comes first now, then the papers its title finds; a bare number stays a text search."""
+    got = client.get("/api/search", params={"q": "cacm:1785", "k": 5}).json()
+    assert [r["paper_id"] for r in got["results"]][0] == "cacm:1785" and len(got["results"]) == 5
+    assert got["query"] == "cacm:1785" and got["queries"][0] == "Scatter Storage Techniques"
+    assert any("names the paper cacm:1785" in n for n in got["notes"])
+    assert len({r["paper_id"] for r in got["results"]}) == 5  # the paper once, then others
+    plain = client.get("/api/search", params={"q": "1785", "k": 5}).json()
+    assert plain["queries"][0] == "1785" and not any("names the paper" in n for n in plain["notes"])
+    titled = client.get("/api/search", params={"q": "Scatter Storage Techniques", "k": 5}).json()
+    assert not any("names the paper" in n for n in titled["notes"])
+

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from pipeline.errors import UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
-from pipeline.query import bm25_stats, ranks
+from pipeline.query import bm25_stats, id_forms, ranks
 from pipeline.query.bm25 import CandidateBM25, ResidentIndex
 from pipeline.query.candidates import Passages, Pool, Ranked
 from pipeline.query.excerpt import excerpt, query_terms
@@ -487,6 +487,12 @@ class Searcher:
         resp = SearchResponse(query=q, queries=[q], results=[], notes=notes, config=config, fusion=fusion,
                               expand=expander.name, rerank=bool(rerank), title_boost=title_boost, weights=w,
                               snapshot_id=self.snap.snapshot_id)
+        named = self._query_names(q)
+        if named is not None:  # a pasted id (arXiv:1706.03762, an address, a DOI): that paper, then papers like it
+            title = self._meta_lists["title"][self.paper_row[named]]
+            resp.notes.append(f"the query names the paper {named}: it comes first, then the papers its title finds")
+            q = title or q
+            resp.queries = [q]
 
         allowed, where = self._allowed(f)
         if allowed is not None and not allowed:
@@ -559,7 +565,7 @@ class Searcher:
             best = self._title_boost(q, best, cands, f)
         if rerank:
             best = self._rerank(q, best, cands, resp)
-        best.sort(key=lambda b: -b[1])
+        best.sort(key=lambda b: (cands.paper_ids[b[0]] != named, -b[1]))  # the paper a pasted id names first
 
         m = self._meta_lists
         terms = query_terms(resp.queries)
@@ -705,6 +711,17 @@ class Searcher:
         if pasted is not None:
             return self.paper_row[pasted]
         raise UnknownPaper(f"unknown paper id {pid!r} in snapshot {self.snap.snapshot_id}")
+
+    def _query_names(self, q: str) -> str | None:
+        """The corpus paper a whole query names when it is a paper's id as people paste it (``arXiv:1706.03762``, an
+        arXiv, doi.org or Semantic Scholar address, a DOI, a corpus id such as ``cacm:1785``), else None: a title or a
+        bare number ("1785") is searched as text."""
+        if not (id_forms.arxiv_id(q) or id_forms.doi(q) or id_forms.s2_paper(q) or (":" in q and q in self.paper_row)):
+            return None
+        try:
+            return self.resolve_id(q)
+        except UnknownPaper:
+            return None
 
     def _pasted(self, typed: str) -> str | None:
         """The corpus paper what people paste for it names (the catalog's resolver: :mod:`pipeline.query.id_forms`),

@@ -11,7 +11,7 @@ CALL, EXPLAIN) print them: as DuckDB's box table cut to the terminal's width (Du
 columns and rows that do not fit and says so), as CSV, or as JSON (one array of row objects per
 statement). The shell reads statements ending with ``;``, keeps a history (readline, when the platform
 has it) and knows ``.tables``, ``.schema [NAME]``, ``.help`` and ``.quit``; an error there is one line on
-stderr and the shell goes on.
+stderr and the shell goes on. The dot commands also run as the command line's query (``paperkb sql .tables``).
 """
 
 from __future__ import annotations
@@ -141,9 +141,19 @@ def shell(con, *, fmt: str = "table", width: Callable[[], int] = lambda: 80, rea
 
 def _dot_command(con, line: str, out: TextIO, err: TextIO, width: int, max_rows: int) -> bool:
     """Run a ``.command``; False to leave the shell."""
+    try:
+        return dot(con, line, out, width)
+    except SqlError as exc:
+        err.write(f"Error: {exc}\n")
+    return True
+
+
+def dot(con, line: str, out: TextIO, width: int) -> bool:
+    """Run the dot command ``line`` (``.tables``, ``.schema [NAME]``, ``.help``; also ``paperkb sql .tables`` on the
+    command line); False for ``.quit``. SqlError (one line) for an unknown command or a refused one."""
     import duckdb
 
-    word, _, arg = line.partition(" ")
+    word, _, arg = line.strip().partition(" ")
     arg = arg.strip().rstrip(";").strip()
     try:
         if word in (".quit", ".exit", ".q"):
@@ -156,9 +166,9 @@ def _dot_command(con, line: str, out: TextIO, err: TextIO, width: int, max_rows:
         elif word == ".schema":
             out.write(schema(con, arg or None) + "\n")
         else:
-            err.write(f"Error: unknown command {word} (.help lists them)\n")
-    except (duckdb.Error, SqlError) as exc:
-        err.write(f"Error: {error_line(exc)}\n")
+            raise SqlError(f"unknown command {word} (.help lists them)")
+    except duckdb.Error as exc:
+        raise SqlError(error_line(exc)) from None
     return True
 
 

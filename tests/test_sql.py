@@ -154,6 +154,20 @@ def test_query_formats_and_errors(cacm_snapshot, tmp_path):
         assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and msg in res.stderr, (args, res.stderr)
 
 
+def test_the_shells_dot_commands_run_from_the_command_line(cacm_snapshot):
+    """``paperkb sql --help`` names .tables and .schema NAME; given as the query they were a DuckDB parser error."""
+    wh = cacm_snapshot.warehouse
+    tables = _sql(wh, ".tables")
+    assert tables.returncode == 0 and tables.stderr == "", tables.stderr
+    assert {"papers", "related", "related_now", "passages"} <= set(tables.stdout.split())
+    papers = _sql(wh, ".schema papers")
+    assert papers.returncode == 0 and papers.stdout.startswith("CREATE VIEW papers AS")
+    for query, msg in ((".frob", "unknown command .frob (.help lists them)"),
+                       (".schema nope", "no table or view named 'nope' (.tables lists them)")):
+        bad = _sql(wh, query)
+        assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.splitlines() == [f"paperkb: error: {msg}"]
+
+
 def test_the_shell_on_a_terminal_pins_the_snapshot(cacm_snapshot, tmp_path):
     """On a terminal ``paperkb sql`` is a shell; the snapshot it reads is pinned until it ends; its history
     is kept in ~/.paperkb_sql_history."""

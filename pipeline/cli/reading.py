@@ -330,7 +330,10 @@ def sql_cmd(
         if not query.strip():
             raise UserError("no SQL given")
         try:
-            sql_shell.run_script(con, query, sys.stdout, fmt, width(), max_rows)
+            if query.strip().startswith("."):  # the shell's .tables / .schema NAME / .help, given as the query
+                sql_shell.dot(con, query, sys.stdout, width())
+            else:
+                sql_shell.run_script(con, query, sys.stdout, fmt, width(), max_rows)
         except sql_shell.SqlError as exc:
             raise UserError(str(exc)) from None
     finally:

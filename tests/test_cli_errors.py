@@ -233,3 +233,17 @@ def test_refresh_on_an_empty_source_warns_and_keeps_current(tiny_warehouse, tmp_
     assert out.strip().splitlines()[-1].endswith("nothing published")
     assert (wh / "snapshots" / "CURRENT").read_text() == before
     assert sorted(p.name for p in (wh / "snapshots").iterdir()) == folders
+
+
+def test_a_search_whose_filters_match_no_paper_says_so(cisi_snapshot, capsys):
+    """``paperkb search Q --author NAME`` with an author no paper has ended in "TypeError: unsupported format string
+    passed to NoneType.__format__": that search returned before it timed itself."""
+    wh = str(cisi_snapshot.warehouse)
+    for verbose in ([], ["-v"]):
+        assert main([*verbose, "--warehouse", wh, "search", "information retrieval", "--author", "Nobody Atall"]) == 0
+        captured = capsys.readouterr()
+        assert "0 papers" in captured.out and "no paper matches the filters" in captured.out
+        assert "Traceback" not in captured.err and "error" not in captured.err
+    assert main(["--warehouse", wh, "search", "information retrieval", "--year-from", "2100", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["results"] == [] and got["took_ms"] >= 0 and "no paper matches the filters" in got["notes"]

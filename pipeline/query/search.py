@@ -497,6 +497,8 @@ class Searcher:
         allowed, where = self._allowed(f)
         if allowed is not None and not allowed:
             resp.notes.append("no paper matches the filters")
+            resp.took_ms = round((time.perf_counter() - t0) * 1000, 2)
+            self.timings["search"] = resp.took_ms / 1000
             return resp
         post_filter = allowed is not None and where is None
         grow = 4 if post_filter else 1

@@ -10,6 +10,7 @@ def test_name_parts_fold_case_and_accents_and_cut_at_punctuation():
     assert name_parts("Jürgen Schmidhuber") == ["jurgen", "schmidhuber"]
     assert name_parts("D.V. Shetty") == ["d", "v", "shetty"]
     assert name_parts("Ord-Smith, R. J.") == ["ord", "smith", "r", "j"]
+    assert name_parts("O'Reilly, T.") == name_parts("O’Reilly, T.") == ["oreilly", "t"]
     assert name_parts("  ") == []
 
 
@@ -26,6 +27,8 @@ def test_name_parts_fold_case_and_accents_and_cut_at_punctuation():
     ("Jurgen Schmidhuber", "Jürgen Schmidhuber"),
     ("R. Smith", "Ord-Smith, R. J."),         # one part of a double surname
     ("H. Smith", "Smith Jr., H. J."),         # given names after the comma, the suffix before it
+    ("Tim O'Reilly", "O'Reilly, T."),         # an apostrophe inside a surname
+    ("Muller", "Jürgen Müller"),
 ])
 def test_a_name_matches_its_printed_forms(typed, printed):
     assert names_match(typed, printed)

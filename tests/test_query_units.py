@@ -201,6 +201,9 @@ def test_filter_mask_on_metadata():
     assert ids(Filters(authors=["o'reilly"])) == ["b"]
     assert ids(Filters(authors=["%"])) == []  # no pattern syntax: '%' is a literal character
     assert ids(Filters(categories=["' OR 1=1 --"])) == []
+    # the name in part, as cited: initials and the surname in either order
+    assert ids(Filters(authors=["G. Salton"])) == ids(Filters(authors=["Salton, G."])) == ["a"]
+    assert ids(Filters(authors=["Tim O'Reilly"])) == ["b"] and ids(Filters(authors=["H. Salton"])) == []
 
 
 # ---- expansion ------------------------------------------------------------------------------------------

@@ -128,6 +128,16 @@ def test_author_profile_joins_spellings(cacm):
         reading.author_profile(cacm, "Nobody, N.")
 
 
+def test_the_papers_author_filter_takes_a_name_as_cited(cacm):
+    """``paperkb papers --author`` matched a part of the printed name only: "A. J. Perlis" found nothing."""
+    printed = reading.list_papers(cacm, author="Perlis, A. J.", limit=50)
+    for typed in ("A. J. Perlis", "Alan J. Perlis"):
+        got = reading.list_papers(cacm, author=typed, limit=50)
+        assert got.total == printed.total == 10 and [p.paper_id for p in got.items] == [p.paper_id for p in printed.items]
+    assert reading.list_papers(cacm, author="J. A. Perlis").total == 1  # the other Perlis
+    assert reading.list_papers(cacm, author="X. Perlis").total == 0
+
+
 def test_an_author_is_found_by_surname_or_initials_and_a_shared_surname_lists_its_authors(cacm):
     exact = reading.author_profile(cacm, "Dijkstra, E. W.")
     for typed in ("Dijkstra", "E. W. Dijkstra", "Edsger Dijkstra", "dijkstra, e."):

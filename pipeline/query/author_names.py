@@ -17,9 +17,10 @@ _SPLIT = re.compile(r"[^0-9a-z]+")
 
 
 def name_parts(name: str) -> list[str]:
-    """The parts of a name: accents stripped, case folded, cut at every character that is not a letter or digit."""
+    """The parts of a name: accents stripped, case folded, cut at every character that is not a letter or digit but an
+    apostrophe (``O'Reilly`` is one part, ``oreilly``)."""
     plain = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c)).casefold()
-    return [p for p in _SPLIT.split(plain) if p]
+    return [p for p in _SPLIT.split(plain.replace("'", "").replace("\u2019", "")) if p]
 
 
 def _part_matches(typed: str, printed: str) -> bool:

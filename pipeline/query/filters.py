@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import UserError
+from pipeline.query.author_names import name_parts, names_match
 
 MAX_FILTER_VALUE = 200
 
@@ -114,6 +116,22 @@ def mask(meta: pa.Table, f: Filters) -> pa.Array:
         any_hit = pa.array([False] * len(flat))
         for a in f.authors:  # substring match, the value is a function argument (no pattern syntax)
             any_hit = pc.or_kleene(any_hit, pc.fill_null(pc.match_substring(flat, a.lower()), False))
+            any_hit = pc.or_kleene(any_hit, _named_in_part(flat, a))
         hit_rows = pc.filter(parents, any_hit)
         m = pc.and_kleene(m, pc.is_in(pa.array(range(n)), value_set=hit_rows) if len(hit_rows) else pa.array([False] * n))
     return pc.fill_null(m, False)
+
+
+def _named_in_part(flat: pa.Array, typed: str) -> pa.Array:
+    """Which of the author names ``flat`` (lower case) the name ``typed`` names in part: initials and a surname in
+    either order, "A. Vaswani" or "Vaswani, A." for "Ashish Vaswani" (:func:`pipeline.query.author_names.names_match`;
+    checked on the names holding its longest word only)."""
+    words = [w for w in name_parts(typed) if len(w) > 1]
+    if len(name_parts(typed)) < 2 or not words:  # one word: the substring match above is the whole test
+        return pa.array([False] * len(flat))
+    plain = pc.replace_substring_regex(pc.utf8_normalize(flat, "NFKD"), "[^a-z0-9]", "")  # as name_parts reads them
+    near = np.flatnonzero(pc.fill_null(pc.match_substring(plain, max(words, key=len)), False).to_numpy(zero_copy_only=False))
+    named = [int(i) for i, printed in zip(near.tolist(), pc.take(flat, pa.array(near)).to_pylist())
+             if printed and names_match(typed, printed)]
+    return pc.is_in(pa.array(range(len(flat))), value_set=pa.array(named, pa.int64()))
+

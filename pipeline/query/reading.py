@@ -557,9 +557,10 @@ def list_papers(con, *, sort: str = "pagerank", author: str | None = None, categ
         raise UserError(f"year_from {year_from} is after year_to {year_to}")
     where: list[str] = ["TRUE"]
     params: list[Any] = []
-    if author and author.strip():
-        where.append("paper_id IN (SELECT paper_id FROM paper_authors WHERE contains(lower(name), lower(?)))")
-        params.append(author.strip())
+    if author and author.strip():  # a part of the name, or the name in part ("A. Vaswani" for "Ashish Vaswani")
+        where.append("paper_id IN (SELECT paper_id FROM paper_authors WHERE contains(lower(name), lower(?)) "
+                     "OR name IN (SELECT unnest(?::VARCHAR[])))")
+        params += [author.strip(), _names_in_part(con, author.strip())]
     if category and category.strip():
         # its spellings first (any case), then a plain list match: no lambda (their syntax changed in DuckDB 1.3)
         spelt = [r[0] for r in con.execute("SELECT DISTINCT c FROM (SELECT unnest(categories) AS c FROM papers) "
@@ -627,6 +628,18 @@ def author_profile(con, name: str, *, limit: int = 50) -> AuthorProfile:
         h_index=h_index([c.citation_count or 0 for c in papers]), first_year=min(years) if years else None,
         last_year=max(years) if years else None, years=[YearCount(y, n) for y, n in sorted(years.items())],
         coauthors=[NameCount(n, int(k)) for n, k in co], papers=papers[:limit], asked=asked)
+
+
+def _names_in_part(con, typed: str) -> list[str]:
+    """The printed author names that ``typed`` names in part (initials, either order; none for a single word, which
+    the substring match covers): :func:`pipeline.query.author_names.names_match` on the names holding its longest
+    word."""
+    words = [w for w in name_parts(typed) if len(w) > 1]
+    if len(name_parts(typed)) < 2 or not words:
+        return []
+    near = con.execute(f"SELECT DISTINCT name FROM paper_authors WHERE contains({_NAME_KEY.format('name')}, ?)",
+                       [max(words, key=len)]).fetchall()
+    return [n for (n,) in near if names_match(typed, n)]
 
 
 CANDIDATES_SHOWN = 5  # authors an ambiguous name's message names

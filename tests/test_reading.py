@@ -271,6 +271,29 @@ def test_a_paper_is_found_by_what_people_paste_for_it(pdfs):
     assert (pasted.source, pasted.target, pasted.length) == ("1810.04805", "1706.03762", 1)
 
 
+def test_show_tells_what_is_known_of_a_cited_work_outside_the_corpus(pdfs):
+    """``paperkb show arXiv:1610.10099`` (a paper the Transformer cites, not one of the ten) said only that it is "a
+    cited work outside the corpus"; it shows what the references say of it and the papers citing it now."""
+    from pipeline.cli.paper_views import work_lines
+    from pipeline.query.paper_detail import work_detail
+    from pipeline.query.records import resolve_ids
+
+    (kind, work), = resolve_ids(pdfs, ["https://arxiv.org/abs/1610.10099v2"])
+    assert (kind, work) == ("work", "arxiv:1610.10099")
+    detail = work_detail(pdfs, work, top=5)
+    assert detail["work"]["title"] == "Neural machine translation in linear time" and detail["work"]["year"] == 2017
+    assert [c["paper_id"] for c in detail["cited_by"]["items"]] == ["1706.03762"] == \
+        [c.paper_id for c in reading.cited_by(pdfs, work).items]
+    lines = work_lines(detail, 80)
+    assert lines[0] == "Neural machine translation in linear time (2017)"
+    assert "arxiv: https://arxiv.org/abs/1610.10099" in lines and "Cited by: 1" in lines
+    assert any("1706.03762" in line for line in lines) and max(map(len, lines)) <= 80
+    krizhevsky = pdfs.execute("SELECT work_id FROM works WHERE title ILIKE 'imagenet classification with deep%' "
+                              "AND paper_id IS NULL").fetchone()[0]
+    shown = work_detail(pdfs, krizhevsky, top=2)["cited_by"]
+    assert shown["total"] >= 3 and len(shown["items"]) == 2  # the top two of all its citers, the total said
+
+
 def test_show_prints_each_figure_legend_once_with_its_page(pdfs):
     """A legend is stored as printed ("Figure 1: The Transformer ..."); ``paperkb show`` printed its label twice more
     ("Figure 1 1 (p. 3): Figure 1: The Transformer ...")."""

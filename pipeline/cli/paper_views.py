@@ -72,6 +72,28 @@ def card_line(card: dict[str, Any], cols: int, indent: str = "  ") -> list[str]:
     return [indent + _clip(title, cols - len(indent) - len(year)) + year, indent + "  " + _clip(meta, cols - len(indent) - 2)]
 
 
+def work_lines(detail: dict[str, Any], cols: int) -> list[str]:
+    """The ``paperkb show`` page of a cited work outside the corpus: what is known of it, who cites it here."""
+    w = detail["work"]
+    out = _wrap((w.get("title") or "(untitled)") + (f" ({w['year']})" if w.get("year") else ""), cols)
+    out.append(_clip(f"{w['work_id']} · a cited work, not in this snapshot's corpus (no text or metrics here)", cols))
+    if w.get("authors"):
+        out += _wrap(_authors(w["authors"], 10 ** 6), cols)
+    if w.get("venue"):
+        out.append(_clip(w["venue"], cols))
+    links = w.get("links") or {}
+    for name in ("arxiv", "pdf", "doi", "s2"):
+        if links.get(name):
+            out.append(_clip(f"{name:>6}: {links[name]}", cols))
+    for title, page in (("References", detail["references"]), ("Cited by", detail["cited_by"])):
+        if title == "References" and not page["total"]:
+            continue
+        out += ["", _section(title, page["total"], len(page["items"]), "by citations")]
+        for c in page["items"]:
+            out += card_line(c, cols)
+    return out
+
+
 def _section(title: str, total: int, shown: int, what: str) -> str:
     more = f" (top {shown} {what})" if total > shown else ""
     return f"{title}: {_num(total)}{more}"

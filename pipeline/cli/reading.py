@@ -405,24 +405,32 @@ def _catalog(ctx: typer.Context, snapshot: Optional[str]):
 @app.command("show", rich_help_panel=PANEL)
 def show_cmd(
     ctx: typer.Context,
-    paper_id: str = typer.Argument(..., help="Paper id (arXiv id, '<collection>:<docno>', local:..., or its DOI)."),
+    paper_id: str = typer.Argument(..., help="Paper id (arXiv id, '<collection>:<docno>', local:..., its DOI, address or "
+                                             "title), or a cited work's id."),
     top: int = typer.Option(5, "--top", min=0, max=200, help="References and citing papers listed (most cited first)."),
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections."""
+    """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections (a work the
+    papers cite, outside the corpus: what is known of it and the papers citing it)."""
     from pipeline.cli.console import width
-    from pipeline.cli.paper_views import show_lines
-    from pipeline.query.paper_detail import paper_detail
+    from pipeline.cli.paper_views import show_lines, work_lines
+    from pipeline.query.paper_detail import paper_detail, work_detail
+    from pipeline.query.records import resolve_ids
 
     snap, con = _catalog(ctx, snapshot)
     try:
-        detail = paper_detail(con, paper_id, top=top)
+        (kind, found), = resolve_ids(con, [paper_id])
+        # a work the corpus cites, outside it: what is known of it and who cites it here
+        detail = work_detail(con, found, top=top) if kind == "work" else paper_detail(con, found, top=top)
     finally:
         con.close()
         snap.close()
     if as_json:
         print(json.dumps({"snapshot_id": snap.snapshot_id, **detail}, indent=2, default=str))
+        return
+    if kind == "work":
+        print("\n".join(work_lines(detail, width())))
         return
     print("\n".join(show_lines(detail["paper"], detail["facts"], detail["references"], detail["cited_by"],
                                detail["figures"], detail["metrics"], width())))

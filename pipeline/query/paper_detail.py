@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pipeline.query.reading import cited_by, paper_facts, references
+from pipeline.query.reading import cited_by, paper_facts, references, work_cards
 
 
 def paper_detail(con, paper_id: str, *, top: int = 5) -> dict[str, Any]:
@@ -43,3 +43,15 @@ def paper_detail(con, paper_id: str, *, top: int = 5) -> dict[str, Any]:
     citers = cited_by(con, pid, limit=top, sort="citations").to_dict()["items"] if top else []
     return {"paper": paper, "facts": facts.to_dict(), "metrics": metrics, "references": refs, "cited_by": citers,
             "figures": figures}
+
+
+def work_detail(con, work_id: str, *, top: int = 5) -> dict[str, Any]:
+    """``{"work", "references", "cited_by"}`` of a citation-graph work outside the corpus (a paper the corpus cites,
+    known from a reference list or Semantic Scholar): its card (title, authors, year, links), and the ``top`` most
+    cited of the papers it cites and of those citing it, with their totals."""
+    card = work_cards(con, [work_id])[work_id].to_dict()
+    refs = references(con, work_id, limit=max(top, 1), sort="citations").to_dict()
+    citers = cited_by(con, work_id, limit=max(top, 1), sort="citations").to_dict()
+    return {"work": card, "references": {"total": refs["total"], "items": refs["items"][:top]},
+            "cited_by": {"total": citers["total"], "items": citers["items"][:top]}}
+

@@ -3,9 +3,11 @@
 A researcher looks an author up as they cite them: ``Vaswani``, ``A. Vaswani``, ``Vaswani, A.`` or ``Alan Perlis`` for
 the ``Perlis, A. J.`` a catalog prints. Both names are cut into parts (accents stripped, case folded, split at
 anything that is not a letter or a digit); the typed name matches when each of its parts is a different part of the
-printed one, whole or as an initial of it (``a`` for ``ashish``, ``alan`` for a printed ``A.``), and at least one typed
-part of two letters or more is a whole part of the printed name (the surname: an initial alone names nobody). The
-order of the parts does not matter. Pure functions: :func:`pipeline.query.reading.author_profile` reads the names.
+printed one, whole or as an initial of it (``a`` for ``ashish``, ``alan`` for a printed ``A.``), one typed part of two
+letters or more is a whole part of the printed name (the surname: initials alone name nobody), and the other parts
+come in the printed order (``A. J. Perlis`` is ``Perlis, A. J.``, not ``Perlis, J. A.``), an initial first being the
+first given name's (``Perlis, A.`` is not ``Perlis, J. A.``); the surname may stand first or last. Pure functions:
+:func:`pipeline.query.reading.author_profile` and the author filters read the names.
 """
 
 from __future__ import annotations

@@ -134,4 +134,3 @@ def _named_in_part(flat: pa.Array, typed: str) -> pa.Array:
     named = [int(i) for i, printed in zip(near.tolist(), pc.take(flat, pa.array(near)).to_pylist())
              if printed and names_match(typed, printed)]
     return pc.is_in(pa.array(range(len(flat))), value_set=pa.array(named, pa.int64()))
-

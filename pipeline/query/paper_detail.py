@@ -54,4 +54,3 @@ def work_detail(con, work_id: str, *, top: int = 5) -> dict[str, Any]:
     citers = cited_by(con, work_id, limit=max(top, 1), sort="citations").to_dict()
     return {"work": card, "references": {"total": refs["total"], "items": refs["items"][:top]},
             "cited_by": {"total": citers["total"], "items": citers["items"][:top]}}
-

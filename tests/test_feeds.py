@@ -384,3 +384,24 @@ def test_the_feeds_page_lists_each_feeds_papers_with_why(nights):
         assert nights["first"] in page.inner_text("#summary")
         page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "feeds.png"), full_page=False)  # docs/feeds.png
     assert errors == []
+
+
+def test_pasted_ids_on_this_snapshot_of_real_pdfs_and_records(nights):
+    """(Beside the feeds, on the one test snapshot that holds arXiv papers with DOIs and a PDF's cited works.) A
+    search for a pasted id puts that paper first; a DOI finds the paper that has it; an arXiv id of a work the papers
+    cite, outside the corpus, searches that work's title and says so."""
+    from pipeline.query import open_snapshot
+    from pipeline.query.search import Searcher
+
+    settings = nights["settings"]
+    snap = open_snapshot(settings, nights["second"])
+    try:
+        searcher = Searcher(snap, settings)
+        got = searcher.search("https://arxiv.org/abs/1706.03762v5", k=3, expand="off")
+        assert got.results[0].paper_id == "1706.03762" and got.queries == ["Attention Is All You Need"]
+        assert searcher.resolve_id("https://doi.org/10.1086/518736") == "0704.1114"  # a DOI from the OAI record
+        cited = searcher.search("arXiv:1610.10099", k=3, expand="off")
+        assert cited.queries == ["Neural machine translation in linear time"] and cited.results
+        assert any("arxiv:1610.10099, a work outside this snapshot's corpus" in n for n in cited.notes)
+    finally:
+        snap.close()

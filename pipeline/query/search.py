@@ -487,11 +487,12 @@ class Searcher:
         resp = SearchResponse(query=q, queries=[q], results=[], notes=notes, config=config, fusion=fusion,
                               expand=expander.name, rerank=bool(rerank), title_boost=title_boost, weights=w,
                               snapshot_id=self.snap.snapshot_id)
-        named = self._query_names(q)
-        if named is not None:  # a pasted id (arXiv:1706.03762, an address, a DOI): that paper, then papers like it
-            title = self._meta_lists["title"][self.paper_row[named]]
-            resp.notes.append(f"the query names the paper {named}: it comes first, then the papers its title finds")
-            q = title or q
+        named, title = self._query_names(q)
+        if title:  # a pasted id (arXiv:1706.03762, an address, a DOI): that paper, then the papers its title finds
+            resp.notes.append(f"the query names the paper {named}: it comes first, then the papers its title finds"
+                              if named in self.paper_row else f"the query names {named}, a work outside this "
+                              "snapshot's corpus (paperkb show tells what is known of it): the papers its title finds")
+            q = title
             resp.queries = [q]
 
         allowed, where = self._allowed(f)
@@ -714,32 +715,43 @@ class Searcher:
             return self.paper_row[pasted]
         raise UnknownPaper(f"unknown paper id {pid!r} in snapshot {self.snap.snapshot_id}")
 
-    def _query_names(self, q: str) -> str | None:
-        """The corpus paper a whole query names when it is a paper's id as people paste it (``arXiv:1706.03762``, an
-        arXiv, doi.org or Semantic Scholar address, a DOI, a corpus id such as ``cacm:1785``), else None: a title or a
-        bare number ("1785") is searched as text."""
+    def _query_names(self, q: str) -> tuple[str | None, str | None]:
+        """(the paper or cited work, its title) a whole query names when it is an id as people paste it
+        (``arXiv:1706.03762``, an arXiv, doi.org or Semantic Scholar address, a DOI, a corpus id such as ``cacm:1785``),
+        else (None, None): a title or a bare number ("1785") is searched as text."""
         if not (id_forms.arxiv_id(q) or id_forms.doi(q) or id_forms.s2_paper(q) or (":" in q and q in self.paper_row)):
-            return None
-        try:
-            return self.resolve_id(q)
-        except UnknownPaper:
-            return None
+            return None, None
+        if q in self.paper_row:
+            return q, self._meta_lists["title"][self.paper_row[q]]
+        hit = self._resolved(q, titles=True)
+        return (hit[1], hit[2]) if hit else (None, None)
 
     def _pasted(self, typed: str) -> str | None:
         """The corpus paper what people paste for it names (the catalog's resolver: :mod:`pipeline.query.id_forms`),
         None when it names none (or a work outside the corpus)."""
+        hit = self._resolved(typed)
+        return hit[1] if hit and hit[0] == "paper" and hit[1] in self.paper_row else None
+
+    def _resolved(self, typed: str, titles: bool = False) -> tuple[str, str, str | None] | None:
+        """(kind, id, title when ``titles``) of what the catalog's resolver finds for ``typed``: 'paper' or 'work' (a
+        cited work outside the corpus); None when it finds nothing."""
         if not self.snap.has_catalog():
             return None
         from pipeline.query.records import resolve_ids
 
         con = self.snap.catalog()
         try:
-            (kind, pid), = resolve_ids(con, [typed])
+            (kind, found), = resolve_ids(con, [typed])
+            title = None
+            if titles:
+                row = con.execute("SELECT title FROM papers WHERE paper_id = ?" if kind == "paper" else
+                                  "SELECT title FROM works WHERE work_id = ?", [found]).fetchone()
+                title = row[0] if row else None
+            return kind, found, title
         except UnknownPaper:
             return None
         finally:
             con.close()
-        return pid if kind == "paper" and pid in self.paper_row else None
 
     def resolve_id(self, paper_id: str) -> str:
         return self.meta["paper_id"][self._require(paper_id)].as_py()

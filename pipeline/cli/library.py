@@ -126,7 +126,7 @@ def interests_add(
     year_from: Optional[int] = typer.Option(None, "--year-from", help="Query interests: only papers from this year on."),
     year_to: Optional[int] = typer.Option(None, "--year-to", help="Query interests: only papers up to this year."),
     category: Optional[list[str]] = typer.Option(None, "--category", help="Query interests: only these categories."),
-    author: Optional[list[str]] = typer.Option(None, "--author", help="Query interests: only papers with an author name containing this."),
+    author: Optional[list[str]] = typer.Option(None, "--author", help="Query interests: only papers with an author name containing this, or named by it as cited ('A. J. Perlis')."),
     threshold: Optional[float] = typer.Option(None, "--threshold", help="Cosine similarity a new paper needs (default: setting "
                                               "feed_query_threshold 0.50 for a query, feed_seed_threshold 0.75 for seeds)."),
     replace: bool = typer.Option(False, "--replace", help="Replace an interest of the same name."),

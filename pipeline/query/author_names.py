@@ -25,6 +25,14 @@ def name_parts(name: str) -> list[str]:
     return [p for p in _SPLIT.split(plain.replace("'", "").replace("\u2019", "")) if p]
 
 
+def search_word(typed: str) -> str | None:
+    """The word to look printed names up by before :func:`names_match` checks them: the longest of a name of two parts
+    or more (one part of it is the surname, printed whole); None for a single word, which a substring match covers."""
+    parts = name_parts(typed)
+    words = [w for w in parts if len(w) > 1]
+    return max(words, key=len) if len(parts) > 1 and words else None
+
+
 def _part_matches(typed: str, printed: str) -> bool:
     if typed == printed:
         return True

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import UserError
-from pipeline.query.author_names import name_parts, names_match
+from pipeline.query.author_names import names_match, search_word
 
 MAX_FILTER_VALUE = 200
 
@@ -126,11 +126,11 @@ def _named_in_part(flat: pa.Array, typed: str) -> pa.Array:
     """Which of the author names ``flat`` (lower case) the name ``typed`` names in part: initials and a surname in
     either order, "A. Vaswani" or "Vaswani, A." for "Ashish Vaswani" (:func:`pipeline.query.author_names.names_match`;
     checked on the names holding its longest word only)."""
-    words = [w for w in name_parts(typed) if len(w) > 1]
-    if len(name_parts(typed)) < 2 or not words:  # one word: the substring match above is the whole test
+    word = search_word(typed)
+    if word is None:  # one word: the substring match above is the whole test
         return pa.array([False] * len(flat))
     plain = pc.replace_substring_regex(pc.utf8_normalize(flat, "NFKD"), "[^a-z0-9]", "")  # as name_parts reads them
-    near = np.flatnonzero(pc.fill_null(pc.match_substring(plain, max(words, key=len)), False).to_numpy(zero_copy_only=False))
+    near = np.flatnonzero(pc.fill_null(pc.match_substring(plain, word), False).to_numpy(zero_copy_only=False))
     named = [int(i) for i, printed in zip(near.tolist(), pc.take(flat, pa.array(near)).to_pylist())
              if printed and names_match(typed, printed)]
     return pc.is_in(pa.array(range(len(flat))), value_set=pa.array(named, pa.int64()))

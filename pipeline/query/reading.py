@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pipeline.errors import AmbiguousName, UnknownPaper, UserError
-from pipeline.query.author_names import name_parts, names_match
+from pipeline.query.author_names import name_parts, names_match, search_word
 
 MAX_LIMIT = 200
 LINK_SORTS = ("order", "citations", "year")
@@ -634,11 +634,11 @@ def _names_in_part(con, typed: str) -> list[str]:
     """The printed author names that ``typed`` names in part (initials, either order; none for a single word, which
     the substring match covers): :func:`pipeline.query.author_names.names_match` on the names holding its longest
     word."""
-    words = [w for w in name_parts(typed) if len(w) > 1]
-    if len(name_parts(typed)) < 2 or not words:
+    word = search_word(typed)
+    if word is None:
         return []
     near = con.execute(f"SELECT DISTINCT name FROM paper_authors WHERE contains({_NAME_KEY.format('name')}, ?)",
-                       [max(words, key=len)]).fetchall()
+                       [word]).fetchall()
     return [n for (n,) in near if names_match(typed, n)]
 
 

@@ -405,3 +405,76 @@ def test_pasted_ids_on_this_snapshot_of_real_pdfs_and_records(nights):
         assert any("arxiv:1610.10099, a work outside this snapshot's corpus" in n for n in cited.notes)
     finally:
         snap.close()
+
+
+def test_a_cited_work_outside_the_corpus_has_its_page(nights):
+    """(On this snapshot, the one with a PDF's cited works.) A reference outside the corpus was plain text on the page
+    and an "unknown paper id" in the API; it has its own page (/work, /api/works/{id}): what the citing papers' reference
+    lists print of it, the papers citing it here, the works cited together with it."""
+    from fastapi.testclient import TestClient
+
+    from pipeline.serve.app import create_app
+
+    s = nights["settings"]
+    with TestClient(create_app(s, nights["second"])) as c:
+        r = c.get("/api/works/https://arxiv.org/abs/1610.10099v2")  # any form of its id
+        assert r.status_code == 200, r.text
+        d = r.json()
+        assert d["in_corpus"] is False and d["work"]["work_id"] == "arxiv:1610.10099"
+        assert d["work"]["title"] == "Neural machine translation in linear time" and d["work"]["year"] == 2017
+        assert d["cited_by_count"] == 1 == c.get("/api/papers/arxiv:1610.10099/cited-by").json()["total"]
+        assert [(e["paper_id"], e["title"]) for e in d["printed"]["items"]] == [("1706.03762", "Attention Is All You Need")]
+        assert "Neural machine translation in linear time" in d["printed"]["items"][0]["raw"]
+        assert d["cited_with"] == {"citing": 1, "items": []}  # one citing paper: nothing is cited "together" yet
+        assert c.get("/api/works/1706.03762").json() == {"snapshot_id": nights["second"], "in_corpus": True,
+                                                         "paper_id": "1706.03762"}
+        assert c.get("/api/works/arXiv:1234.56789").status_code == 404
+        # a paper's endpoint says what the id is and where to look
+        r = c.get("/api/papers/arXiv:1610.10099")
+        assert r.status_code == 404 and "/api/works/arxiv:1610.10099" in r.json()["detail"]
+        # a work several of the papers cite: its co-cited works, each counted among its citing papers' references
+        w = c.get("/api/works/arXiv:1409.3215").json()
+        citers = [i["work_id"] for i in c.get("/api/papers/arXiv:1409.3215/cited-by", params={"limit": 50}).json()["items"]]
+        assert w["work"]["title"] == "Sequence to sequence learning with neural networks"
+        assert w["cited_with"]["citing"] == len(citers) == w["cited_by_count"] >= 3
+        assert {e["paper_id"] for e in w["printed"]["items"]} <= set(citers)
+        cited = {ci: {x["work_id"] for x in c.get(f"/api/papers/{ci}/references", params={"limit": 200}).json()["items"]}
+                 for ci in citers}
+        assert w["cited_with"]["items"]
+        for other in w["cited_with"]["items"]:
+            assert other["count"] == sum(other["work_id"] in refs for refs in cited.values()) >= 2
+            assert other["work_id"] != "arxiv:1409.3215"
+        counts = [o["count"] for o in w["cited_with"]["items"]]
+        assert counts == sorted(counts, reverse=True)
+        assert c.get("/work").status_code == 200
+
+
+@pytest.mark.browser
+def test_the_page_of_a_cited_work_outside_the_corpus(nights):
+    from live_server import NEEDS_CHROMIUM, chromium_page, served
+
+    if NEEDS_CHROMIUM.args[0]:
+        pytest.skip(NEEDS_CHROMIUM.kwargs["reason"])
+    errors: list[str] = []
+    with served(nights["settings"]) as url, chromium_page() as page:
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}/paper?id=1706.03762")
+        page.wait_for_selector("#refs li")
+        # a reference outside the corpus links to its page now
+        outside = page.locator("#refs li", has=page.locator(".outside")).first
+        title = outside.locator("a.title.work").inner_text()
+        outside.locator("a.title.work").click()
+        page.wait_for_selector("#cites li")
+        assert page.url.startswith(f"{url}/work?id=") and page.inner_text("#work h1") == title
+        assert page.inner_text("#cites-title") == "Cited by (1)" and "Attention Is All You Need" in page.inner_text("#cites")
+        assert page.inner_text("#printed-title") == "As printed (1)" and "Attention Is All You Need" in page.inner_text("#printed")
+        assert page.is_hidden("#refs-section") and "fewer than two" in page.inner_text("#with-note")
+        # a cited work's id typed in the paper page's address goes to the work's page
+        page.goto(f"{url}/paper?id=arXiv:1409.3215")
+        page.wait_for_url("**/work?id=**")
+        page.wait_for_selector("#with li")
+        assert page.inner_text("#work h1") == "Sequence to sequence learning with neural networks"
+        assert page.locator("#with li .count").count() >= 1 and page.locator("#printed li").count() >= 3
+        assert page.locator("#work a.export").count() == 3
+        page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "work.png"), full_page=False)
+    assert errors == []

@@ -292,6 +292,20 @@ def test_show_tells_what_is_known_of_a_cited_work_outside_the_corpus(pdfs):
                               "AND paper_id IS NULL").fetchone()[0]
     shown = work_detail(pdfs, krizhevsky, top=2)["cited_by"]
     assert shown["total"] >= 3 and len(shown["items"]) == 2  # the top two of all its citers, the total said
+    # how the citing papers print it, and the works cited together with it (by at least two of its citers)
+    assert detail["printed"]["total"] == 1 and detail["printed"]["items"][0]["paper_id"] == "1706.03762"
+    assert "Neural machine translation in linear time" in detail["printed"]["items"][0]["raw"]
+    assert "As printed: 1" in lines and not any(line.startswith("Cited together") for line in lines)
+    seq2seq = work_detail(pdfs, "arxiv:1409.3215", top=3)
+    citers = [c.paper_id for c in reading.cited_by(pdfs, "arxiv:1409.3215", limit=50).items]
+    assert seq2seq["cited_with"]["citing"] == len(citers) >= 3 and seq2seq["printed"]["total"] >= 3
+    for other in seq2seq["cited_with"]["items"]:
+        assert other["count"] == sum(other["work_id"] in {r.work_id for r in reading.references(pdfs, c, limit=200).items}
+                                     for c in citers) >= 2
+    lines = work_lines(seq2seq, 80)
+    assert "As printed: 4 (top 3 citing papers by citations)" in lines and max(map(len, lines)) <= 80
+    together = lines.index(f"Cited together with it (by the most of the {len(citers)} papers citing it):")
+    assert len(lines) - together - 1 == 2 * len(seq2seq["cited_with"]["items"]) > 0
 
 
 def test_show_prints_each_figure_legend_once_with_its_page(pdfs):

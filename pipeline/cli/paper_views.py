@@ -85,12 +85,25 @@ def work_lines(detail: dict[str, Any], cols: int) -> list[str]:
     for name in ("arxiv", "pdf", "doi", "s2"):
         if links.get(name):
             out.append(_clip(f"{name:>6}: {links[name]}", cols))
+    printed = detail.get("printed") or {"total": 0, "items": []}
+    if printed["items"]:
+        out += ["", _section("As printed", printed["total"], len(printed["items"]), "citing papers by citations")]
+        for e in printed["items"]:
+            out += _wrap(e["raw"], cols, "  ", max_lines=3)
+            where = f"in {e['paper_id']}" + (f", p. {e['page']}" if e.get("page") else "")
+            out.append("    " + _clip(f"{where}: {e.get('title') or ''}", cols - 4))
     for title, page in (("References", detail["references"]), ("Cited by", detail["cited_by"])):
         if title == "References" and not page["total"]:
             continue
         out += ["", _section(title, page["total"], len(page["items"]), "by citations")]
         for c in page["items"]:
             out += card_line(c, cols)
+    together = detail.get("cited_with") or {"citing": 0, "items": []}
+    if together["items"]:
+        out += ["", f"Cited together with it (by the most of the {together['citing']} papers citing it):"]
+        for c in together["items"]:
+            head, meta = card_line(c, cols)
+            out += [head, "    " + _clip(f"{meta.strip()} · with it in {c['count']} of {together['citing']}", cols - 4)]
     return out
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pipeline.query.reading import cited_by, paper_facts, references, work_cards
+from pipeline.query.reading import (cited_by, paper_facts, printed_entries, prior_and_derivative, references,
+                                    work_cards)
 
 
 def paper_detail(con, paper_id: str, *, top: int = 5) -> dict[str, Any]:
@@ -46,11 +47,20 @@ def paper_detail(con, paper_id: str, *, top: int = 5) -> dict[str, Any]:
 
 
 def work_detail(con, work_id: str, *, top: int = 5) -> dict[str, Any]:
-    """``{"work", "references", "cited_by"}`` of a citation-graph work outside the corpus (a paper the corpus cites,
-    known from a reference list or Semantic Scholar): its card (title, authors, year, links), and the ``top`` most
-    cited of the papers it cites and of those citing it, with their totals."""
+    """``{"work", "references", "cited_by", "printed", "cited_with"}`` of a citation-graph work outside the corpus (a
+    paper the corpus cites, known from a reference list or Semantic Scholar): its card (title, authors, year, links);
+    the ``top`` most cited of the papers it cites and of those citing it, with their totals; how the citing papers'
+    reference lists print it (``printed``: their entries, the most cited citer's first, with the total); and the
+    works cited together with it (``cited_with``: cited by the most of its citing papers, at least two, as
+    :func:`~pipeline.query.reading.prior_and_derivative` counts prior works)."""
     card = work_cards(con, [work_id])[work_id].to_dict()
     refs = references(con, work_id, limit=max(top, 1), sort="citations").to_dict()
     citers = cited_by(con, work_id, limit=max(top, 1), sort="citations").to_dict()
+    printed_total, printed = printed_entries(con, work_id, limit=max(top, 1))
+    citing = [r[0] for r in con.execute("SELECT DISTINCT citing_work_id FROM citations WHERE cited_work_id = ? "
+                                        "ORDER BY 1", [work_id]).fetchall()]
+    together = prior_and_derivative(con, citing, limit=max(top, 1), exclude=[work_id]).prior if len(citing) > 1 else []
     return {"work": card, "references": {"total": refs["total"], "items": refs["items"][:top]},
-            "cited_by": {"total": citers["total"], "items": citers["items"][:top]}}
+            "cited_by": {"total": citers["total"], "items": citers["items"][:top]},
+            "printed": {"total": printed_total, "items": [p.to_dict() for p in printed[:top]]},
+            "cited_with": {"citing": len(citing), "items": [c.to_dict() for c in together[:top]]}}

@@ -214,6 +214,20 @@ class PriorDerivative:
 
 
 @dataclass
+class PrintedEntry:
+    """A corpus paper's reference-list entry for a work: the work as that paper prints it."""
+
+    paper_id: str  # the citing corpus paper
+    title: str | None  # its title
+    raw: str  # the entry as printed
+    page: int | None  # the PDF page the entry starts on
+    method: str | None  # how the entry was matched to the work ('arxiv_id', 'doi', 'title', ..., 'unmatched')
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
 class Examples:
     """Example queries and id placeholders for the page, taken from the catalog itself."""
 
@@ -714,6 +728,18 @@ def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int
     prior = counted(ranked("citing_work_id", "cited_work_id")) if node_ids else []
     derivative = counted(ranked("cited_work_id", "citing_work_id")) if node_ids else []
     return PriorDerivative(papers=found, prior=prior, derivative=derivative)
+
+
+def printed_entries(con, work_id: str, *, limit: int = 5) -> tuple[int, list[PrintedEntry]]:
+    """(how many, the first ``limit``) of the corpus papers' reference-list entries matched to ``work_id``: how the
+    papers citing it print it, the most cited citing paper first. None for a work only the citation data names."""
+    limit, _ = _limit(limit, 0)
+    rows = con.execute("""
+        SELECT r.paper_id, p.title, r.raw, r.page, l.method, count(*) OVER () AS total
+        FROM reference_links l JOIN paper_references r USING (reference_id) LEFT JOIN papers p ON p.paper_id = r.paper_id
+        WHERE l.cited_work_id = ? AND r.raw IS NOT NULL
+        ORDER BY p.citation_count DESC NULLS LAST, r.paper_id, r.ordinal LIMIT ?""", [work_id, limit]).fetchall()
+    return (int(rows[0][5]) if rows else 0), [PrintedEntry(*r[:5]) for r in rows]
 
 
 # ---- examples -------------------------------------------------------------------------------------

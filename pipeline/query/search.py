@@ -710,9 +710,12 @@ class Searcher:
         hits = [i for i, e in enumerate(ext) if e == pid]
         if len(hits) == 1:
             return hits[0]
-        pasted = self._pasted(pid)  # arXiv:1706.03762, 1706.03762v5, an address, a DOI, a title
-        if pasted is not None:
-            return self.paper_row[pasted]
+        hit = self._resolved(pid)  # arXiv:1706.03762, 1706.03762v5, an address, a DOI, a title
+        if hit is not None and hit[0] == "paper" and hit[1] in self.paper_row:
+            return self.paper_row[hit[1]]
+        if hit is not None and hit[0] == "work":
+            raise UnknownPaper(f"{pid!r} is a work the papers of snapshot {self.snap.snapshot_id} cite, not one of its "
+                               f"papers: `paperkb show {hit[1]}` (or /api/works/{hit[1]}) tells what is known of it")
         raise UnknownPaper(f"unknown paper id {pid!r} in snapshot {self.snap.snapshot_id}")
 
     def _query_names(self, q: str) -> tuple[str | None, str | None]:
@@ -725,12 +728,6 @@ class Searcher:
             return q, self._meta_lists["title"][self.paper_row[q]]
         hit = self._resolved(q, titles=True)
         return (hit[1], hit[2]) if hit else (None, None)
-
-    def _pasted(self, typed: str) -> str | None:
-        """The corpus paper what people paste for it names (the catalog's resolver: :mod:`pipeline.query.id_forms`),
-        None when it names none (or a work outside the corpus)."""
-        hit = self._resolved(typed)
-        return hit[1] if hit and hit[0] == "paper" and hit[1] in self.paper_row else None
 
     def _resolved(self, typed: str, titles: bool = False) -> tuple[str, str, str | None] | None:
         """(kind, id, title when ``titles``) of what the catalog's resolver finds for ``typed``: 'paper' or 'work' (a

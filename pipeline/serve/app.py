@@ -621,6 +621,33 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             facts = reading.paper_facts(con, view.get("paper_id") or paper_id).to_dict()
         return {"snapshot_id": cur.snapshot_id, **view, **facts}
 
+    @app.get("/api/works/{work_id:path}", summary="A cited work outside the corpus: what its citing papers and the citation data say of it",
+             description="A work the corpus papers cite that is not a corpus paper itself (any id a paper takes: its "
+                         "work id as references list it, its arXiv id, DOI or address). `work`: its card (title, "
+                         "authors, year, venue, `citation_count`, `links`) as the reference lists and Semantic Scholar "
+                         "give it; `reference_count` and `cited_by_count` (the totals of /api/papers/{id}/references "
+                         "and /cited-by, which take a work id too); `printed`: how the citing papers' reference lists "
+                         "print it (`total`, `items`: `paper_id`, `title`, `raw`, `page`, `method`, the most cited "
+                         "citing paper first); `cited_with`: the works cited together with it by the most of its "
+                         "`citing` papers (`count`, at least 2). An id that names a corpus paper answers "
+                         "`in_corpus: true` and its `paper_id` only (/api/papers/{paper_id} has the rest).",
+             responses=_errors(400, 404, 422, 503))
+    def work(work_id: PaperId, top: int = Query(10, ge=1, le=reading.MAX_LIMIT,
+                                                description="at most this many printed entries and works cited with it"),
+             ) -> dict[str, Any]:
+        from pipeline.query.paper_detail import work_detail
+        from pipeline.query.records import resolve_ids
+
+        cur = opened()
+        with catalog(cur) as con:
+            (kind, found), = resolve_ids(con, [work_id])
+            if kind == "paper":
+                return {"snapshot_id": cur.snapshot_id, "in_corpus": True, "paper_id": found}
+            detail = work_detail(con, found, top=top)
+        return {"snapshot_id": cur.snapshot_id, "in_corpus": False, "work": detail["work"],
+                "reference_count": detail["references"]["total"], "cited_by_count": detail["cited_by"]["total"],
+                "printed": detail["printed"], "cited_with": detail["cited_with"]}
+
     @app.get("/api/snapshots", summary="Published snapshots, the one CURRENT names and the one being served",
              responses=_errors(400, 503))
     def list_snapshots() -> dict[str, Any]:
@@ -733,6 +760,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
     @app.get("/paper", include_in_schema=False)
     def paper_page() -> FileResponse:
         return FileResponse(STATIC / "paper.html")
+
+    @app.get("/work", include_in_schema=False)
+    def work_page() -> FileResponse:
+        return FileResponse(STATIC / "work.html")
 
     @app.get("/author", include_in_schema=False)
     def author_page() -> FileResponse:

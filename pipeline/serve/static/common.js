@@ -8,6 +8,7 @@ export async function getJSON(url) {
   if (!r.ok) {
     const d = body.detail;
     const err = new Error(typeof d === "string" ? d : Array.isArray(d) ? d.map((x) => x.msg).join("; ") : `HTTP ${r.status}`);
+    err.status = r.status;
     err.candidates = body.candidates;  // an author name several authors match: each one's name and papers
     throw err;
   }
@@ -65,11 +66,16 @@ export function linkChips(links) {
 }
 export function tags(values) { return (values || []).map((c) => `<span class="tag">${esc(c)}</span>`).join(""); }
 export function paperHref(id) { return "/paper?id=" + encodeURIComponent(id); }
-// One paper in a list: title (linked when it is in the corpus), authors, year, venue, citations, links;
+// The page of a cited work outside the corpus: who cites it here, how they print it, what it is cited with
+export function workHref(id) { return "/work?id=" + encodeURIComponent(id); }
+// One paper in a list: title (linked to its page: a corpus paper's, else a cited work's), authors, year, venue,
+// citations, links;
 // `extra` is appended to the meta line. A reference that matched no known paper shows its printed text.
 export function paperItem(p, extra = "", afterTitle = "") {
   const title = p.title || p.raw || p.work_id || "(untitled)";
-  const head = p.paper_id ? `<a class="title" href="${paperHref(p.paper_id)}">${esc(title)}</a>` : `<span class="title">${esc(title)}</span>`;
+  const head = p.paper_id ? `<a class="title" href="${paperHref(p.paper_id)}">${esc(title)}</a>`
+    : p.work_id ? `<a class="title work" href="${workHref(p.work_id)}" title="not in this corpus: who cites it here, and how they print it">${esc(title)}</a>`
+    : `<span class="title">${esc(title)}</span>`;
   const meta = [p.authors && p.authors.length ? authorLinks(p.authors, 4, !!p.paper_id) : "", p.year ? `<span class="year">${esc(p.year)}</span>` : "", p.venue ? `<i>${esc(p.venue)}</i>` : "",
     p.citation_count != null ? plural(p.citation_count, "citation") : ""].filter(Boolean).join(" · ");
   const printed = p.raw && !p.paper_id && p.method === "unmatched" ? `<div class="raw" title="as printed in the paper's references">${esc(p.raw)}</div>` : "";

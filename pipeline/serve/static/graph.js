@@ -3,7 +3,7 @@
 // cluster); this file scales the layout into the box, draws it, labels the nodes without overlap and
 // shows a card on hover. Hand-written on purpose: the page must work offline with no CDN, and these
 // few lines are simpler to audit than a graph library.
-import { esc, plural } from "/static/common.js";
+import { esc, paperHref, plural, workHref } from "/static/common.js";
 
 const NS = "http://www.w3.org/2000/svg";
 
@@ -115,7 +115,7 @@ export function drawGraph(svg, center, related, edges, layout, card = null) {
       "data-kind": l.kind, "data-weight": l.w }));
   }
   for (const n of nodes) {
-    const a = n.inCorpus === false ? el("g", { tabindex: 0 }) : el("a", { href: `/paper?id=${encodeURIComponent(n.id)}` });
+    const a = el("a", { href: n.inCorpus === false ? workHref(n.id) : paperHref(n.id) });
     a.setAttribute("aria-label", `${n.title || n.id}${n.year ? ", " + n.year : ""}`);
     const c = el("circle", { cx: n.x, cy: n.y, r: n.r, fill: yearColour(n.year, lo, hi), stroke: n.center ? "#1d232a" : "white",
       "stroke-width": n.center ? 3 : 1, class: n.center ? "node center" : "node", "data-id": n.id });

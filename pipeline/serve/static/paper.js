@@ -1,11 +1,11 @@
 import { esc, getJSON, fmt, fmtScore, plural, showSnapshot, exportLinks, examples, authorHref, linkChips, tags, paperItem,
-  pager } from "/static/common.js";
+  paperHref, workHref } from "/static/common.js";
 import { drawGraph } from "/static/graph.js";
+import { linkList } from "/static/links.js";
 import { seedButtons, showBasket, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
 const id = new URLSearchParams(location.search).get("id");
-const LIST = 10;
 const METRIC_HELP = {
   citation_count: "papers citing it (Semantic Scholar's count, else the citation graph's)",
   pagerank: "its PageRank in the citation graph: how central it is",
@@ -55,30 +55,6 @@ function renderPaper(p) {
   $("cites-title").textContent = `Cited by (${fmt(p.cited_by_count ?? 0)})`;
 }
 
-// A paged list of references or citing papers from /api/papers/{id}/references or /cited-by
-function linkList(kind, listId) {
-  let offset = 0;
-  const load = async () => {
-    const q = new URLSearchParams({ limit: String(LIST), offset: String(offset), sort: $(`${listId}-sort`).value });
-    try {
-      const d = await getJSON(`/api/papers/${encodeURIComponent(id)}/${kind}?${q}`);
-      const note = kind === "references"
-        ? (d.items.some((r) => r.raw) ? "From the paper's own reference list, in printed order, and from the citation data." : "From the citation data.")
-        : "Papers in the citation data that cite this one.";
-      $(`${listId}-note`).textContent = d.total ? note : (kind === "references" ? "No references known." : "No citing papers known.");
-      $(listId).start = offset + 1;
-      $(listId).innerHTML = d.items.map((r) => {
-        const where = [r.page ? `p. ${esc(r.page)}` : "", r.is_influential ? '<span class="tag" title="Semantic Scholar: a highly influential citation">influential</span>' : "",
-          (r.intents || []).map((i) => `<span class="tag">${esc(i)}</span>`).join(" ")].filter(Boolean).join(" ");
-        return `<li>${paperItem(r, where)}</li>`;
-      }).join("");
-      pager($(`${listId}-pager`), { offset: d.offset, limit: d.limit, total: d.total, shown: d.items.length }, (o) => { offset = o; load(); });
-    } catch (e) { $(`${listId}-note`).innerHTML = `<span class="error">${esc(e.message)}</span>`; }
-  };
-  $(`${listId}-sort`).addEventListener("change", () => { offset = 0; load(); });
-  return load;
-}
-
 function counted(items, n, verb) {
   return items.map((w) => `<li>${paperItem(w, `<span class="count" title="${verb} ${w.count} of the ${n} papers in the graph">${verb} ${w.count} of ${n}</span>`)}</li>`).join("")
     || '<li class="meta">none (no paper is linked to two or more of the graph\'s papers)</li>';
@@ -89,8 +65,8 @@ async function main() {
   try {
     const [p, data] = await Promise.all([getJSON(`/api/papers/${encodeURIComponent(id)}`), getJSON(`/api/papers/${encodeURIComponent(id)}/related?k=20`)]);
     renderPaper(p);
-    linkList("references", "refs")();
-    linkList("cited-by", "cites")();
+    linkList(id, "references", "refs")();
+    linkList(id, "cited-by", "cites")();
     $("status").textContent = "";
     $("connected-title").textContent = `Connected papers (${fmt(data.related.length)})`;
     const n = data.related.length + 1;
@@ -100,7 +76,14 @@ async function main() {
     $("derivative").innerHTML = counted(data.derivative_works || [], n, "cites");
     $("relexport").innerHTML = exportLinks(data.related.map((r) => r.paper_id || r.work_id), "Export connected papers");
     drawGraph($("graph"), { ...data.paper, metrics: p.metrics }, data.related, data.edges, data.layout, $("hovercard"));
-  } catch (e) { $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  } catch (e) {
+    // a work the corpus papers cite, outside the corpus (its id from a reference, or its arXiv id or DOI): its own page
+    if (e.status === 404 && await isCitedWork(id)) { location.replace(workHref(id)); return; }
+    $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`;
+  }
+}
+async function isCitedWork(anId) {
+  try { return (await getJSON(`/api/works/${encodeURIComponent(anId)}`)).in_corpus === false; } catch { return false; }
 }
 // Citation paths from this paper to another: each shortest path drawn as a chain of hops
 function renderPaths(d) {
@@ -112,7 +95,7 @@ function renderPaths(d) {
   $("pathstatus").textContent = `${d.count} shortest path(s) of ${d.length} hop(s)` + (d.truncated ? " (more not shown)" : "");
   $("paths").innerHTML = d.paths.map((p) => `<li><ol class="chain">${p.map((h) => `<li class="hop">
       ${h.link ? `<span class="link">${h.link === "cites" ? "↓ cites" : "↑ cited by"}</span>` : ""}
-      ${h.paper_id ? `<a href="/paper?id=${encodeURIComponent(h.paper_id)}">${esc(h.title || h.paper_id)}</a>` : esc(h.title || h.work_id)}
+      <a href="${h.paper_id ? paperHref(h.paper_id) : workHref(h.work_id)}">${esc(h.title || h.paper_id || h.work_id)}</a>
       <span class="meta">${h.year ? esc(h.year) + " · " : ""}${esc(h.paper_id || h.work_id)}</span></li>`).join("")}</ol></li>`).join("");
 }
 

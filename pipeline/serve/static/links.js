@@ -1,0 +1,30 @@
+// The paged references and citing papers of a paper or of a cited work (/api/papers/{id}/references and /cited-by):
+// the list `listId`, its note `${listId}-note`, sort `${listId}-sort` and pager `${listId}-pager`.
+import { esc, getJSON, paperItem, pager } from "/static/common.js";
+
+const LIST = 10;
+const $ = (id) => document.getElementById(id);
+
+// A function that loads the first page (and, on the sort's change or the pager's click, another)
+export function linkList(id, kind, listId) {
+  let offset = 0;
+  const load = async () => {
+    const q = new URLSearchParams({ limit: String(LIST), offset: String(offset), sort: $(`${listId}-sort`).value });
+    try {
+      const d = await getJSON(`/api/papers/${encodeURIComponent(id)}/${kind}?${q}`);
+      const note = kind === "references"
+        ? (d.items.some((r) => r.raw) ? "From the paper's own reference list, in printed order, and from the citation data." : "From the citation data.")
+        : "Papers in the citation data that cite this one.";
+      $(`${listId}-note`).textContent = d.total ? note : (kind === "references" ? "No references known." : "No citing papers known.");
+      $(listId).start = offset + 1;
+      $(listId).innerHTML = d.items.map((r) => {
+        const where = [r.page ? `p. ${esc(r.page)}` : "", r.is_influential ? '<span class="tag" title="Semantic Scholar: a highly influential citation">influential</span>' : "",
+          (r.intents || []).map((i) => `<span class="tag">${esc(i)}</span>`).join(" ")].filter(Boolean).join(" ");
+        return `<li>${paperItem(r, where)}</li>`;
+      }).join("");
+      pager($(`${listId}-pager`), { offset: d.offset, limit: d.limit, total: d.total, shown: d.items.length }, (o) => { offset = o; load(); });
+    } catch (e) { $(`${listId}-note`).innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  };
+  $(`${listId}-sort`).addEventListener("change", () => { offset = 0; load(); });
+  return load;
+}

@@ -37,8 +37,9 @@ def import_cisi_subset(settings: Settings, shared_data: Path, n: int) -> dict:
     return import_collection(settings, f, fmt="smart", name="cisi")
 
 
-def add_pdf_paper(settings: Settings, shared_data: Path, arxiv_id: str) -> dict:
-    """Extract a real arXiv PDF with the full-text extractor and load paper, chunks and figures."""
+def add_pdf_paper(settings: Settings, shared_data: Path, arxiv_id: str, *, references: bool = False) -> dict:
+    """Extract a real arXiv PDF with the full-text extractor and load paper, chunks and figures (and, with
+    ``references``, its reference list: ``paperkb graph`` links it)."""
     import pyarrow as pa
 
     from pipeline.steps.fulltext import extract_pdf
@@ -57,6 +58,11 @@ def add_pdf_paper(settings: Settings, shared_data: Path, arxiv_id: str) -> dict:
         wh.upsert("chunks", pa.Table.from_pylist(ex.chunks), keys=["chunk_id"])
         if ex.figures:
             wh.upsert("figures", pa.Table.from_pylist(ex.figure_rows()), keys=["figure_id"])
+        if references and ex.references:
+            from pipeline.steps.fulltext import REFERENCE_SCHEMA
+
+            wh.upsert("paper_references", pa.Table.from_pylist(ex.references, schema=REFERENCE_SCHEMA),
+                      keys=["reference_id"])
     return {"chunks": len(ex.chunks), "figures": len(ex.figures)}
 
 

@@ -26,7 +26,7 @@ from conftest import KEEP_ENV, REPO_ROOT, isolated_settings  # noqa: E402
 from pipeline.agents.server import HTTP_PATH  # noqa: E402
 from live_server import free_port  # noqa: E402
 
-TOOLS = {"search", "get_paper", "get_passages", "get_citations", "related", "recommend", "citation_path", "export", "ask"}
+TOOLS = {"search", "get_paper", "get_work", "get_passages", "get_citations", "related", "recommend", "citation_path", "export", "ask"}
 PDF = "1409.0473"  # Bahdanau et al.: 15 pages, sections, an appendix
 CALL_LIMIT_S = 600  # a hung server fails the test instead of hanging it
 
@@ -310,15 +310,18 @@ def test_http_citation_paths_and_the_host_rule(cacm_snapshot):
 # ---- a real PDF's passages, in process ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pdf_snapshot(shared_data, tmp_path_factory, request):
-    """5 CISI abstracts and one real arXiv PDF (chunks with sections and pages, figure legends), published."""
+    """5 CISI abstracts and one real arXiv PDF (chunks with sections and pages, figure legends, the works its reference
+    list names), published."""
     from embed_helpers import add_pdf_paper, import_cisi_subset, make_settings
     from pipeline.steps.embed import run_embed
+    from pipeline.steps.graph import run_graph
     from pipeline.steps.publish import run_publish
 
     cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
     s = make_settings(tmp_path_factory.mktemp("mcp_pdf"), embed_cache_dir=cache)
     import_cisi_subset(s, shared_data, 5)
-    add_pdf_paper(s, shared_data, PDF)
+    add_pdf_paper(s, shared_data, PDF, references=True)
+    run_graph(s)  # its reference list: the works it cites
     run_embed(s)
     run_publish(s)
     return s
@@ -372,6 +375,19 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
             best = hits["results"][0]
             assert best["paper_id"] == PDF and best["page"] and best["section"] and best["role"] in ("body", "appendix")
             assert best["links"]["pdf"] == f"https://arxiv.org/pdf/{PDF}"
+
+            # a work its reference list names, outside the corpus: get_paper says to ask get_work, which tells
+            refs = (await c.call_tool("get_citations", {"paper_id": PDF, "limit": 200})).structured_content["items"]
+            cited = next(r for r in refs if r["paper_id"] is None and r["work_id"] and r["raw"])
+            line = _error_line(await c.call_tool("get_paper", {"paper_id": cited["work_id"]}))
+            assert "get_work" in line and cited["work_id"] in line and sid in line
+            work = (await c.call_tool("get_work", {"work_id": cited["work_id"]})).structured_content
+            assert work["snapshot_id"] == sid and work["work_id"] == cited["work_id"] and work["title"] == cited["title"]
+            assert work["cited_by_count"] == work["citing"] == 1 and work["cited_with"] == []  # one citing paper
+            assert [(e["paper_id"], e["raw"], e["page"]) for e in work["printed"]] == [(PDF, cited["raw"], cited["page"])]
+            assert work["printed_total"] == 1 and work["printed"][0]["title"] == paper["title"]
+            assert "get_paper" in _error_line(await c.call_tool("get_work", {"work_id": PDF}))
+            assert "unknown paper id" in _error_line(await c.call_tool("get_work", {"work_id": "arXiv:1234.56789"}))
 
     _run(scenario)
 

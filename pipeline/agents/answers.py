@@ -174,6 +174,46 @@ class CitationsAnswer(BaseModel):
     items: list[CitedPaper]
 
 
+class PrintedEntry(BaseModel):
+    paper_id: str = Field(description="the corpus paper whose reference list prints it")
+    title: str | None = Field(None, description="that paper's title")
+    raw: str = Field(description="the entry as printed")
+    page: int | None = Field(None, description="PDF page the entry is on")
+    method: str | None = Field(None, description="how the entry was matched to the work: 'arxiv_id', 'doi', 'title', "
+                                                 "..., 'unmatched' (a work of its own)")
+
+
+class CitedWith(BaseModel):
+    paper_id: str | None = Field(description="the paper's id when it is in the snapshot, else none")
+    work_id: str | None = Field(description="its citation-graph work id")
+    title: str | None
+    authors: list[str]
+    year: int | None
+    citation_count: int | None = None
+    links: Links
+    count: int = Field(description="how many of the papers citing the work cite this one too")
+
+
+class WorkAnswer(BaseModel):
+    snapshot_id: str = SNAPSHOT
+    work_id: str = Field(description="the work's id in the citation graph (get_citations takes it)")
+    external_id: str | None = Field(None, description="its arXiv id or DOI, when known")
+    title: str | None
+    authors: list[str]
+    year: int | None
+    venue: str | None = None
+    citation_count: int | None = Field(None, description="Semantic Scholar's count when it knows the work, else the "
+                                                         "papers citing it here")
+    links: Links
+    reference_count: int = Field(description="the works it cites that get_citations lists (known from Semantic Scholar)")
+    cited_by_count: int = Field(description="the papers citing it that get_citations lists")
+    printed_total: int = Field(description="the corpus papers' reference-list entries matched to it")
+    printed: list[PrintedEntry] = Field(description="those entries, the most cited citing paper's first")
+    citing: int = Field(description="the papers citing it, among whom cited_with is counted")
+    cited_with: list[CitedWith] = Field(description="the works cited together with it by the most of its citing papers "
+                                                    "(at least two)")
+
+
 class RelatedPaper(BaseModel):
     rank: int
     paper_id: str | None = Field(description="the paper's id when it is in the snapshot, else none")

@@ -73,6 +73,9 @@ DESCRIPTIONS = {
     "get_paper": "A paper's metadata (title, authors and affiliations, year, DOI, venue, links), abstract, the "
                  "sections of its full text with their pages, figure legends, graph metrics, and how many papers it "
                  "cites and are citing it.",
+    "get_work": "A work the papers cite that is not in the corpus (a reference's work_id, its arXiv id or DOI): what "
+                "the citing papers' reference lists print of it (each entry with its page), how many cite it, and the "
+                "works cited together with it by the most of them (co-citation).",
     "get_passages": "A paper's text as the search indexes it, in reading order: its abstract and full-text passages "
                     "with their section and pages; all of them, one section's, or those on a range of pages.",
     "get_citations": "The papers a paper cites (its printed bibliography in order, then the citation edges no printed "
@@ -197,6 +200,13 @@ def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServe
     @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["get_paper"])
     async def get_paper(paper_id: PaperId) -> answers.PaperAnswer:
         return await run(lambda cur: tools.get_paper(cur, paper_id))
+
+    @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["get_work"])
+    async def get_work(work_id: PaperId,
+                       top: Annotated[int, Field(ge=1, le=200, description="at most this many printed entries and "
+                                                                           "works cited with it")] = 10,
+                       ) -> answers.WorkAnswer:
+        return await run(lambda cur: tools.get_work(cur, work_id, top=top))
 
     @server.tool(annotations=READ_ONLY, description=DESCRIPTIONS["get_passages"])
     async def get_passages(

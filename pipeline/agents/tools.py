@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from pipeline.agents import answers
+from pipeline.errors import UnknownPaper, UserError
 
 
 @dataclass
@@ -50,7 +51,20 @@ def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | Non
 def get_paper(cur, paper_id: str) -> answers.PaperAnswer:
     from pipeline.query.reading import paper_facts
 
-    d = cur.searcher.paper(paper_id)  # UnknownPaper
+    try:
+        d = cur.searcher.paper(paper_id)
+    except UnknownPaper as missing:  # a work the papers cite, outside the corpus: say which tool reads it
+        from pipeline.query.records import resolve_ids
+
+        try:
+            with cur.catalog() as con:
+                (kind, found), = resolve_ids(con, [paper_id])
+        except UnknownPaper:
+            raise missing from None
+        if kind == "work":
+            raise UnknownPaper(f"{paper_id!r} is {found}, a work the papers of snapshot {cur.snapshot_id} cite, not "
+                               f"one of its papers: get_work tells what is known of it") from None
+        raise
     rec: dict[str, Any] = d["paper"]
     with cur.catalog() as con:
         facts = paper_facts(con, rec["paper_id"]).to_dict()
@@ -60,6 +74,21 @@ def get_paper(cur, paper_id: str) -> answers.PaperAnswer:
         **facts, "snapshot_id": cur.snapshot_id, "external_id": rec.get("external_id"), "source": rec.get("source"),
         "title": rec.get("title"), "authors": authors, "year": rec.get("year"), "abstract": d.get("abstract"),
         "passages": rec.get("n_passages"), "figures": d["figures"], "metrics": metrics})
+
+
+def get_work(cur, work_id: str, *, top: int) -> answers.WorkAnswer:
+    from pipeline.query.paper_detail import work_detail
+    from pipeline.query.records import resolve_ids
+
+    with cur.catalog() as con:
+        (kind, found), = resolve_ids(con, [work_id])  # UnknownPaper
+        if kind == "paper":
+            raise UserError(f"{work_id!r} is the corpus paper {found}: get_paper tells what is known of it")
+        d = work_detail(con, found, top=top)
+    return answers.WorkAnswer.model_validate({
+        **d["work"], "snapshot_id": cur.snapshot_id, "reference_count": d["references"]["total"],
+        "cited_by_count": d["cited_by"]["total"], "printed_total": d["printed"]["total"], "printed": d["printed"]["items"],
+        "citing": d["cited_with"]["citing"], "cited_with": d["cited_with"]["items"]})
 
 
 def get_citations(cur, paper_id: str, direction: str, *, limit: int, offset: int, sort: str | None) -> answers.CitationsAnswer:

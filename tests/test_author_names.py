@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.query.author_names import name_parts, names_match
+from pipeline.query.author_names import name_parts, names_match, short_byline, surname
 
 
 def test_name_parts_fold_case_and_accents_and_cut_at_punctuation():
@@ -46,3 +46,23 @@ def test_a_name_matches_its_printed_forms(typed, printed):
 ])
 def test_a_name_does_not_match_another(typed, printed):
     assert not names_match(typed, printed)
+
+
+@pytest.mark.parametrize("printed, last", [
+    ("Ashish Vaswani", "Vaswani"),
+    ("Perlis, A. J.", "Perlis"),
+    ("Smith Jr., H. J.", "Smith"),
+    ("Martin Luther King Jr.", "King"),
+    ("van Merrienboer, B.", "van Merrienboer"),
+    ("Łukasz Kaiser", "Kaiser"),
+    ("Knuth", "Knuth"),
+])
+def test_the_surname_of_a_printed_name(printed, last):
+    assert surname(printed) == last
+
+
+def test_a_short_byline_names_the_authors_as_running_text_cites_them():
+    assert short_byline(["Edsger W. Dijkstra"]) == "Dijkstra"
+    assert short_byline(["Diederik P. Kingma", "Jimmy Lei Ba"]) == "Kingma & Ba"
+    assert short_byline(["Ashish Vaswani", "Noam Shazeer", "Niki Parmar"]) == "Vaswani et al."
+    assert short_byline(["Perlis, A. J.", " "]) == "Perlis" and short_byline([]) == ""

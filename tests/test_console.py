@@ -199,3 +199,11 @@ def test_related_says_one_citation_in_the_singular(cacm_cli):
     assert re.search(r"\(\d{4}, 1 citation\)", res.stdout), res.stdout
     assert re.search(r"\(\d{4}, \d+ citations\)", res.stdout), res.stdout  # and the plural for the others
     assert not re.search(r"\b1 citations\b", res.stdout), res.stdout
+
+
+def test_search_results_name_their_authors_as_a_citation_does(cacm_cli):
+    """A result said only ``cacm:1785 (1968)``: it names its authors too (``Morris`` alone, ``A & B``, ``A et al.``)."""
+    warehouse, _d = cacm_cli
+    res = _cli(warehouse, "search", "scatter storage techniques", "-k", "3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "cacm:1785 · Morris (1968)" in res.stdout, res.stdout

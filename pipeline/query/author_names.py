@@ -72,3 +72,26 @@ def _in_order(typed: list[str], printed: list[str], at: tuple[int, ...], given: 
                     rest and len(typed[0 if s else 1]) == 1 and rest[0] != first):
                 return True
     return False
+
+
+_SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
+
+
+def surname(name: str) -> str:
+    """The surname of a name as printed: before the comma of ``Perlis, A. J.``, else the last word of ``Ashish Vaswani``
+    (a ``Jr.`` after it left out)."""
+    name = " ".join(name.split())
+    if "," in name:
+        head = [w for w in name.split(",", 1)[0].split() if w.casefold() not in _SUFFIXES]
+        if head:
+            return " ".join(head)
+    words = [w for w in name.replace(",", " ").split() if w.casefold() not in _SUFFIXES]
+    return words[-1] if words else name
+
+
+def short_byline(names: list[str]) -> str:
+    """The authors as a citation gives them in running text: ``Dijkstra``, ``Kingma & Ba``, ``Vaswani et al.``."""
+    last = [surname(n) for n in names if n and n.strip()]
+    if len(last) <= 1:
+        return last[0] if last else ""
+    return f"{last[0]} & {last[1]}" if len(last) == 2 else f"{last[0]} et al."

@@ -7,6 +7,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pipeline.query.author_names import short_byline
+
 
 def _short(text: str | None, n: int = 160) -> str:
     """``text`` on one line, at most ``n`` characters, cut between words (`` …`` marks the cut)."""
@@ -52,7 +54,7 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
     table.add_column("best passage")
     for r in resp.results:
         where = _where(r)
-        head = f"[bold]{_short(r.title, 90)}[/bold]\n{escape(_index(r))}{r.paper_id}" + (f" ({r.year})" if r.year else "")
+        head = f"[bold]{_short(r.title, 90)}[/bold]\n{escape(_index(r))}{escape(_byline(r))}"
         table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
                       f"[dim]{where}[/dim] {_short(r.excerpt or r.passage)}")
     console.print(table)
@@ -66,6 +68,12 @@ def _index(r) -> str:
     if index is None:
         return ""
     return "[" + ", +".join([index, *(getattr(r, "also_in", None) or [])]) + "] "
+
+
+def _byline(r) -> str:
+    """``1706.03762 · Vaswani et al. (2017)``: the id, the authors as a citation names them, the year."""
+    who = short_byline(getattr(r, "authors", None) or [])
+    return r.paper_id + (f" · {who}" if who else "") + (f" ({r.year})" if r.year else "")
 
 
 def _where(r) -> str:
@@ -84,7 +92,7 @@ def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> 
     table.add_column("score", justify="right", no_wrap=True)
     for r in resp.results:
         where = _where(r)
-        ident = _index(r) + r.paper_id + (f" ({r.year})" if r.year else "") + (f" · {where}" if where else "")
+        ident = _index(r) + _byline(r) + (f" · {where}" if where else "")
         signals = "  ".join(f"{n}={r.signals.get(n, 0.0):.3f}" for n in sig_names)
         table.add_row(str(r.rank), f"[bold]{escape(_short(r.title, 160))}[/bold]\n{escape(ident)}\n"
                       f"[cyan]{signals}[/cyan]\n[dim]{escape(_short(r.excerpt or r.passage, 240))}[/dim]", f"{r.score:.3f}")

@@ -191,7 +191,7 @@ def test_filter_mask_on_metadata():
     meta = pa.table({
         "paper_id": ["a", "b", "c"], "year": pa.array([2019, 2021, None], pa.int32()),
         "categories": [["cs.IR", "cs.CL"], ["cs.CV"], []], "primary_category": ["cs.IR", "cs.CV", None],
-        "authors": [["Gerard Salton"], ["O'Reilly, T."], []],
+        "authors": [["Gerard Salton"], ["O'Reilly, T.", "Petar Veličković"], ["Jürgen Müller"]],
     })
     ids = lambda f: [p for p, m in zip(meta["paper_id"].to_pylist(), mask(meta, f).to_pylist()) if m]
     assert ids(Filters(year_from=2020)) == ["b"]
@@ -204,6 +204,10 @@ def test_filter_mask_on_metadata():
     # the name in part, as cited: initials and the surname in either order
     assert ids(Filters(authors=["G. Salton"])) == ids(Filters(authors=["Salton, G."])) == ["a"]
     assert ids(Filters(authors=["Tim O'Reilly"])) == ["b"] and ids(Filters(authors=["H. Salton"])) == []
+    # a part of the name with or without its accents
+    assert ids(Filters(authors=["muller"])) == ids(Filters(authors=["Müll"])) == ["c"]
+    assert ids(Filters(authors=["velickovic"])) == ids(Filters(authors=["Veličk"])) == ["b"]
+    assert ids(Filters(authors=["oreilly"])) == ["b"] and ids(Filters(authors=["-"])) == []
 
 
 # ---- expansion ------------------------------------------------------------------------------------------

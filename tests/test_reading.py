@@ -240,6 +240,14 @@ def test_pdf_cited_by_facts_and_sections(pdfs):
     assert "1409.0473" in {p.paper_id for p in pd.prior}  # cited by three of the ten
 
 
+def test_the_author_filter_takes_a_name_with_or_without_its_accents(pdfs):
+    """``paperkb papers --author velickovic`` found nothing for "Petar Veličković"; only the name-in-part match (of two
+    words or more) folded accents."""
+    for typed in ("velickovic", "Veličković", "VELICKOVIC", "P. Velickovic"):
+        assert [p.paper_id for p in reading.list_papers(pdfs, author=typed).items] == ["2306.03589"], typed
+    assert reading.list_papers(pdfs, author="kaiser").total == 1 and reading.list_papers(pdfs, author="?!").total == 0  # punctuation alone is no key
+
+
 def test_a_paper_is_found_by_what_people_paste_for_it(pdfs):
     """``paperkb show arXiv:1706.03762`` (or its version, its arXiv address, its title) said "unknown paper id"; every
     reader of ids (show, related, recommend, path, exports, the API, MCP) goes through resolve_ids."""

@@ -40,7 +40,7 @@ def search(
     year_from: Optional[int] = typer.Option(None, "--year-from", help="Only papers from this year on."),
     year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),
     category: Optional[list[str]] = typer.Option(None, "--category", help="Only these categories (repeat or comma-separate)."),
-    author: Optional[list[str]] = typer.Option(None, "--author", help="Only papers with an author name containing this, or named by it as cited ('A. J. Perlis'; repeatable)."),
+    author: Optional[list[str]] = typer.Option(None, "--author", help="Only papers with an author name containing this (accents optional), or named by it as cited ('A. J. Perlis'; repeatable)."),
     snapshot: Optional[list[str]] = typer.Option(None, "--snapshot", help=SNAPSHOTS_HELP),
     normalisation: Optional[str] = typer.Option(None, "--normalisation", help=NORMALISATION_HELP),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Batch: queries file (qid<TAB>text TSV, SMART .QRY or TREC topics)."),
@@ -440,7 +440,7 @@ def show_cmd(
 def papers_cmd(
     ctx: typer.Context,
     sort: str = typer.Option("pagerank", "--sort", help="pagerank | citations | date | title."),
-    author: Optional[str] = typer.Option(None, "--author", help="Only papers with an author name containing this, or named by it as cited ('A. J. Perlis')."),
+    author: Optional[str] = typer.Option(None, "--author", help="Only papers with an author name containing this (accents optional), or named by it as cited ('A. J. Perlis')."),
     category: Optional[str] = typer.Option(None, "--category", help="Only papers in this arXiv category."),
     year_from: Optional[int] = typer.Option(None, "--year-from", help="Only papers from this year on."),
     year_to: Optional[int] = typer.Option(None, "--year-to", help="Only papers up to this year."),

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import UserError
-from pipeline.query.author_names import names_match, search_word
+from pipeline.query.author_names import name_parts, names_match, search_word
 
 MAX_FILTER_VALUE = 200
 
@@ -114,23 +114,32 @@ def mask(meta: pa.Table, f: Filters) -> pa.Array:
         flat = pc.utf8_lower(pc.list_flatten(authors))
         parents = pc.list_parent_indices(authors)
         any_hit = pa.array([False] * len(flat))
+        keys = _name_keys(flat)
         for a in f.authors:  # substring match, the value is a function argument (no pattern syntax)
             any_hit = pc.or_kleene(any_hit, pc.fill_null(pc.match_substring(flat, a.lower()), False))
-            any_hit = pc.or_kleene(any_hit, _named_in_part(flat, a))
+            key = "".join(name_parts(a))  # accents and punctuation aside: "muller" finds "Jürgen Müller"
+            if key:
+                any_hit = pc.or_kleene(any_hit, pc.fill_null(pc.match_substring(keys, key), False))
+            any_hit = pc.or_kleene(any_hit, _named_in_part(flat, keys, a))
         hit_rows = pc.filter(parents, any_hit)
         m = pc.and_kleene(m, pc.is_in(pa.array(range(n)), value_set=hit_rows) if len(hit_rows) else pa.array([False] * n))
     return pc.fill_null(m, False)
 
 
-def _named_in_part(flat: pa.Array, typed: str) -> pa.Array:
+def _name_keys(flat: pa.Array) -> pa.Array:
+    """The author names ``flat`` (lower case) as :func:`pipeline.query.author_names.name_parts` reads them, joined:
+    accents stripped, letters and digits only."""
+    return pc.replace_substring_regex(pc.utf8_normalize(flat, "NFKD"), "[^a-z0-9]", "")
+
+
+def _named_in_part(flat: pa.Array, keys: pa.Array, typed: str) -> pa.Array:
     """Which of the author names ``flat`` (lower case) the name ``typed`` names in part: initials and a surname in
     either order, "A. Vaswani" or "Vaswani, A." for "Ashish Vaswani" (:func:`pipeline.query.author_names.names_match`;
     checked on the names holding its longest word only)."""
     word = search_word(typed)
     if word is None:  # one word: the substring match above is the whole test
         return pa.array([False] * len(flat))
-    plain = pc.replace_substring_regex(pc.utf8_normalize(flat, "NFKD"), "[^a-z0-9]", "")  # as name_parts reads them
-    near = np.flatnonzero(pc.fill_null(pc.match_substring(plain, word), False).to_numpy(zero_copy_only=False))
+    near = np.flatnonzero(pc.fill_null(pc.match_substring(keys, word), False).to_numpy(zero_copy_only=False))
     named = [int(i) for i, printed in zip(near.tolist(), pc.take(flat, pa.array(near)).to_pylist())
              if printed and names_match(typed, printed)]
     return pc.is_in(pa.array(range(len(flat))), value_set=pa.array(named, pa.int64()))

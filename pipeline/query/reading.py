@@ -572,9 +572,11 @@ def list_papers(con, *, sort: str = "pagerank", author: str | None = None, categ
     where: list[str] = ["TRUE"]
     params: list[Any] = []
     if author and author.strip():  # a part of the name, or the name in part ("A. Vaswani" for "Ashish Vaswani")
-        where.append("paper_id IN (SELECT paper_id FROM paper_authors WHERE contains(lower(name), lower(?)) "
-                     "OR name IN (SELECT unnest(?::VARCHAR[])))")
-        params += [author.strip(), _names_in_part(con, author.strip())]
+        # or a part of the name accents and punctuation aside ("muller" for "Jürgen Müller")
+        key = con.execute(f"SELECT {_NAME_KEY.format('?')}", [author.strip()]).fetchone()[0]
+        where.append(f"paper_id IN (SELECT paper_id FROM paper_authors WHERE contains(lower(name), lower(?)) "
+                     f"OR (? <> '' AND contains({_NAME_KEY.format('name')}, ?)) OR name IN (SELECT unnest(?::VARCHAR[])))")
+        params += [author.strip(), key, key, _names_in_part(con, author.strip())]
     if category and category.strip():
         # its spellings first (any case), then a plain list match: no lambda (their syntax changed in DuckDB 1.3)
         spelt = [r[0] for r in con.execute("SELECT DISTINCT c FROM (SELECT unnest(categories) AS c FROM papers) "

@@ -511,11 +511,13 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
 
     @app.get("/api/papers", response_model=reading.PaperPage, summary="Corpus papers, sorted and filtered",
              description="`sort`: `pagerank` (most central first), `citations`, `date` (newest first) or `title`; "
-                         "`author`: part of an author's name (any case); `category`: an arXiv category.",
+                         "`author`: part of an author's name (any case, accents optional) or the name as cited; "
+                         "`category`: an arXiv category.",
              responses=_errors(400, 422, 503))
     def list_papers(
         sort: Literal["pagerank", "citations", "date", "title"] = Query("pagerank"),
-        author: FilterValue | None = Query(None, description="part of an author's name (any case)"),
+        author: FilterValue | None = Query(None, description="part of an author's name (any case, accents optional) or "
+                                                             "the name as cited ('A. Vaswani')"),
         category: FilterValue | None = Query(None, description="a category, primary or not"),
         year_from: int | None = Query(None, ge=YEARS[0], le=YEARS[1], description="first year (not after year_to)"),
         year_to: int | None = Query(None, ge=YEARS[0], le=YEARS[1], description="last year (not before year_from)"),

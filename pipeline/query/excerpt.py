@@ -5,7 +5,8 @@ a sentence ("increasing dimensions (option A). So they have ...") and the words 
 end, past what a result line shows. The excerpt starts at the sentence holding the most distinct query terms (as BM25
 analyses them: stemmed, stop words out; the first one on a tie), or as many sentences before it as make
 :data:`MIN_SHOWN` characters; when no sentence holds one, at the passage's start, or at its first whole sentence
-when the passage starts inside one (and that leaves enough to show). ``… `` marks the text left out before it; the
+when the passage starts inside one (and that leaves enough to show). ``… `` marks the text left out before it (the
+whole passage too, when it starts inside a sentence); the
 passage itself (``Result.passage``) stays whole for readers that quote it (``paperkb ask``, agents).
 """
 
@@ -56,4 +57,12 @@ def excerpt(text: str, terms: frozenset[str]) -> str:
         best = 1 if text[0].islower() and len(starts) > 1 else 0
     while best > 0 and len(text) - starts[best] < MIN_SHOWN:  # near the end: the sentences before it too
         best -= 1
-    return text if best == 0 else ELLIPSIS + text[starts[best]:]
+    if best == 0:  # the whole passage: after ``… `` when it starts inside a sentence ("the sequence length. To ...")
+        return ELLIPSIS + text if _inside_a_sentence(text) else text
+    return ELLIPSIS + text[starts[best]:]
+
+
+def _inside_a_sentence(text: str) -> bool:
+    """Whether ``text`` starts inside a sentence: at a lower-case letter or at punctuation that continues one."""
+    first = text.lstrip()[:1]
+    return first.islower() or first in ",;:)]"

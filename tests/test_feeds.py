@@ -422,7 +422,12 @@ def test_a_cited_work_outside_the_corpus_has_its_page(nights):
         d = r.json()
         assert d["in_corpus"] is False and d["work"]["work_id"] == "arxiv:1610.10099"
         assert d["work"]["title"] == "Neural machine translation in linear time" and d["work"]["year"] == 2017
-        assert d["cited_by_count"] == 1 == c.get("/api/papers/arxiv:1610.10099/cited-by").json()["total"]
+        citing = c.get("/api/papers/arxiv:1610.10099/cited-by").json()
+        assert d["cited_by_count"] == 1 == citing["total"]
+        # where the Transformer's text cites it: its number in the Transformer's numbered reference list
+        number = re.match(r"\[(\d+)\]", d["printed"]["items"][0]["raw"]).group(1)
+        contexts = citing["items"][0]["contexts"]
+        assert contexts and all(number in x["text"][x["marker"][0]:x["marker"][1]] and x["page"] for x in contexts)
         assert [(e["paper_id"], e["title"]) for e in d["printed"]["items"]] == [("1706.03762", "Attention Is All You Need")]
         assert "Neural machine translation in linear time" in d["printed"]["items"][0]["raw"]
         assert d["cited_with"] == {"citing": 1, "items": []}  # one citing paper: nothing is cited "together" yet
@@ -467,6 +472,7 @@ def test_the_page_of_a_cited_work_outside_the_corpus(nights):
         page.wait_for_selector("#cites li")
         assert page.url.startswith(f"{url}/work?id=") and page.inner_text("#work h1") == title
         assert page.inner_text("#cites-title") == "Cited by (1)" and "Attention Is All You Need" in page.inner_text("#cites")
+        assert page.locator("#cites ul.contexts q mark").first.inner_text().startswith("[")  # where it is cited
         assert page.inner_text("#printed-title") == "As printed (1)" and "Attention Is All You Need" in page.inner_text("#printed")
         assert page.is_hidden("#refs-section") and "fewer than two" in page.inner_text("#with-note")
         # a cited work's id typed in the paper page's address goes to the work's page

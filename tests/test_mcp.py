@@ -379,6 +379,11 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
             # a work its reference list names, outside the corpus: get_paper says to ask get_work, which tells
             refs = (await c.call_tool("get_citations", {"paper_id": PDF, "limit": 200})).structured_content["items"]
             cited = next(r for r in refs if r["paper_id"] is None and r["work_id"] and r["raw"])
+            # where the text cites each entry (author-year here: "Cho et al. (2014a)")
+            placed = [r for r in refs if r["contexts"]]
+            assert len(placed) >= 0.8 * sum(1 for r in refs if r["raw"])
+            assert all(str(r["year"]) in x["text"][x["marker"][0]:x["marker"][1]] for r in placed for x in r["contexts"]
+                       if r["paper_id"] is None)
             line = _error_line(await c.call_tool("get_paper", {"paper_id": cited["work_id"]}))
             assert "get_work" in line and cited["work_id"] in line and sid in line
             work = (await c.call_tool("get_work", {"work_id": cited["work_id"]})).structured_content

@@ -228,6 +228,36 @@ def test_pdf_references_in_printed_order_with_their_matches(pdfs):
     assert by_year == sorted(by_year, reverse=True)
 
 
+def test_references_and_citing_papers_say_where_the_text_cites_them(pdfs):
+    """Each printed entry of a reference list carries the sentences of the paper that cite it (numbered lists by
+    their number, author-year lists by surname and year, 2014a and 2014b told apart), and each citing paper the
+    sentences of its text that cite the paper: what Semantic Scholar shows as citation contexts."""
+    import re
+
+    from pipeline.query.contexts import cited_numbers
+
+    refs = reading.references(pdfs, "1409.0473", limit=200).items  # author-year: "Cho et al. (2014a)"
+    printed = [r for r in refs if r.raw]
+    assert sum(bool(r.contexts) for r in printed) >= 0.8 * len(printed)
+    cho = {r.raw: r.contexts for r in printed if r.raw.startswith("Cho, K.")}
+    for raw, found in cho.items():
+        letter = re.search(r"\(2014([ab])\)", raw).group(1)
+        assert len(cho) == 2 and found and all(f"Cho et al. (2014{letter})" in c.text or f"Cho et al., 2014{letter}" in c.text
+                             for c in found), (raw, found)
+    assert all(c.page and c.section for r in printed for c in r.contexts)
+    numbered = reading.references(pdfs, "1706.03762", limit=200).items  # "[1] Jimmy Lei Ba ... Layer normalization"
+    layer_norm = next(r for r in numbered if r.raw and r.raw.startswith("[1] "))
+    assert layer_norm.contexts and all(re.search(r"\[1\]", c.text) for c in layer_norm.contexts)
+    assert "layer normalization [1]" in layer_norm.contexts[0].text
+    # no context is the reference list itself
+    assert not any(c.text.startswith("[") for r in numbered for c in r.contexts)
+    # cited by: where the Transformer and Luong et al. cite Bahdanau et al.
+    citers = {r.paper_id: r.contexts for r in reading.cited_by(pdfs, "1409.0473", limit=50).items}
+    assert any(2 in cited_numbers(c.text)
+               for c in citers["1706.03762"])
+    assert citers["1508.04025"] and all("Bahdanau et al." in c.text for c in citers["1508.04025"])
+
+
 def test_pdf_cited_by_facts_and_sections(pdfs):
     citers = {i.paper_id for i in reading.cited_by(pdfs, "1706.03762", limit=50).items}
     assert {"1810.04805", "2010.11929"} <= citers

@@ -144,6 +144,13 @@ class PassagesAnswer(BaseModel):
     passages: list[Passage]
 
 
+class CitationContext(BaseModel):
+    text: str = Field(description="a sentence of the citing paper's text that cites the work")
+    page: int | None = Field(None, description="its PDF page")
+    section: str | None = Field(None, description="its section heading")
+    marker: list[int] | None = Field(None, description="[start, end) of the in-text citation in text")
+
+
 class CitedPaper(BaseModel):
     paper_id: str | None = Field(description="the paper's id when it is in the snapshot, else none")
     work_id: str | None = Field(description="its citation-graph work id")
@@ -161,6 +168,8 @@ class CitedPaper(BaseModel):
     raw: str | None = Field(None, description="the entry as printed, when it matched no known work")
     is_influential: bool | None = None
     intents: list[str] = Field(default_factory=list, description="Semantic Scholar's citation intents")
+    contexts: list[CitationContext] = Field(default_factory=list, description="where the citing paper's text cites "
+                                                                               "the work (from its PDF; at most 3)")
 
 
 class CitationsAnswer(BaseModel):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from pipeline.query.contexts import around
+
 TOP = 5  # references, citing papers, figures and co-authors shown before "... and N more"
 
 
@@ -72,6 +74,19 @@ def card_line(card: dict[str, Any], cols: int, indent: str = "  ") -> list[str]:
     return [indent + _clip(title, cols - len(indent) - len(year)) + year, indent + "  " + _clip(meta, cols - len(indent) - 2)]
 
 
+def context_lines(card: dict[str, Any], cols: int, indent: str = "    ") -> list[str]:
+    """The first sentence where the citing paper's text cites the work (its ``contexts``), quoted, at most two lines,
+    with its page."""
+    found = card.get("contexts") or []
+    if not found:
+        return []
+    c = found[0]
+    page = f" (p. {c['page']})" if c.get("page") else ""
+    # two lines' worth of it around the marker (wrapping loses a few characters a line)
+    text, _ = around(c["text"], tuple(c.get("marker") or (0, 0)), 2 * (cols - len(indent)) - len(page) - 12)
+    return _wrap(f"\u201c{text}\u201d{page}", cols, indent, max_lines=2)
+
+
 def work_lines(detail: dict[str, Any], cols: int) -> list[str]:
     """The ``paperkb show`` page of a cited work outside the corpus: what is known of it, who cites it here."""
     w = detail["work"]
@@ -97,7 +112,7 @@ def work_lines(detail: dict[str, Any], cols: int) -> list[str]:
             continue
         out += ["", _section(title, page["total"], len(page["items"]), "by citations")]
         for c in page["items"]:
-            out += card_line(c, cols)
+            out += card_line(c, cols) + context_lines(c, cols)
     together = detail.get("cited_with") or {"citing": 0, "items": []}
     if together["items"]:
         out += ["", f"Cited together with it (by the most of the {together['citing']} papers citing it):"]
@@ -139,10 +154,10 @@ def show_lines(paper: dict[str, Any], facts: dict[str, Any], refs: list[dict], c
         out += ["", "Abstract"] + _wrap(paper["abstract"], cols, "  ")
     out += ["", _section("References", facts["reference_count"], len(refs), "by citations")]
     for r in refs:
-        out += card_line(r, cols)
+        out += card_line(r, cols) + context_lines(r, cols)
     out += ["", _section("Cited by", facts["cited_by_count"], len(cites), "by citations")]
     for c in cites:
-        out += card_line(c, cols)
+        out += card_line(c, cols) + context_lines(c, cols)
     if figures:
         out += ["", f"Figures: {len(figures)}"]
         for f in figures[:TOP]:

@@ -411,8 +411,9 @@ def show_cmd(
     snapshot: Optional[str] = typer.Option(None, "--snapshot", help="Snapshot id (default: CURRENT)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """One paper: metadata, authors, abstract, metrics, links, references and cited-by, figures, sections (a work the
-    papers cite, outside the corpus: what is known of it and the papers citing it)."""
+    """One paper: metadata, authors, abstract, metrics, links, references and cited-by (each with the sentence that
+    cites it, from the PDFs), figures, sections (a work the papers cite, outside the corpus: what is known of it, how
+    their reference lists print it, the papers citing it, the works cited with it)."""
     from pipeline.cli.console import width
     from pipeline.cli.paper_views import show_lines, work_lines
     from pipeline.query.paper_detail import paper_detail, work_detail

@@ -39,13 +39,23 @@ def query_terms(queries: Iterable[str]) -> frozenset[str]:
     return frozenset(t for q in queries for t in analyzer.terms(q))
 
 
+def sentence_starts(text: str) -> list[int]:
+    """Where the sentences of ``text`` start: 0, then after each ., ! or ? that ends a sentence (not an abbreviation)."""
+    return [0] + [m.end() for m in _SENTENCE_START.finditer(text) if _word_before(text, m.start()) not in _ABBREVIATIONS]
+
+
+def _word_before(text: str, end: int) -> str:
+    """The word ending at ``end`` (lower case), found without copying the text before it (a whole paper's body)."""
+    start = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end)) + 1
+    return text[start:end].lower()
+
+
 def excerpt(text: str, terms: frozenset[str]) -> str:
     """``text`` from the start of its sentence with the most of ``terms`` (see the module doc), ``… `` first when
     that is not the start of ``text``."""
     if not text:
         return text
-    starts = [0] + [m.end() for m in _SENTENCE_START.finditer(text)
-                    if text[:m.start()].rsplit(None, 1)[-1].lower() not in _ABBREVIATIONS]
+    starts = sentence_starts(text)
     best, found = 0, False
     if terms:
         analyzer = _analyzer()

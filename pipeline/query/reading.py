@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pipeline.errors import AmbiguousName, UnknownPaper, UserError
 from pipeline.query.author_names import name_parts, names_match, search_word
+from pipeline.query.contexts import Context, Entry, body_of, citing_text, contexts, sentences
 
 MAX_LIMIT = 200
 LINK_SORTS = ("order", "citations", "year")
@@ -82,6 +83,8 @@ class Reference(PaperCard):
     method: str | None = None  # how the printed entry was matched ('arxiv_id', 'doi', 'title', ..., 'unmatched')
     is_influential: bool | None = None  # S2's isInfluential flag
     intents: list[str] = field(default_factory=list)  # S2 citation intents
+    # where the citing paper's text cites the work (its first sentences that carry the entry's marker; from its PDF)
+    contexts: list[Context] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -492,15 +495,58 @@ def _listing(con, head: str, params: list[Any], *, limit: int, offset: int, sort
 
 def references(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str = "order") -> ReferencePage:
     """The papers ``paper_id`` cites: its printed bibliography first (``order``: as printed), then the
-    citation edges no printed entry gave; or sorted by ``citations`` or ``year`` (newest first)."""
+    citation edges no printed entry gave; or sorted by ``citations`` or ``year`` (newest first). A printed entry
+    has the sentences of the paper that cite it (``contexts``)."""
     pid, works = resolve(con, paper_id)
-    return _listing(con, _REFERENCES, [works, pid], limit=limit, offset=offset, sort=sort)
+    page = _listing(con, _REFERENCES, [works, pid], limit=limit, offset=offset, sort=sort)
+    raws = [r.raw for r in page.items if r.raw]
+    if pid and raws:
+        entries = con.execute("SELECT paper_id, raw, authors, year FROM paper_references WHERE paper_id = ? "
+                              "AND raw IN (SELECT unnest(?::VARCHAR[]))", [pid, raws]).fetchall()
+        found = _contexts(con, entries)
+        for r in page.items:
+            r.contexts = found.get((pid, r.raw), []) if r.raw else []
+    return page
 
 
 def cited_by(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str = "citations") -> ReferencePage:
-    """The papers citing ``paper_id`` (most cited first, or by ``year``, newest first)."""
+    """The papers citing ``paper_id`` (most cited first, or by ``year``, newest first), each with the sentences of
+    its text that cite it (``contexts``: from its PDF, where its reference list names the paper)."""
     _, works = resolve(con, paper_id)
-    return _listing(con, _CITED_BY, [works], limit=limit, offset=offset, sort=sort)
+    page = _listing(con, _CITED_BY, [works], limit=limit, offset=offset, sort=sort)
+    citers = [r.paper_id for r in page.items if r.paper_id]
+    if citers:
+        entries = con.execute("""
+            SELECT r.paper_id, r.raw, r.authors, r.year
+            FROM reference_links l JOIN paper_references r USING (reference_id)
+            WHERE l.cited_work_id IN (SELECT unnest(?::VARCHAR[])) AND r.paper_id IN (SELECT unnest(?::VARCHAR[]))
+            ORDER BY r.paper_id, r.ordinal""", [works, citers]).fetchall()
+        found = _contexts(con, entries)
+        for r in page.items:
+            r.contexts = [c for pid, raw, _, _ in entries if pid == r.paper_id for c in found.get((pid, raw), [])]
+    return page
+
+
+def _contexts(con, entries: list[tuple[str, str, list[str] | None, int | None]]) -> dict[tuple[str, str], list[Context]]:
+    """{(citing paper, entry as printed): the sentences of that paper's text that cite the entry} for reference-list
+    entries (paper_id, raw, authors, year): :mod:`pipeline.query.contexts` over the paper's chunks."""
+    papers = sorted({e[0] for e in entries if e[1]})
+    if not papers:
+        return {}
+    rows = con.execute("SELECT paper_id, char_start, char_end, role, page_start, section, text FROM chunks "
+                       "WHERE paper_id IN (SELECT unnest(?::VARCHAR[])) AND char_start IS NOT NULL "
+                       "ORDER BY paper_id, char_start", [papers]).fetchall()
+    by_paper: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_paper.setdefault(row[0], []).append(row[1:])
+    out: dict[tuple[str, str], list[Context]] = {}
+    for pid, chunks in by_paper.items():
+        text = citing_text(sentences(body_of((a, b, t) for a, b, _, _, _, t in chunks),
+                                     [(a, b, role, page, section) for a, b, role, page, section, _ in chunks]))
+        for e_pid, raw, authors, year in entries:
+            if e_pid == pid and raw:
+                out[(pid, raw)] = contexts(text, Entry(raw, tuple(authors or ()), year))
+    return out
 
 
 def link_counts(con, paper_id: str) -> tuple[int, int]:

@@ -549,7 +549,9 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
              summary="The papers a paper cites",
              description="Its printed bibliography first when its PDF was read (`sort=order`: as printed; an entry "
                          "that matched no known paper has `raw`, its text as printed), then the citation edges no "
-                         "printed entry gave (Semantic Scholar's, a collection's). A corpus paper has a `paper_id`.",
+                         "printed entry gave (Semantic Scholar's, a collection's). A corpus paper has a `paper_id`. "
+                         "A printed entry has `contexts`: the first sentences of the paper that cite it (`text`, "
+                         "`page`, `section`, `marker`: [start, end) of the in-text citation).",
              responses=_errors(400, 404, 422, 503))
     def references(paper_id: PaperId, limit: int = Query(20, ge=1, le=reading.MAX_LIMIT),
                    offset: int = Query(0, ge=0, le=MAX_OFFSET),
@@ -560,7 +562,9 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
 
     @app.get("/api/papers/{paper_id:path}/cited-by", response_model=reading.ReferencePage,
              summary="The papers citing a paper", description="Most cited first (`sort=citations`) or newest first "
-                                                            "(`sort=year`). A corpus paper has a `paper_id`.",
+                                                            "(`sort=year`). A corpus paper has a `paper_id`, and "
+                                                            "`contexts` when its PDF's reference list names the "
+                                                            "paper: the sentences of its text that cite it.",
              responses=_errors(400, 404, 422, 503))
     def cited_by(paper_id: PaperId, limit: int = Query(20, ge=1, le=reading.MAX_LIMIT),
                  offset: int = Query(0, ge=0, le=MAX_OFFSET),

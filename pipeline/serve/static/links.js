@@ -5,6 +5,17 @@ import { esc, getJSON, paperItem, pager } from "/static/common.js";
 const LIST = 10;
 const $ = (id) => document.getElementById(id);
 
+// Where the citing paper's text cites the work: its first sentence, the others (at most two more) folded away
+function contextsOf(contexts, kind) {
+  if (!contexts.length) return "";
+  const what = kind === "references" ? "where this paper cites it" : "where it cites this paper";
+  const marked = (c) => c.marker ? esc(c.text.slice(0, c.marker[0])) + `<mark>${esc(c.text.slice(c.marker[0], c.marker[1]))}</mark>` + esc(c.text.slice(c.marker[1])) : esc(c.text);
+  const one = (c) => `<li><q>${marked(c)}</q>${c.page ? ` <span class="meta">p. ${esc(c.page)}${c.section ? " · " + esc(c.section) : ""}</span>` : ""}</li>`;
+  const [first, ...rest] = contexts;
+  return `<ul class="contexts" title="${what}">${one(first)}</ul>` + (rest.length
+    ? `<details class="contexts"><summary>${rest.length} more ${rest.length === 1 ? "sentence" : "sentences"} citing it</summary><ul class="contexts">${rest.map(one).join("")}</ul></details>` : "");
+}
+
 // A function that loads the first page (and, on the sort's change or the pager's click, another)
 export function linkList(id, kind, listId) {
   let offset = 0;
@@ -20,7 +31,7 @@ export function linkList(id, kind, listId) {
       $(listId).innerHTML = d.items.map((r) => {
         const where = [r.page ? `p. ${esc(r.page)}` : "", r.is_influential ? '<span class="tag" title="Semantic Scholar: a highly influential citation">influential</span>' : "",
           (r.intents || []).map((i) => `<span class="tag">${esc(i)}</span>`).join(" ")].filter(Boolean).join(" ");
-        return `<li>${paperItem(r, where)}</li>`;
+        return `<li>${paperItem(r, where)}${contextsOf(r.contexts || [], kind)}</li>`;
       }).join("");
       pager($(`${listId}-pager`), { offset: d.offset, limit: d.limit, total: d.total, shown: d.items.length }, (o) => { offset = o; load(); });
     } catch (e) { $(`${listId}-note`).innerHTML = `<span class="error">${esc(e.message)}</span>`; }

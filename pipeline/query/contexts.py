@@ -1,0 +1,213 @@
+"""Where a paper cites a work in its text (citation contexts): the sentences of its body that carry the in-text
+marker of the reference-list entry that names the work, as Semantic Scholar shows under each citing paper.
+
+A PDF's reference list gives each entry's marker: a number when the list is numbered (``[35] Ilya Sutskever ...``
+or ``1. Ciresan, D.C., ...``: cited as ``[35]``, ``[12, 35]`` or ``[33–35]``), else its first author's surname and
+year (cited as ``Sutskever et al. (2014)``, ``(Sutskever et al., 2014a)``, ``Kingma & Ba, 2015`` or ``Amari
+(1998)``: "et al." for three authors or more, both surnames for two, the year's letter when the entry prints one;
+accents aside). The text is the paper's body as the chunks cover it (``body[char_start:char_end] == text``), cut
+into sentences as :mod:`pipeline.query.excerpt` cuts a passage; only sentences of the body and the appendix count
+(the reference list itself, front matter and acknowledgements do not). Pure functions:
+:func:`pipeline.query.reading.references` and ``cited_by`` read the rows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pipeline.query.author_names import surname
+from pipeline.query.excerpt import sentence_starts
+
+CONTEXT_ROLES = frozenset({"body", "appendix"})
+MAX_CONTEXTS = 3  # sentences kept per citing entry (the first ones in reading order)
+MAX_CHARS = 400  # a longer sentence (a table read as text) is cut, " …" at the cut
+
+_NUMBERED = re.compile(r"^\s*(?:\[(\d{1,4})\]|(\d{1,3})\.\s+(?=[A-Z]))")  # "[35] Ilya Sutskever, ...", "1. Ciresan, D.C., ..."
+_BRACKETS = re.compile(r"\[(\d{1,4}(?:\s*[,;–-]\s*\d{1,4})*)\]")  # "[35]", "[12, 35]", "[33–35]"
+
+
+@dataclass
+class Context:
+    """One sentence of the citing paper that cites the work."""
+
+    text: str
+    page: int | None  # the PDF page of the passage it is in
+    section: str | None  # that passage's section heading
+    marker: list[int] | None = None  # [start, end) of the marker in ``text`` ("[35]", "Sutskever et al. (2014)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the reference list prints of one entry: its text, parsed authors and year."""
+
+    raw: str
+    authors: tuple[str, ...]
+    year: int | None
+
+
+def number_of(raw: str) -> int | None:
+    """The entry's number in a numbered reference list (``[35] ...``), else None."""
+    m = _NUMBERED.match(raw or "")
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def cited_numbers(sentence: str) -> set[int]:
+    """The reference numbers a sentence cites in brackets, ranges spelt out (``[33–35]``: 33, 34, 35)."""
+    out: set[int] = set()
+    for group in _BRACKETS.findall(sentence):
+        for part in re.split(r"\s*[,;]\s*", group):
+            ends = [int(x) for x in re.split(r"\s*[–-]\s*", part) if x]
+            if len(ends) == 2 and 0 <= ends[1] - ends[0] <= 50:
+                out.update(range(ends[0], ends[1] + 1))
+            else:
+                out.update(ends)
+    return out
+
+
+# accents as a PDF's text layer may give them apart from their letter ("H´enaff" for "Hénaff")
+_LOOSE_ACCENTS = dict.fromkeys(map(ord, "\u00b4`\u00a8\u02dc\u02c6\u00b8\u02da\u02c7\u02d8\u02dd\u02d9"))
+
+
+def fold(text: str) -> str:
+    """``text`` with its accents left out, on their letters or printed apart (what markers are matched on)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text.translate(_LOOSE_ACCENTS)) if not unicodedata.combining(c))
+
+
+def author_year(entry: Entry) -> re.Pattern[str] | None:
+    """The pattern of the entry's author-year marker (see the module doc), None without a surname or a year."""
+    names = [a for a in entry.authors if a and a.strip()]
+    if not names or not entry.year:
+        return None
+    first = re.escape(fold(surname(names[0])))
+    letter = re.search(rf"\b{entry.year}([a-z])\b", entry.raw or "")
+    year = rf"{entry.year}{letter.group(1) if letter else '[a-z]?'}"
+    many = len(names) >= 3 or re.search(r"\bet\s+al\b", entry.raw or "")
+    if many:
+        who = rf"{first}\s+et\s+al\.?"
+    elif len(names) == 2:
+        who = rf"{first}\s+(?:and|&)\s+{re.escape(fold(surname(names[1])))}"
+    else:
+        who = first
+    return re.compile(rf"(?<!\w){who}\s*,?\s*(?:\(\s*{year}\)|\[\s*{year}\]|{year}(?!\w))")
+
+
+Sentence = tuple[str, int | None, str | None]  # its text, the page and the section of the passage it is in
+
+
+def sentences(body: str, spans: Sequence[tuple[int, int, str, int | None, str | None]]) -> list[Sentence]:
+    """The sentences of ``body`` that lie in a passage of :data:`CONTEXT_ROLES`, each with that passage's page and
+    section; ``spans``: the passages as (char_start, char_end, role, page, section), in char_start order."""
+    starts = [s[0] for s in spans]
+    cuts = sentence_starts(body) + [len(body)]
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        text = " ".join(body[a:b].split())
+        i = bisect.bisect_right(starts, a) - 1
+        if not text or i < 0 or a >= spans[i][1] or spans[i][2] not in CONTEXT_ROLES:
+            continue
+        out.append((text, spans[i][3], spans[i][4]))
+    return out
+
+
+def body_of(passages: Iterable[tuple[int, int, str]]) -> str:
+    """The body text the passages (char_start, char_end, text) cover, blanks where none does."""
+    parts: list[str] = []
+    end = 0
+    for start, stop, text in sorted(passages, key=lambda p: p[0]):
+        if stop <= end:
+            continue
+        if start > end:
+            parts.append(" " * (start - end))
+            end = start
+        parts.append(text[end - start:])
+        end = stop
+    return "".join(parts)
+
+
+@dataclass
+class CitingText:
+    """A citing paper's sentences (:func:`sentences`), ready for many entries' markers: folded into one string (one
+    sentence a line) for the author-year patterns, and the bracketed numbers each sentence cites."""
+
+    sents: list[Sentence]
+    folded: str
+    starts: list[int]  # where each sentence starts in ``folded``
+    numbered: dict[int, list[int]]  # reference number -> the sentences citing it, in order
+
+
+def citing_text(sents: list[Sentence]) -> CitingText:
+    """The sentences folded and their cited numbers indexed (see :class:`CitingText`)."""
+    starts: list[int] = []
+    lines: list[str] = []
+    numbered: dict[int, list[int]] = {}
+    at = 0
+    for i, (text, _, _) in enumerate(sents):
+        starts.append(at)
+        line = fold(text)
+        lines.append(line)
+        at += len(line) + 1
+        for n in cited_numbers(text):
+            numbered.setdefault(n, []).append(i)
+    return CitingText(sents, "\n".join(lines), starts, numbered)
+
+
+def contexts(text: CitingText, entry: Entry, limit: int = MAX_CONTEXTS) -> list[Context]:
+    """The first ``limit`` sentences of ``text`` that cite ``entry``: by its number when the list is numbered, else
+    by its author-year marker; each with where the marker is. A sentence longer than :data:`MAX_CHARS` is cut around
+    the marker."""
+    number = number_of(entry.raw)
+    found: list[tuple[int, tuple[int, int]]] = []  # (sentence, the marker's span in it)
+    if number is not None:
+        for i in text.numbered.get(number, [])[:limit]:
+            m = next(m for m in _BRACKETS.finditer(text.sents[i][0]) if number in cited_numbers(m.group()))
+            found.append((i, m.span()))
+    elif (pattern := author_year(entry)) is not None:
+        for m in pattern.finditer(text.folded):
+            i = bisect.bisect_right(text.starts, m.start()) - 1
+            if not found or found[-1][0] != i:
+                found.append((i, _unfolded_span(text.sents[i][0], pattern)))
+                if len(found) >= limit:
+                    break
+    out = []
+    for i, span in found:
+        shown, marker = around(text.sents[i][0], span)
+        out.append(Context(shown, text.sents[i][1], text.sents[i][2], list(marker)))
+    return out
+
+
+def _unfolded_span(sentence: str, pattern: re.Pattern[str]) -> tuple[int, int]:
+    """Where ``pattern`` (over folded text) matches in ``sentence`` itself: each folded character mapped back to the
+    one it came from (folding drops accents and may split a ligature)."""
+    folded, origin = [], []
+    for k, ch in enumerate(sentence):
+        piece = fold(ch)
+        folded.append(piece)
+        origin.extend([k] * len(piece))
+    m = pattern.search("".join(folded))
+    if m is None or not origin:
+        return 0, 0
+    return origin[m.start()], origin[m.end() - 1] + 1
+
+
+def around(sentence: str, span: tuple[int, int], width: int = MAX_CHARS) -> tuple[str, tuple[int, int]]:
+    """``sentence``, or about ``width`` characters of it around ``span`` cut between words, ``…`` where text is left
+    out; and the span's place in what is shown."""
+    if len(sentence) <= width:
+        return sentence, span
+    start = max(0, min(span[0] - width // 3, len(sentence) - width))
+    if start:
+        start = sentence.find(" ", start) + 1 or start
+    end = start + width
+    piece = sentence[start:end] if end >= len(sentence) else sentence[start:end].rsplit(" ", 1)[0]
+    lead = "\u2026 " if start else ""
+    shown = lead + piece + (" \u2026" if start + len(piece) < len(sentence) else "")
+    at = span[0] - start + len(lead)
+    return shown, (at, min(at + span[1] - span[0], len(shown)))

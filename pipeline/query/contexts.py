@@ -78,6 +78,8 @@ _LOOSE_ACCENTS = dict.fromkeys(map(ord, "\u00b4`\u00a8\u02dc\u02c6\u00b8\u02da\u
 
 def fold(text: str) -> str:
     """``text`` with its accents left out, on their letters or printed apart (what markers are matched on)."""
+    if text.isascii() and "`" not in text:
+        return text
     return "".join(c for c in unicodedata.normalize("NFKD", text.translate(_LOOSE_ACCENTS)) if not unicodedata.combining(c))
 
 

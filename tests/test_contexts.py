@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.query.contexts import (Entry, body_of, cited_numbers, citing_text, contexts, fold, number_of,
-                                     sentences)
+from pipeline.query.contexts import (Entry, body_of, cited_at, cited_numbers, citing_text, contexts, fold,
+                                     number_of, sentences)
 
 
 def test_the_number_of_an_entry_in_a_numbered_list():
@@ -69,6 +69,7 @@ def test_at_most_the_first_few_sentences_long_ones_cut_around_the_marker():
     got = contexts(citing_text(many), Entry("[4] A. Author. A title. 2001.", ("A. Author",), 2001), limit=3)
     assert [c.page for c in got] == [1, 2, 3] and got[0].text.endswith(" \u2026") and len(got[0].text) <= 402
     assert "[4]" in got[0].text and all(c.text[c.marker[0]:c.marker[1]] == "[4]" for c in got)
+    assert len(cited_at(citing_text(many), Entry("[4] A. Author. A title. 2001.", ("A. Author",), 2001))) == 5
     late = [("Words " * 150 + "as Kingma & Ba (2015) found, " + "and so on " * 40 + "done.", 7, None)]
     cut = contexts(citing_text(late), Entry("Kingma, D. and Ba, J. (2015). Adam.", ("D. Kingma", "J. Ba"), 2015))[0].text
     assert cut.startswith("\u2026 Words") and cut.endswith(" \u2026") and "Kingma & Ba (2015)" in cut

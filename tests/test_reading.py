@@ -245,6 +245,11 @@ def test_references_and_citing_papers_say_where_the_text_cites_them(pdfs):
         assert len(cho) == 2 and found and all(f"Cho et al. (2014{letter})" in c.text or f"Cho et al., 2014{letter}" in c.text
                              for c in found), (raw, found)
     assert all(c.page and c.section for r in printed for c in r.contexts)
+    assert all(r.mentions == (len(r.contexts) if r.mentions < 3 else r.mentions) and (r.mentions > 0) == bool(r.contexts)
+               for r in printed)
+    seq2seq = next(r for r in printed if r.raw.startswith("Sutskever, I., Vinyals, O., and Le, Q. (2014)"))
+    assert seq2seq.mentions >= 5 and len(seq2seq.contexts) == 3  # how often the text cites it; its first three
+    assert all(r.mentions is None for r in refs if not r.raw)  # no printed entry: nothing read
     numbered = reading.references(pdfs, "1706.03762", limit=200).items  # "[1] Jimmy Lei Ba ... Layer normalization"
     layer_norm = next(r for r in numbered if r.raw and r.raw.startswith("[1] "))
     assert layer_norm.contexts and all(re.search(r"\[1\]", c.text) for c in layer_norm.contexts)

@@ -170,6 +170,8 @@ class CitedPaper(BaseModel):
     intents: list[str] = Field(default_factory=list, description="Semantic Scholar's citation intents")
     contexts: list[CitationContext] = Field(default_factory=list, description="where the citing paper's text cites "
                                                                                "the work (from its PDF; at most 3)")
+    mentions: int | None = Field(None, description="how many sentences of the citing paper's text cite the work (none "
+                                                   "without its PDF's entry)")
 
 
 class CitationsAnswer(BaseModel):

@@ -76,12 +76,14 @@ def card_line(card: dict[str, Any], cols: int, indent: str = "  ") -> list[str]:
 
 def context_lines(card: dict[str, Any], cols: int, indent: str = "    ") -> list[str]:
     """The first sentence where the citing paper's text cites the work (its ``contexts``), quoted, at most two lines,
-    with its page."""
+    with its page and how many sentences cite it."""
     found = card.get("contexts") or []
     if not found:
         return []
     c = found[0]
-    page = f" (p. {c['page']})" if c.get("page") else ""
+    where = [f"p. {c['page']}" if c.get("page") else "",
+             f"{card['mentions']} mentions" if (card.get("mentions") or 0) > 1 else ""]
+    page = f" ({', '.join(w for w in where if w)})" if any(where) else ""
     # two lines' worth of it around the marker (wrapping loses a few characters a line)
     text, _ = around(c["text"], tuple(c.get("marker") or (0, 0)), 2 * (cols - len(indent)) - len(page) - 12)
     return _wrap(f"\u201c{text}\u201d{page}", cols, indent, max_lines=2)

@@ -161,28 +161,35 @@ def citing_text(sents: list[Sentence]) -> CitingText:
     return CitingText(sents, "\n".join(lines), starts, numbered)
 
 
-def contexts(text: CitingText, entry: Entry, limit: int = MAX_CONTEXTS) -> list[Context]:
-    """The first ``limit`` sentences of ``text`` that cite ``entry``: by its number when the list is numbered, else
-    by its author-year marker; each with where the marker is. A sentence longer than :data:`MAX_CHARS` is cut around
-    the marker."""
+def cited_at(text: CitingText, entry: Entry) -> list[tuple[int, tuple[int, int]]]:
+    """Every sentence of ``text`` that cites ``entry``, in reading order, with its marker's span in it: by the entry's
+    number when the list is numbered, else by its author-year marker (how many: how often the paper cites it)."""
     number = number_of(entry.raw)
-    found: list[tuple[int, tuple[int, int]]] = []  # (sentence, the marker's span in it)
     if number is not None:
-        for i in text.numbered.get(number, [])[:limit]:
-            m = next(m for m in _BRACKETS.finditer(text.sents[i][0]) if number in cited_numbers(m.group()))
-            found.append((i, m.span()))
-    elif (pattern := author_year(entry)) is not None:
-        for m in pattern.finditer(text.folded):
-            i = bisect.bisect_right(text.starts, m.start()) - 1
-            if not found or found[-1][0] != i:
-                found.append((i, _unfolded_span(text.sents[i][0], pattern)))
-                if len(found) >= limit:
-                    break
-    out = []
-    for i, span in found:
-        shown, marker = around(text.sents[i][0], span)
-        out.append(Context(shown, text.sents[i][1], text.sents[i][2], list(marker)))
-    return out
+        return [(i, next(m.span() for m in _BRACKETS.finditer(text.sents[i][0]) if number in cited_numbers(m.group())))
+                for i in text.numbered.get(number, [])]
+    pattern = author_year(entry)
+    found: list[tuple[int, tuple[int, int]]] = []
+    if pattern is None:
+        return found
+    for m in pattern.finditer(text.folded):
+        i = bisect.bisect_right(text.starts, m.start()) - 1
+        if not found or found[-1][0] != i:
+            found.append((i, _unfolded_span(text.sents[i][0], pattern)))
+    return found
+
+
+def contexts(text: CitingText, entry: Entry, limit: int = MAX_CONTEXTS) -> list[Context]:
+    """The first ``limit`` sentences of ``text`` that cite ``entry`` (:func:`cited_at`), each with where its marker
+    is; a sentence longer than :data:`MAX_CHARS` cut around the marker."""
+    return [as_context(text, i, span) for i, span in cited_at(text, entry)[:limit]]
+
+
+def as_context(text: CitingText, i: int, span: tuple[int, int]) -> Context:
+    """Sentence ``i`` of ``text`` as a :class:`Context`, its marker at ``span``."""
+    sentence, page, section = text.sents[i]
+    shown, marker = around(sentence, span)
+    return Context(shown, page, section, list(marker))
 
 
 def _unfolded_span(sentence: str, pattern: re.Pattern[str]) -> tuple[int, int]:

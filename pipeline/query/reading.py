@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 from pipeline.errors import AmbiguousName, UnknownPaper, UserError
 from pipeline.query.author_names import name_parts, names_match, search_word
-from pipeline.query.contexts import Context, Entry, body_of, citing_text, contexts, sentences
+from pipeline.query.contexts import (MAX_CONTEXTS, Context, Entry, as_context, body_of, cited_at, citing_text,
+                                     sentences)
 
 MAX_LIMIT = 200
 LINK_SORTS = ("order", "citations", "year")
@@ -85,6 +86,7 @@ class Reference(PaperCard):
     intents: list[str] = field(default_factory=list)  # S2 citation intents
     # where the citing paper's text cites the work (its first sentences that carry the entry's marker; from its PDF)
     contexts: list[Context] = field(default_factory=list)
+    mentions: int | None = None  # how many sentences of the citing paper's text cite it (None: no PDF entry to read)
 
 
 @dataclass(kw_only=True)
@@ -505,7 +507,8 @@ def references(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: st
                               "AND raw IN (SELECT unnest(?::VARCHAR[]))", [pid, raws]).fetchall()
         found = _contexts(con, entries)
         for r in page.items:
-            r.contexts = found.get((pid, r.raw), []) if r.raw else []
+            if r.raw and (pid, r.raw) in found:
+                r.contexts, r.mentions = found[(pid, r.raw)]
     return page
 
 
@@ -523,13 +526,18 @@ def cited_by(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str 
             ORDER BY r.paper_id, r.ordinal""", [works, citers]).fetchall()
         found = _contexts(con, entries)
         for r in page.items:
-            r.contexts = [c for pid, raw, _, _ in entries if pid == r.paper_id for c in found.get((pid, raw), [])]
+            mine = [found[(pid, raw)] for pid, raw, _, _ in entries if pid == r.paper_id and (pid, raw) in found]
+            if mine:  # its entries for the paper (one, or a duplicate printed twice)
+                r.contexts = [c for cs, _ in mine for c in cs][:MAX_CONTEXTS]
+                r.mentions = sum(n for _, n in mine)
     return page
 
 
-def _contexts(con, entries: list[tuple[str, str, list[str] | None, int | None]]) -> dict[tuple[str, str], list[Context]]:
-    """{(citing paper, entry as printed): the sentences of that paper's text that cite the entry} for reference-list
-    entries (paper_id, raw, authors, year): :mod:`pipeline.query.contexts` over the paper's chunks."""
+def _contexts(con, entries: list[tuple[str, str, list[str] | None, int | None]],
+              ) -> dict[tuple[str, str], tuple[list[Context], int]]:
+    """{(citing paper, entry as printed): (the first sentences of that paper's text that cite the entry, how many
+    do)} for reference-list entries (paper_id, raw, authors, year): :mod:`pipeline.query.contexts` over the paper's
+    chunks."""
     papers = sorted({e[0] for e in entries if e[1]})
     if not papers:
         return {}
@@ -539,13 +547,14 @@ def _contexts(con, entries: list[tuple[str, str, list[str] | None, int | None]])
     by_paper: dict[str, list[tuple]] = {}
     for row in rows:
         by_paper.setdefault(row[0], []).append(row[1:])
-    out: dict[tuple[str, str], list[Context]] = {}
+    out: dict[tuple[str, str], tuple[list[Context], int]] = {}
     for pid, chunks in by_paper.items():
         text = citing_text(sentences(body_of((a, b, t) for a, b, _, _, _, t in chunks),
                                      [(a, b, role, page, section) for a, b, role, page, section, _ in chunks]))
         for e_pid, raw, authors, year in entries:
             if e_pid == pid and raw:
-                out[(pid, raw)] = contexts(text, Entry(raw, tuple(authors or ()), year))
+                at = cited_at(text, Entry(raw, tuple(authors or ()), year))
+                out[(pid, raw)] = [as_context(text, i, span) for i, span in at[:MAX_CONTEXTS]], len(at)
     return out
 
 

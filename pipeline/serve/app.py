@@ -551,7 +551,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
                          "that matched no known paper has `raw`, its text as printed), then the citation edges no "
                          "printed entry gave (Semantic Scholar's, a collection's). A corpus paper has a `paper_id`. "
                          "A printed entry has `contexts`: the first sentences of the paper that cite it (`text`, "
-                         "`page`, `section`, `marker`: [start, end) of the in-text citation).",
+                         "`page`, `section`, `marker`: [start, end) of the in-text citation) and `mentions`, how "
+                         "many sentences do.",
              responses=_errors(400, 404, 422, 503))
     def references(paper_id: PaperId, limit: int = Query(20, ge=1, le=reading.MAX_LIMIT),
                    offset: int = Query(0, ge=0, le=MAX_OFFSET),

@@ -1,6 +1,6 @@
 // The paged references and citing papers of a paper or of a cited work (/api/papers/{id}/references and /cited-by):
 // the list `listId`, its note `${listId}-note`, sort `${listId}-sort` and pager `${listId}-pager`.
-import { esc, getJSON, paperItem, pager } from "/static/common.js";
+import { esc, getJSON, paperItem, pager, plural } from "/static/common.js";
 
 const LIST = 10;
 const $ = (id) => document.getElementById(id);
@@ -29,7 +29,9 @@ export function linkList(id, kind, listId) {
       $(`${listId}-note`).textContent = d.total ? note : (kind === "references" ? "No references known." : "No citing papers known.");
       $(listId).start = offset + 1;
       $(listId).innerHTML = d.items.map((r) => {
-        const where = [r.page ? `p. ${esc(r.page)}` : "", r.is_influential ? '<span class="tag" title="Semantic Scholar: a highly influential citation">influential</span>' : "",
+        const where = [r.page ? `p. ${esc(r.page)}` : "",
+          r.mentions ? `<span class="mentions" title="${kind === "references" ? "sentences of this paper that cite it" : "sentences of its text that cite this paper"}">${plural(r.mentions, "mention")}</span>` : "",
+          r.is_influential ? '<span class="tag" title="Semantic Scholar: a highly influential citation">influential</span>' : "",
           (r.intents || []).map((i) => `<span class="tag">${esc(i)}</span>`).join(" ")].filter(Boolean).join(" ");
         return `<li>${paperItem(r, where)}${contextsOf(r.contexts || [], kind)}</li>`;
       }).join("");

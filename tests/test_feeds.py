@@ -473,6 +473,7 @@ def test_the_page_of_a_cited_work_outside_the_corpus(nights):
         assert page.url.startswith(f"{url}/work?id=") and page.inner_text("#work h1") == title
         assert page.inner_text("#cites-title") == "Cited by (1)" and "Attention Is All You Need" in page.inner_text("#cites")
         assert page.locator("#cites ul.contexts q mark").first.inner_text().startswith("[")  # where it is cited
+        assert re.fullmatch(r"\d+ mentions?", page.locator("#cites .mentions").first.inner_text())
         assert page.inner_text("#printed-title") == "As printed (1)" and "Attention Is All You Need" in page.inner_text("#printed")
         assert page.is_hidden("#refs-section") and "fewer than two" in page.inner_text("#with-note")
         # a cited work's id typed in the paper page's address goes to the work's page

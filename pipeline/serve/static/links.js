@@ -29,8 +29,8 @@ export function linkList(id, kind, listId) {
       $(`${listId}-note`).textContent = d.total ? note : (kind === "references" ? "No references known." : "No citing papers known.");
       $(listId).start = offset + 1;
       $(listId).innerHTML = d.items.map((r) => {
-        const where = [r.page ? `p. ${esc(r.page)}` : "",
-          r.mentions ? `<span class="mentions" title="${kind === "references" ? "sentences of this paper that cite it" : "sentences of its text that cite this paper"}">${plural(r.mentions, "mention")}</span>` : "",
+        const mentions = r.mentions ? `<span class="mentions" title="${kind === "references" ? "sentences of this paper that cite it" : "sentences of its text that cite this paper"}">${plural(r.mentions, "mention")}</span>` : "";
+        const where = [[r.page ? `p. ${esc(r.page)}` : "", mentions].filter(Boolean).join(" · "),
           r.is_influential ? '<span class="tag" title="Semantic Scholar: a highly influential citation">influential</span>' : "",
           (r.intents || []).map((i) => `<span class="tag">${esc(i)}</span>`).join(" ")].filter(Boolean).join(" ");
         return `<li>${paperItem(r, where)}${contextsOf(r.contexts || [], kind)}</li>`;

@@ -351,6 +351,21 @@ def test_show_tells_what_is_known_of_a_cited_work_outside_the_corpus(pdfs):
     assert len(lines) - together - 1 == 2 * len(seq2seq["cited_with"]["items"]) > 0
 
 
+def test_a_cited_work_exports_with_the_authors_its_citing_papers_print(pdfs):
+    """A work only reference lists name exported without authors (``@misc{2014sequence, ...}``) and, for one with no
+    arXiv id or DOI, with a Semantic Scholar address made of its own id (``.../paper/ref:f4a7...``), a dead link."""
+    from pipeline.exports import cite_keys, to_bibtex, to_ris
+    from pipeline.query.records import bib_records
+
+    seq2seq, = bib_records(pdfs, ["arXiv:1409.3215"])
+    assert seq2seq.authors[0].endswith("Sutskever") and len(seq2seq.authors) == 3 and seq2seq.source == "pdf"
+    assert cite_keys([seq2seq]) == ["sutskever2014sequence"] and "author = {" in to_bibtex([seq2seq])
+    lstm = pdfs.execute("SELECT work_id FROM works WHERE work_id LIKE 'ref:%' AND title ILIKE 'long short-term memory' "
+                        "AND doi IS NULL AND arxiv_id IS NULL").fetchone()[0]
+    record, = bib_records(pdfs, [lstm])
+    assert record.url is None and "semanticscholar" not in to_ris([record]) and record.authors
+
+
 def test_show_prints_each_figure_legend_once_with_its_page(pdfs):
     """A legend is stored as printed ("Figure 1: The Transformer ..."); ``paperkb show`` printed its label twice more
     ("Figure 1 1 (p. 3): Figure 1: The Transformer ...")."""

@@ -148,15 +148,21 @@ def bib_records(con, ids: list[str]) -> list[BibRecord]:
                 categories=list(cats or []) if source == "arxiv" else [], journal=jref or venue or None,
                 abstract=abstract, source=source)
     if work_ids:
+        from pipeline.query.reading import work_cards
+
+        # the authors as Semantic Scholar or, for a work only reference lists name, as one of them prints them
+        cards = work_cards(con, work_ids)
         rows = con.execute("""
-            SELECT w.work_id, w.title, w.year, CAST(w.publication_date AS VARCHAR), w.doi, w.arxiv_id, w.venue,
-                   (SELECT list(a.name ORDER BY a.position) FROM work_authors a WHERE a.work_id = w.work_id)
+            SELECT w.work_id, w.title, w.year, CAST(w.publication_date AS VARCHAR), w.doi, w.arxiv_id, w.venue, w.detail
             FROM works w WHERE w.work_id IN (SELECT unnest(?::VARCHAR[]))""", [work_ids]).fetchall()
-        for wid, title, year, published, doi, arxiv_id, venue, names in rows:
+        for wid, title, year, published, doi, arxiv_id, venue, detail in rows:
+            card = cards.get(wid)
             recs[("work", wid)] = BibRecord(
-                id=wid, title=title, authors=[n for n in (names or []) if n], year=year, published=published,
-                doi=doi, arxiv_id=arxiv_id, journal=venue or None, source="s2",
-                url=None if (arxiv_id or doi) else f"https://www.semanticscholar.org/paper/{wid}")
+                id=wid, title=title, authors=[n for n in (card.authors if card else []) if n], year=year,
+                published=published, doi=doi, arxiv_id=arxiv_id, journal=venue or None,
+                source="pdf" if detail == "pdf" else "s2",
+                # its Semantic Scholar page when it has one (not a work of a reference list's own: 'ref:...')
+                url=None if (arxiv_id or doi) else (card.links.s2 if card else None))
     return [recs[r] for r in resolved if r in recs]
 
 

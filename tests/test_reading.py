@@ -250,6 +250,15 @@ def test_references_and_citing_papers_say_where_the_text_cites_them(pdfs):
     seq2seq = next(r for r in printed if r.raw.startswith("Sutskever, I., Vinyals, O., and Le, Q. (2014)"))
     assert seq2seq.mentions >= 5 and len(seq2seq.contexts) == 3  # how often the text cites it; its first three
     assert all(r.mentions is None for r in refs if not r.raw)  # no printed entry: nothing read
+    # the references the paper's own text cites most, first, page by page
+    most = reading.references(pdfs, "1409.0473", sort="mentions", limit=200)
+    assert most.total == len(refs) and sorted(r.work_id or r.raw for r in most.items) == sorted(r.work_id or r.raw for r in refs)
+    counts = [r.mentions or 0 for r in most.items]
+    assert counts == sorted(counts, reverse=True) and counts[0] == max(r.mentions or 0 for r in printed) >= 5
+    pages = [r.raw for o in (0, 10, 20) for r in reading.references(pdfs, "1409.0473", sort="mentions", limit=10, offset=o).items]
+    assert pages == [r.raw for r in most.items][:30]
+    with pytest.raises(UserError, match="sort"):
+        reading.cited_by(pdfs, "1409.0473", sort="mentions")
     numbered = reading.references(pdfs, "1706.03762", limit=200).items  # "[1] Jimmy Lei Ba ... Layer normalization"
     layer_norm = next(r for r in numbered if r.raw and r.raw.startswith("[1] "))
     assert layer_norm.contexts and all(re.search(r"\[1\]", c.text) for c in layer_norm.contexts)

@@ -226,9 +226,10 @@ def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServe
         paper_id: PaperId,
         direction: Annotated[Literal["references", "cited_by"],
                              Field(description="references: the papers it cites; cited_by: the papers citing it")] = "references",
-        sort: Annotated[Literal["order", "citations", "year"] | None,
+        sort: Annotated[Literal["order", "citations", "year", "mentions"] | None,
                         Field(description="order (as printed; the default for references), citations (most cited first; "
-                                          "the default for cited_by) or year (newest first)")] = None,
+                                          "the default for cited_by), year (newest first) or, for references, "
+                                          "mentions (the most cited in the paper's own text first)")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="at most this many papers")] = 20,
         offset: Annotated[int, Field(ge=0, description="skip this many (to page through `total`)")] = 0,
     ) -> answers.CitationsAnswer:

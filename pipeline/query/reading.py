@@ -32,6 +32,7 @@ from pipeline.query.contexts import (MAX_CONTEXTS, Context, Entry, as_context, b
 
 MAX_LIMIT = 200
 LINK_SORTS = ("order", "citations", "year")
+REFERENCE_SORTS = (*LINK_SORTS, "mentions")  # references only: the most cited in the paper's own text first
 PAPER_SORTS = ("pagerank", "citations", "date", "title")
 LinkSort = Literal["order", "citations", "year"]
 PaperSort = Literal["pagerank", "citations", "date", "title"]
@@ -497,19 +498,42 @@ def _listing(con, head: str, params: list[Any], *, limit: int, offset: int, sort
 
 def references(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str = "order") -> ReferencePage:
     """The papers ``paper_id`` cites: its printed bibliography first (``order``: as printed), then the
-    citation edges no printed entry gave; or sorted by ``citations`` or ``year`` (newest first). A printed entry
-    has the sentences of the paper that cite it (``contexts``)."""
+    citation edges no printed entry gave; or sorted by ``citations``, ``year`` (newest first) or ``mentions`` (the
+    most cited in the paper's own text first). A printed entry has the sentences of the paper that cite it
+    (``contexts``) and how many do (``mentions``)."""
     pid, works = resolve(con, paper_id)
+    if _choice("sort", sort, REFERENCE_SORTS) == "mentions":
+        return _most_mentioned(con, pid, works, limit=limit, offset=offset)
     page = _listing(con, _REFERENCES, [works, pid], limit=limit, offset=offset, sort=sort)
-    raws = [r.raw for r in page.items if r.raw]
+    _add_contexts(con, pid, page.items)
+    return page
+
+
+def _add_contexts(con, pid: str | None, items: list[Reference]) -> None:
+    """Each printed entry of ``items`` (references of ``pid``) gets the sentences of ``pid``'s text that cite it."""
+    raws = [r.raw for r in items if r.raw]
     if pid and raws:
         entries = con.execute("SELECT paper_id, raw, authors, year FROM paper_references WHERE paper_id = ? "
                               "AND raw IN (SELECT unnest(?::VARCHAR[]))", [pid, raws]).fetchall()
         found = _contexts(con, entries)
-        for r in page.items:
+        for r in items:
             if r.raw and (pid, r.raw) in found:
                 r.contexts, r.mentions = found[(pid, r.raw)]
-    return page
+
+
+def _most_mentioned(con, pid: str | None, works: list[str], *, limit: int, offset: int) -> ReferencePage:
+    """The references sorted by how many sentences of the paper cite them (as printed on ties; entries no PDF gave
+    last): every one read, then the page cut."""
+    limit, offset = _limit(limit, offset)
+    every: list[Reference] = []
+    while True:
+        part = _listing(con, _REFERENCES, [works, pid], limit=MAX_LIMIT, offset=len(every), sort="order")
+        every += part.items
+        if not part.items or len(every) >= part.total:
+            break
+    _add_contexts(con, pid, every)
+    every.sort(key=lambda r: (-(r.mentions or 0), r.ordinal is None, r.ordinal or 0))
+    return ReferencePage(total=len(every), offset=offset, limit=limit, sort="mentions", items=every[offset:offset + limit])
 
 
 def cited_by(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str = "citations") -> ReferencePage:

@@ -556,7 +556,9 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
              responses=_errors(400, 404, 422, 503))
     def references(paper_id: PaperId, limit: int = Query(20, ge=1, le=reading.MAX_LIMIT),
                    offset: int = Query(0, ge=0, le=MAX_OFFSET),
-                   sort: Literal["order", "citations", "year"] = Query("order")) -> Any:
+                   sort: Literal["order", "citations", "year", "mentions"] = Query(
+                       "order", description="order: as printed; citations: most cited first; year: newest first; "
+                                            "mentions: the most cited in the paper's own text first")) -> Any:
         cur = opened()
         with catalog(cur) as con:
             return reading.references(con, paper_id, limit=limit, offset=offset, sort=sort)

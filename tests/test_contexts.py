@@ -79,18 +79,19 @@ def test_at_most_the_first_few_sentences_long_ones_cut_around_the_marker():
 
 
 def test_the_body_is_rebuilt_from_overlapping_passages_and_only_body_sentences_count():
-    body = "1 Intro\n\nWe build on [2]. It works.\n\nReferences\n\n[2] A. B. Title. 2001."
+    body = "1 Intro\n\nWe build on [2]. It works\n\nacross a page.\n\nReferences\n\n[2] A. B. Title. 2001."
     refs = body.index("References")
-    works = body.index("It works.")
+    works = body.index("It works")
     chunks = [(0, works + 2, body[:works + 2]), (works, refs - 2, body[works:refs - 2]), (refs, len(body), body[refs:])]
     assert body_of(chunks) == body[:refs - 2] + "  " + body[refs:]  # the blank lines between sections: blanks
     spans = [(0, works + 2, "body", 1, "1 Intro"), (works, refs - 2, "body", 2, "1 Intro"),
              (refs, len(body), "references", 3, "References")]
     sents = sentences(body_of(chunks), spans)
-    assert [s[0] for s in sents] == ["1 Intro We build on [2].", "It works."]  # the reference list is no context
-    assert sents[1][1] == 2
+    # a heading ends at its blank line, a page break inside a sentence does not; the reference list is no context
+    assert [s[0] for s in sents] == ["1 Intro", "We build on [2].", "It works across a page."]
+    assert sents[2][1] == 2  # a heading is not part of the sentence after it
     found = contexts(citing_text(sents), Entry("[2] A. B. Title. 2001.", ("A. B.",), 2001))
-    assert [(c.text, c.page) for c in found] == [("1 Intro We build on [2].", 1)]
+    assert [(c.text, c.page) for c in found] == [("We build on [2].", 1)]
 
 
 def test_fold_leaves_accents_out():

@@ -28,6 +28,7 @@ MAX_CONTEXTS = 3  # sentences kept per citing entry (the first ones in reading o
 MAX_CHARS = 400  # a longer sentence (a table read as text) is cut, " …" at the cut
 
 _NUMBERED = re.compile(r"^\s*(?:\[(\d{1,4})\]|(\d{1,3})\.\s+(?=[A-Z]))")  # "[35] Ilya Sutskever, ...", "1. Ciresan, D.C., ..."
+_BLANK_LINE = re.compile(r"\n[ \t]*\n\s*(?=[A-Z0-9])")  # before a capital: a page break inside a sentence is not one
 _BRACKETS = re.compile(r"\[(\d{1,4}(?:\s*[,;–-]\s*\d{1,4})*)\]")  # "[35]", "[12, 35]", "[33–35]"
 
 
@@ -105,10 +106,12 @@ Sentence = tuple[str, int | None, str | None]  # its text, the page and the sect
 
 
 def sentences(body: str, spans: Sequence[tuple[int, int, str, int | None, str | None]]) -> list[Sentence]:
-    """The sentences of ``body`` that lie in a passage of :data:`CONTEXT_ROLES`, each with that passage's page and
-    section; ``spans``: the passages as (char_start, char_end, role, page, section), in char_start order."""
+    """The sentences of ``body`` (ended by a full stop, or a blank line before a capital) that lie in a passage of :data:`CONTEXT_ROLES`,
+    each with that passage's page and section; ``spans``: the passages as (char_start, char_end, role, page,
+    section), in char_start order."""
     starts = [s[0] for s in spans]
-    cuts = sentence_starts(body) + [len(body)]
+    # a sentence also ends at a blank line before a capital: a heading ("3 Model Architecture") does not start the next
+    cuts = sorted(set(sentence_starts(body)) | {m.end() for m in _BLANK_LINE.finditer(body)}) + [len(body)]
     out = []
     for a, b in zip(cuts, cuts[1:]):
         text = " ".join(body[a:b].split())

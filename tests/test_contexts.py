@@ -31,6 +31,7 @@ SENTS = [
     ("Cho et al. (2014b) showed the limits of a fixed-length vector.", 3, "2 Background"),
     ("Adam (Kingma & Ba, 2015) and natural gradient (Amari, 1998) adapt the step.", 4, "3 Model"),
     ("Attention maps follow H\u00b4enaff et al. (2020), and Abnar and Zuidema (2020).", 5, "4 Results"),
+    ("GPT models language (Radford et al., 2018; 2019; Brown et al., 2020).", 6, "5 Related work"),
 ]
 
 
@@ -49,6 +50,12 @@ SENTS = [
      ["Olivier J. H\u00e9naff", "Aravind Srinivas", "Jeffrey De Fauw"], 2020, [5]),  # accent printed apart
     ("Samira Abnar and Willem Zuidema. Quantifying attention flow in transformers. In ACL, 2020.",
      ["Samira Abnar", "Willem Zuidema"], 2020, [5]),
+    ("Alec Radford, Jeff Wu, Rewon Child. Language models are unsupervised multitask learners. 2019.",
+     ["Alec Radford", "Jeff Wu", "Rewon Child"], 2019, [6]),  # after the same authors' 2018
+    ("Tom Brown, Benjamin Mann, Nick Ryder. Language models are few-shot learners. 2020.",
+     ["Tom Brown", "Benjamin Mann", "Nick Ryder"], 2020, [6]),
+    ("Alec Radford, Karthik Narasimhan. Improving language understanding. 2017.", ["Alec Radford", "K. Narasimhan"],
+     2017, []),
     ("Sutskever, I. (2013). Training recurrent neural networks. PhD thesis.", ["I. Sutskever"], 2013, []),
     ("Kingma, D. (2015). A single-author paper of that year.", ["D. Kingma"], 2015, []),  # "Kingma & Ba" is not his
     ("An entry no parser read.", [], None, []),

@@ -4,8 +4,8 @@ marker of the reference-list entry that names the work, as Semantic Scholar show
 A PDF's reference list gives each entry's marker: a number when the list is numbered (``[35] Ilya Sutskever ...``
 or ``1. Ciresan, D.C., ...``: cited as ``[35]``, ``[12, 35]`` or ``[33–35]``), else its first author's surname and
 year (cited as ``Sutskever et al. (2014)``, ``(Sutskever et al., 2014a)``, ``Kingma & Ba, 2015`` or ``Amari
-(1998)``: "et al." for three authors or more, both surnames for two, the year's letter when the entry prints one;
-accents aside). The text is the paper's body as the chunks cover it (``body[char_start:char_end] == text``), cut
+(1998)``, or after the same authors' other years, ``(Radford et al., 2018; 2019)``: "et al." for three authors or
+more, both surnames for two, the year's letter when the entry prints one; accents aside). The text is the paper's body as the chunks cover it (``body[char_start:char_end] == text``), cut
 into sentences as :mod:`pipeline.query.excerpt` cuts a passage; only sentences of the body and the appendix count
 (the reference list itself, front matter and acknowledgements do not). Pure functions:
 :func:`pipeline.query.reading.references` and ``cited_by`` read the rows.
@@ -99,7 +99,9 @@ def author_year(entry: Entry) -> re.Pattern[str] | None:
         who = rf"{first}\s+(?:and|&)\s+{re.escape(fold(surname(names[1])))}"
     else:
         who = first
-    return re.compile(rf"(?<!\w){who}\s*,?\s*(?:\(\s*{year}\)|\[\s*{year}\]|{year}(?!\w))")
+    # the same authors' other years may come first: "(Radford et al., 2018; 2019)", "Cho et al. (2014a, 2014b)"
+    before = r"(?:(?:19|20)\d\d[a-z]?\s*[,;]\s*)*"
+    return re.compile(rf"(?<!\w){who}\s*,?\s*(?:\(\s*{before}{year}\)|\[\s*{before}{year}\]|{before}{year}(?!\w))")
 
 
 Sentence = tuple[str, int | None, str | None]  # its text, the page and the section of the passage it is in

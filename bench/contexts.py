@@ -42,7 +42,7 @@ def _best(fn, repeat: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sample", type=int, default=0)
     args = ap.parse_args()
@@ -96,7 +96,7 @@ def main() -> None:
           f"({total['coverage']:.1%})")
     if args.sample:
         for pid, raw, text in random.Random(7).sample(drawn, min(args.sample, len(drawn))):
-            print(f"\n{pid} | {raw[:110]}\n    -> {text[:300]}")
+            print(f"\n{pid} | {(raw or '')[:110]}\n    -> {text[:300]}")
     OUT.mkdir(exist_ok=True)
     (OUT / "contexts.json").write_text(json.dumps({
         "machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "load": os.getloadavg(),

@@ -546,8 +546,9 @@ def cited_by(con, paper_id: str, *, limit: int = 20, offset: int = 0, sort: str 
         entries = con.execute("""
             SELECT r.paper_id, r.raw, r.authors, r.year
             FROM reference_links l JOIN paper_references r USING (reference_id)
-            WHERE l.cited_work_id IN (SELECT unnest(?::VARCHAR[])) AND r.paper_id IN (SELECT unnest(?::VARCHAR[]))
-            ORDER BY r.paper_id, r.ordinal""", [works, citers]).fetchall()
+            WHERE l.cited_work_id IN (SELECT unnest(?::VARCHAR[])) AND l.paper_id IN (SELECT unnest(?::VARCHAR[]))
+              AND r.paper_id IN (SELECT unnest(?::VARCHAR[]))  -- both tables are ordered by the citing paper
+            ORDER BY r.paper_id, r.ordinal""", [works, citers, citers]).fetchall()
         found = _contexts(con, entries)
         for r in page.items:
             mine = [found[(pid, raw)] for pid, raw, _, _ in entries if pid == r.paper_id and (pid, raw) in found]

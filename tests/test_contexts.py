@@ -20,7 +20,8 @@ def test_the_number_of_an_entry_in_a_numbered_list():
 def test_the_numbers_a_sentence_cites():
     assert cited_numbers("as in [35, 2, 5] and [12]") == {35, 2, 5, 12}
     assert cited_numbers("methods [33–35] and [7-8]") == {33, 34, 35, 7, 8}
-    assert cited_numbers("the interval [0, 1] of a model [3]") == {0, 1, 3}  # a bracket of numbers is read as one
+    assert cited_numbers("the interval [0, 1] of a model [3]") == {3}  # a bracket holding 0 is an interval
+    assert cited_numbers("a weight in [1, 2] and [1–3]") == {1, 2, 3}  # other intervals read as citations: kept
     assert cited_numbers("no citation (2017) here, nor [a]") == set()
 
 

@@ -61,15 +61,19 @@ def number_of(raw: str) -> int | None:
 
 
 def cited_numbers(sentence: str) -> set[int]:
-    """The reference numbers a sentence cites in brackets, ranges spelt out (``[33–35]``: 33, 34, 35)."""
+    """The reference numbers a sentence cites in brackets, ranges spelt out (``[33–35]``: 33, 34, 35); a bracket
+    holding a 0 is an interval, not a citation."""
     out: set[int] = set()
     for group in _BRACKETS.findall(sentence):
+        numbers: set[int] = set()
         for part in re.split(r"\s*[,;]\s*", group):
             ends = [int(x) for x in re.split(r"\s*[–-]\s*", part) if x]
             if len(ends) == 2 and 0 <= ends[1] - ends[0] <= 50:
-                out.update(range(ends[0], ends[1] + 1))
+                numbers.update(range(ends[0], ends[1] + 1))
             else:
-                out.update(ends)
+                numbers.update(ends)
+        if 0 not in numbers:  # "[0, 1]" is an interval: reference lists count from 1
+            out |= numbers
     return out
 
 
@@ -108,9 +112,9 @@ Sentence = tuple[str, int | None, str | None]  # its text, the page and the sect
 
 
 def sentences(body: str, spans: Sequence[tuple[int, int, str, int | None, str | None]]) -> list[Sentence]:
-    """The sentences of ``body`` (ended by a full stop, or a blank line before a capital) that lie in a passage of :data:`CONTEXT_ROLES`,
-    each with that passage's page and section; ``spans``: the passages as (char_start, char_end, role, page,
-    section), in char_start order."""
+    """The sentences of ``body`` (ended by a full stop, or a blank line before a capital) that lie in a passage of
+    :data:`CONTEXT_ROLES`, each with that passage's page and section; ``spans``: the passages as (char_start,
+    char_end, role, page, section), in char_start order."""
     starts = [s[0] for s in spans]
     # a sentence also ends at a blank line before a capital: a heading ("3 Model Architecture") does not start the next
     cuts = sorted(set(sentence_starts(body)) | {m.end() for m in _BLANK_LINE.finditer(body)}) + [len(body)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.query.contexts import (Entry, body_of, cited_at, cited_numbers, citing_text, contexts, fold,
-                                     number_of, sentences)
+                                     markers_in, number_of, sentences)
 
 
 def test_the_number_of_an_entry_in_a_numbered_list():
@@ -104,3 +104,21 @@ def test_the_body_is_rebuilt_from_overlapping_passages_and_only_body_sentences_c
 
 def test_fold_leaves_accents_out():
     assert fold("H\u00b4enaff, Veli\u010dkovi\u0107, J\u00fcrgen") == "Henaff, Velickovic, Jurgen"
+
+
+def test_the_citations_in_a_passage_name_their_entries():
+    numbered = [Entry("[1] J. Ba. Layer normalization. 2016.", ("J. Ba",), 2016),
+                Entry("[2] D. Bahdanau. Neural machine translation. 2014.", ("D. Bahdanau",), 2014),
+                Entry("[11] K. He. Deep residual learning. 2016.", ("K. He",), 2016)]
+    text = "a residual connection [11] around each sub-layer, then layer normalization [1]; see [1, 2] and [0, 1]."
+    assert [(text[a:b], cited) for a, b, cited in markers_in(text, numbered)] == [("[11]", [2]), ("[1]", [0]),
+                                                                                   ("[1, 2]", [0, 1])]
+    author_year = [Entry("Cho, K. et al. (2014a). Learning phrase representations.", ("K. Cho", "B. van Merrienboer",
+                                                                                      "C. Gulcehre"), 2014),
+                   Entry("Kingma, D. and Ba, J. (2015). Adam.", ("D. Kingma", "J. Ba"), 2015),
+                   Entry("H\u00e9naff, O. J. et al. (2020). Data-efficient recognition.", ("O. J. H\u00e9naff", "A. Srinivas",
+                                                                                         "J. De Fauw"), 2020)]
+    text = "Encoders (Cho et al., 2014a; Cho et al., 2014b) and Adam (Kingma & Ba, 2015), as H\u00b4enaff et al. (2020) did."
+    assert [(text[a:b], cited) for a, b, cited in markers_in(text, author_year)] == [
+        ("Cho et al., 2014a", [0]), ("Kingma & Ba, 2015", [1]), ("H\u00b4enaff et al. (2020)", [2])]
+    assert markers_in("No citation here (at all).", author_year) == [] and markers_in("", numbered) == []

@@ -452,6 +452,17 @@ def test_a_cited_work_outside_the_corpus_has_its_page(nights):
         counts = [o["count"] for o in w["cited_with"]["items"]]
         assert counts == sorted(counts, reverse=True)
         assert c.get("/work").status_code == 200
+        # a search's best passages: each in-text citation resolved by its paper's reference list
+        found = c.get("/api/search", params={"q": "residual connection around each sub-layer followed by layer "
+                                                  "normalization", "k": 5}).json()["results"]
+        transformer = next(r for r in found if r["paper_id"] == "1706.03762")
+        marked = {transformer["excerpt"][m["start"]:m["end"]]: [w["title"] for w in m["works"]]
+                  for m in transformer["citations"]}
+        assert marked["[1]"] == ["Layer normalization"], marked
+        assert marked["[11]"] == ["Deep Residual Learning for Image Recognition"], marked
+        for r in found:
+            for m in r.get("citations", []):
+                assert m["works"] and all(w["title"] and w["raw"] for w in m["works"])
 
 
 @pytest.mark.browser
@@ -484,4 +495,12 @@ def test_the_page_of_a_cited_work_outside_the_corpus(nights):
         assert page.locator("#with li .count").count() >= 1 and page.locator("#printed li").count() >= 3
         assert page.locator("#work a.export").count() == 3
         page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "work.png"), full_page=False)
+        # on the search page, a best passage's citation links to the work it cites, its title in the tooltip
+        page.goto(f"{url}/?q=residual+connection+around+each+sub-layer+followed+by+layer+normalization")
+        cite = page.locator("li.result a.cite", has_text="[1]").first
+        cite.wait_for()
+        assert cite.get_attribute("title") == "Layer normalization (2016)"
+        cite.click()
+        page.wait_for_selector("#work h1")
+        assert page.inner_text("#work h1") == "Layer normalization"
     assert errors == []

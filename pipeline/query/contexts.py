@@ -18,6 +18,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from pipeline.query.author_names import surname
@@ -88,6 +89,7 @@ def fold(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text.translate(_LOOSE_ACCENTS)) if not unicodedata.combining(c))
 
 
+@lru_cache(maxsize=8192)  # a search page's passages ask for the same papers' entries again
 def author_year(entry: Entry) -> re.Pattern[str] | None:
     """The pattern of the entry's author-year marker (see the module doc), None without a surname or a year."""
     names = [a for a in entry.authors if a and a.strip()]
@@ -204,12 +206,8 @@ def as_context(text: CitingText, i: int, span: tuple[int, int]) -> Context:
 def _unfolded_span(sentence: str, pattern: re.Pattern[str]) -> tuple[int, int]:
     """Where ``pattern`` (over folded text) matches in ``sentence`` itself: each folded character mapped back to the
     one it came from (folding drops accents and may split a ligature)."""
-    folded, origin = [], []
-    for k, ch in enumerate(sentence):
-        piece = fold(ch)
-        folded.append(piece)
-        origin.extend([k] * len(piece))
-    m = pattern.search("".join(folded))
+    folded, origin = _fold_map(sentence)
+    m = pattern.search(folded)
     if m is None or not origin:
         return 0, 0
     return origin[m.start()], origin[m.end() - 1] + 1
@@ -229,3 +227,39 @@ def around(sentence: str, span: tuple[int, int], width: int = MAX_CHARS) -> tupl
     shown = lead + piece + (" \u2026" if start + len(piece) < len(sentence) else "")
     at = span[0] - start + len(lead)
     return shown, (at, min(at + span[1] - span[0], len(shown)))
+
+
+def markers_in(text: str, entries: Sequence[Entry]) -> list[tuple[int, int, list[int]]]:
+    """The in-text citations of ``text`` (a passage of the paper whose reference list ``entries`` is) that name its
+    entries: (start, end, the indexes of the entries it cites), in text order, none overlapping (the first kept):
+    a bracket group by the numbers of a numbered list, an author-year marker by its entry's pattern."""
+    found: list[tuple[int, int, list[int]]] = []
+    numbers = {n: i for i, e in enumerate(entries) if (n := number_of(e.raw)) is not None}
+    if numbers:
+        for m in _BRACKETS.finditer(text):
+            cited = [numbers[n] for n in sorted(cited_numbers(m.group())) if n in numbers]
+            if cited:
+                found.append((m.start(), m.end(), cited))
+    folded, origin = _fold_map(text)
+    for i, e in enumerate(entries):
+        pattern = None if number_of(e.raw) is not None else author_year(e)
+        for m in pattern.finditer(folded) if pattern is not None else ():
+            found.append((origin[m.start()], origin[m.end() - 1] + 1, [i]))
+    found.sort(key=lambda f: (f[0], -f[1]))
+    kept: list[tuple[int, int, list[int]]] = []
+    for start, end, cited in found:
+        if not kept or start >= kept[-1][1]:
+            kept.append((start, end, cited))
+    return kept
+
+
+def _fold_map(text: str) -> tuple[str, list[int]]:
+    """``text`` folded (:func:`fold`), and for each folded character the index of the one in ``text`` it came from."""
+    if fold(text) == text:  # most passages: nothing to fold
+        return text, list(range(len(text)))
+    pieces, origin = [], []
+    for k, ch in enumerate(text):
+        piece = ch if ch < "\x80" and ch != "`" else fold(ch)
+        pieces.append(piece)
+        origin.extend([k] * len(piece))
+    return "".join(pieces), origin

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pipeline.errors import AmbiguousName, UnknownPaper, UserError
 from pipeline.query.author_names import name_parts, names_match, search_word
 from pipeline.query.contexts import (MAX_CONTEXTS, Context, Entry, as_context, body_of, cited_at, citing_text,
-                                     sentences)
+                                     markers_in, sentences)
 
 MAX_LIMIT = 200
 LINK_SORTS = ("order", "citations", "year")
@@ -810,6 +810,41 @@ def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int
     prior = counted(ranked("citing_work_id", "cited_work_id")) if node_ids else []
     derivative = counted(ranked("cited_work_id", "citing_work_id")) if node_ids else []
     return PriorDerivative(papers=found, prior=prior, derivative=derivative)
+
+
+def passage_citations(con, passages: list[tuple[str, str]]) -> list[list[dict[str, Any]]]:
+    """For each (paper id, passage text): the in-text citations of the text that its paper's reference list resolves
+    (:func:`pipeline.query.contexts.markers_in`), each ``{"start", "end", "works"}``: the span in the text and the
+    works it cites (``paper_id``, ``work_id``, ``title``, ``year``, ``raw`` as printed). None for a paper without a
+    read reference list."""
+    papers = sorted({pid for pid, text in passages if text and ("[" in text or "(" in text or "," in text)})
+    rows = con.execute("""
+        SELECT r.paper_id, r.raw, r.authors, r.year, r.title, l.cited_work_id
+        FROM paper_references r LEFT JOIN reference_links l USING (reference_id)
+        WHERE r.paper_id IN (SELECT unnest(?::VARCHAR[])) AND r.raw IS NOT NULL
+        ORDER BY r.paper_id, r.ordinal""", [papers]).fetchall() if papers else []
+    by_paper: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_paper.setdefault(row[0], []).append(row[1:])
+    found = []
+    for pid, text in passages:
+        listed = by_paper.get(pid, [])
+        marks = markers_in(text or "", [Entry(raw, tuple(authors or ()), year) for raw, authors, year, _, _ in listed])
+        found.append([(start, end, [listed[i] for i in cited]) for start, end, cited in marks])
+    # the title and year of the works cited (a corpus paper's own), for those only
+    cited_works = sorted({e[4] for marks in found for _, _, entries in marks for e in entries if e[4]})
+    known = {w: (pid, title, year) for w, pid, title, year in con.execute("""
+        SELECT w.work_id, w.paper_id, coalesce(p.title, w.title), coalesce(p.year, w.year)
+        FROM works w LEFT JOIN papers p ON p.paper_id = w.paper_id
+        WHERE w.work_id IN (SELECT unnest(?::VARCHAR[]))""", [cited_works]).fetchall()} if cited_works else {}
+    return [[{"start": start, "end": end, "works": [_cited(e, known) for e in entries]} for start, end, entries in marks]
+            for marks in found]
+
+
+def _cited(entry: tuple, known: dict[str, tuple]) -> dict[str, Any]:
+    raw, _, year, title, work_id = entry
+    pid, known_title, known_year = known.get(work_id, (None, None, None))
+    return {"paper_id": pid, "work_id": work_id, "title": known_title or title, "year": known_year or year, "raw": raw}
 
 
 def printed_entries(con, work_id: str, *, limit: int = 5) -> tuple[int, list[PrintedEntry]]:

@@ -406,6 +406,16 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             seen.update({i: found.get(i) for i in missing})
         return {i: seen[i] for i in ids if seen.get(i) is not None}
 
+    reference_lists: dict[str, bool] = {}  # snapshot id -> whether it holds a reference list read from a PDF
+
+    def has_reference_lists(cur) -> bool:
+        """Whether the snapshot has PDF reference lists to resolve citations with (a collection of abstracts has none:
+        its searches skip the query)."""
+        if cur.snapshot_id not in reference_lists:
+            with catalog(cur) as con:
+                reference_lists[cur.snapshot_id] = con.execute("SELECT 1 FROM paper_references LIMIT 1").fetchone() is not None
+        return reference_lists[cur.snapshot_id]
+
     @app.get("/api/health", summary="Service status and the snapshot being served", responses=_errors(400, 503))
     def health() -> Any:
         try:
@@ -421,6 +431,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
         return {"status": "ok", "snapshot_id": cur.snapshot_id}
 
     @app.get("/api/search", response_model=dict[str, Any], summary="Hybrid search: ranked papers with their five signals",
+             description="Each result: the paper's card, its best passage (`passage`, and `excerpt` from the sentence "
+                         "that matches best) with `page`, `section` and `role`, `score` and `signals`; `citations` "
+                         "(papers whose PDF reference list was read): each in-text citation of the excerpt, `start` "
+                         "and `end` in it and the `works` it cites (`paper_id`, `work_id`, `title`, `year`, `raw`).",
              responses={**EXPORT_RESPONSES, **_errors(400, 422, 503)})
     async def search(
         q: str = Query(..., description="the query (not blank)", min_length=1, max_length=max_query_chars,
@@ -475,6 +489,14 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
                 found.sort(key=lambda r: -(r.get("year") or 0))  # stable: relevance within a year
             elif sort == "citations":
                 found.sort(key=lambda r: -(r.get("citation_count") or 0))
+            # the in-text citations of each best passage shown, resolved by its paper's reference list (first index)
+            first = resp.indexes[0]["index"] if resp.indexes else None
+            mine = [r for r in found[offset:offset + k] if r.get("index") == first]
+            if mine and has_reference_lists(cur):
+                with catalog(cur) as con:
+                    marks = reading.passage_citations(con, [(r["paper_id"], r.get("excerpt") or "") for r in mine])
+                for r, m in zip(mine, marks):
+                    r["citations"] = m
             return cur, resp, found
 
         cur, resp, found = await asyncio.get_running_loop().run_in_executor(searching, run)

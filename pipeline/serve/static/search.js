@@ -1,5 +1,5 @@
 import { esc, getJSON, fmt, plural, showSnapshot, exportLinks, examples, authorLinks, linkChips, queryStems, highlight,
-  SIGNAL_HELP, signalChip, pager, slashFocuses } from "/static/common.js";
+  SIGNAL_HELP, signalChip, pager, slashFocuses, paperHref, workHref } from "/static/common.js";
 import { seedButtons, showBasket, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
@@ -41,8 +41,10 @@ function render(data) {
     // the abstract passage is indexed as "title. abstract": the title is shown above it already
     // the passage from its sentence that holds most of the query (pipeline/query/excerpt.py)
     let text = r.excerpt || r.passage || "";
-    if (r.role === "abstract" && r.title && text.startsWith(r.title)) text = text.slice(r.title.length).replace(/^[.:\s]+/, "");
-    const passage = text.length > 480 ? text.slice(0, 480) + "…" : text;
+    let cites = r.citations || [];
+    if (r.role === "abstract" && r.title && text.startsWith(r.title)) { text = text.slice(r.title.length).replace(/^[.:\s]+/, ""); cites = []; }
+    const cut = text.length > 480;
+    if (cut) text = text.slice(0, 480);
     // several indexes searched as one: each result names its own (the paper pages read the first one)
     const index = r.index ? `<span class="index" title="the index this paper is from${r.also_in && r.also_in.length ? "; also in " + esc(r.also_in.join(", ")) : ""}">${esc([r.index].concat(r.also_in || []).join(" + "))}</span>` : "";
     const linked = !r.index || (data.indexes && data.indexes[0].index === r.index);
@@ -52,12 +54,28 @@ function render(data) {
       ${linked ? `<a class="title" href="/paper?id=${encodeURIComponent(r.paper_id)}">${highlight(r.title || r.paper_id, stems)}</a> ${seedButtons(r.paper_id, r.title)}`
         : `<span class="title">${highlight(r.title || r.paper_id, stems)}</span> <span class="meta">${esc(r.paper_id)}</span>`}
       <div class="meta">${meta} ${linkChips(r.links)}</div>
-      <p class="passage">${where(r)} ${highlight(passage, stems)}</p>
+      <p class="passage">${where(r)} ${withCitations(text, cites.filter((c) => c.end <= text.length), stems)}${cut ? "…" : ""}</p>
       <div class="signals">${signalChip("score", r.score, "score")}${keys.filter((k) => k in sig).map((k) => signalChip(k, sig[k])).join("")}</div>
     </li>`;
   }).join("");
   pager($("pager"), { offset: data.offset, limit: PAGE, more: data.more, shown: n }, (o) => { offset = o; run(); window.scrollTo(0, 0); });
   $("legend").hidden = !n;
+}
+
+// The passage with the query's words marked and each in-text citation its reference list resolves ("[1]",
+// "Cho et al. (2014a)") linked to the work it cites, the work's title in its tooltip
+function withCitations(text, cites, stems) {
+  let out = "", last = 0;
+  for (const c of cites) {
+    const w = c.works[0] || {};
+    const href = w.paper_id ? paperHref(w.paper_id) : w.work_id ? workHref(w.work_id) : null;
+    const tip = c.works.map((x) => `${x.title || x.raw}${x.year ? " (" + x.year + ")" : ""}`).join("; ");
+    const marker = esc(text.slice(c.start, c.end));
+    out += highlight(text.slice(last, c.start), stems)
+      + (href ? `<a class="cite" href="${href}" title="${esc(tip)}">${marker}</a>` : `<span class="cite" title="${esc(tip)}">${marker}</span>`);
+    last = c.end;
+  }
+  return out + highlight(text.slice(last), stems);
 }
 
 async function run(push = true) {

@@ -812,25 +812,29 @@ def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int
     return PriorDerivative(papers=found, prior=prior, derivative=derivative)
 
 
-def passage_citations(con, passages: list[tuple[str, str]]) -> list[list[dict[str, Any]]]:
+def passage_citations(con, passages: list[tuple[str, str]], listed: dict[str, list[tuple]] | None = None,
+                      ) -> list[list[dict[str, Any]]]:
     """For each (paper id, passage text): the in-text citations of the text that its paper's reference list resolves
     (:func:`pipeline.query.contexts.markers_in`), each ``{"start", "end", "works"}``: the span in the text and the
     works it cites (``paper_id``, ``work_id``, ``title``, ``year``, ``raw`` as printed). None for a paper without a
-    read reference list."""
-    papers = sorted({pid for pid, text in passages if text and ("[" in text or "(" in text or "," in text)})
+    read reference list. ``listed``: the reference lists read before (paper id -> its entries), for a server to keep
+    across searches of one snapshot; the lists read now are added to it."""
+    by_paper = listed if listed is not None else {}
+    papers = sorted({pid for pid, text in passages if text and pid not in by_paper})
     rows = con.execute("""
         SELECT r.paper_id, r.raw, r.authors, r.year, r.title, l.cited_work_id
         FROM paper_references r LEFT JOIN reference_links l USING (reference_id)
         WHERE r.paper_id IN (SELECT unnest(?::VARCHAR[])) AND r.raw IS NOT NULL
         ORDER BY r.paper_id, r.ordinal""", [papers]).fetchall() if papers else []
-    by_paper: dict[str, list[tuple]] = {}
+    for pid in papers:
+        by_paper[pid] = []
     for row in rows:
-        by_paper.setdefault(row[0], []).append(row[1:])
+        by_paper[row[0]].append(row[1:])
     found = []
     for pid, text in passages:
-        listed = by_paper.get(pid, [])
-        marks = markers_in(text or "", [Entry(raw, tuple(authors or ()), year) for raw, authors, year, _, _ in listed])
-        found.append([(start, end, [listed[i] for i in cited]) for start, end, cited in marks])
+        mine = by_paper.get(pid, [])
+        marks = markers_in(text or "", [Entry(raw, tuple(authors or ()), year) for raw, authors, year, _, _ in mine])
+        found.append([(start, end, [mine[i] for i in cited]) for start, end, cited in marks])
     # the title and year of the works cited (a corpus paper's own), for those only
     cited_works = sorted({e[4] for marks in found for _, _, entries in marks for e in entries if e[4]})
     known = {w: (pid, title, year) for w, pid, title, year in con.execute("""

@@ -407,6 +407,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
         return {i: seen[i] for i in ids if seen.get(i) is not None}
 
     reference_lists: dict[str, bool] = {}  # snapshot id -> whether it holds a reference list read from a PDF
+    reference_lists_read: dict[str, dict[str, list]] = {}  # snapshot id -> paper id -> its reference list's entries
 
     def has_reference_lists(cur) -> bool:
         """Whether the snapshot has PDF reference lists to resolve citations with (a collection of abstracts has none:
@@ -493,8 +494,12 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             first = resp.indexes[0]["index"] if resp.indexes else None
             mine = [r for r in found[offset:offset + k] if r.get("index") == first]
             if mine and has_reference_lists(cur):
+                listed = reference_lists_read.setdefault(cur.snapshot_id, {})
+                if len(listed) > MAX_CACHED_CARDS or len(reference_lists_read) > KEEP_CATALOGS:
+                    reference_lists_read.clear()
+                    listed = reference_lists_read[cur.snapshot_id] = {}
                 with catalog(cur) as con:
-                    marks = reading.passage_citations(con, [(r["paper_id"], r.get("excerpt") or "") for r in mine])
+                    marks = reading.passage_citations(con, [(r["paper_id"], r.get("excerpt") or "") for r in mine], listed)
                 for r, m in zip(mine, marks):
                     r["citations"] = m
             return cur, resp, found

@@ -38,9 +38,9 @@ function render(d) {
   linkList(w.work_id, "cited-by", "cites")();
   const n = d.cited_with.citing;
   $("with-title").textContent = `Cited together with (${fmt(d.cited_with.items.length)})`;
-  $("with-note").textContent = n > 1
-    ? `The works most of the ${n} papers citing it also cite (co-citation): often its field's other key works.`
-    : "None: fewer than two papers here cite it.";
+  $("with-note").textContent = n < 2 ? "None: fewer than two papers here cite it."
+    : d.cited_with.items.length ? `The works most of the ${n} papers citing it also cite (co-citation): often its field's other key works.`
+      : `None: no other work is cited by two of the ${n} papers citing it.`;
   $("with").innerHTML = d.cited_with.items.map((c) => `<li>${paperItem(c,
     `<span class="count" title="cited together with it by ${c.count} of the ${n} papers citing it">cited with it by ${c.count} of ${n}</span>`)}</li>`).join("");
 }

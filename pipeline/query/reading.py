@@ -826,10 +826,10 @@ def passage_citations(con, passages: list[tuple[str, str]], listed: dict[str, li
         FROM paper_references r LEFT JOIN reference_links l USING (reference_id)
         WHERE r.paper_id IN (SELECT unnest(?::VARCHAR[])) AND r.raw IS NOT NULL
         ORDER BY r.paper_id, r.ordinal""", [papers]).fetchall() if papers else []
-    for pid in papers:
-        by_paper[pid] = []
+    fresh: dict[str, list[tuple]] = {pid: [] for pid in papers}
     for row in rows:
-        by_paper[row[0]].append(row[1:])
+        fresh[row[0]].append(row[1:])
+    by_paper.update(fresh)  # whole lists at once: another search may read ``listed`` meanwhile
     found = []
     for pid, text in passages:
         mine = by_paper.get(pid, [])

@@ -61,6 +61,8 @@ YEARS = (1000, 3000)  # the years a filter accepts (pipeline.query.filters)
 MAX_FILTER_VALUE = 200
 MAX_CACHED_CARDS = 200_000  # cards kept per served snapshot before the cache starts over
 KEEP_CATALOGS = 3  # catalog connections kept open: the served snapshot's and those served just before
+# papers whose reference lists a server keeps to resolve the citations of search results (~50 entries, ~15 kB each)
+MAX_CACHED_REFERENCE_LISTS = 5_000
 MAX_OFFSET = 100_000  # paging through lists (papers, references, citing papers)
 
 # Input rules the OpenAPI schema states and FastAPI enforces (422), so that the schema and the server
@@ -495,7 +497,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             mine = [r for r in found[offset:offset + k] if r.get("index") == first]
             if mine and has_reference_lists(cur):
                 listed = reference_lists_read.setdefault(cur.snapshot_id, {})
-                if len(listed) > MAX_CACHED_CARDS or len(reference_lists_read) > KEEP_CATALOGS:
+                if len(listed) > MAX_CACHED_REFERENCE_LISTS or len(reference_lists_read) > KEEP_CATALOGS:
                     reference_lists_read.clear()
                     listed = reference_lists_read[cur.snapshot_id] = {}
                 with catalog(cur) as con:

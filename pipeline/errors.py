@@ -17,6 +17,14 @@ class AmbiguousName(UnknownPaper):
         self.candidates = candidates
 
 
+class CitedWork(UnknownPaper):
+    """An id that names a work the corpus papers cite, not a corpus paper: ``work_id`` is that work."""
+
+    def __init__(self, message: str, work_id: str):
+        super().__init__(message)
+        self.work_id = work_id
+
+
 class InvalidSetting(UserError):
     """A setting (environment variable ``PAPERKB_*``, or the command-line flag that overrides it) whose
     value is not what it must be: one line naming the variable and what is expected (exit code 2)."""

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from pipeline.agents import answers
-from pipeline.errors import UnknownPaper, UserError
+from pipeline.errors import CitedWork, UnknownPaper, UserError
 
 
 @dataclass
@@ -53,18 +53,9 @@ def get_paper(cur, paper_id: str) -> answers.PaperAnswer:
 
     try:
         d = cur.searcher.paper(paper_id)
-    except UnknownPaper as missing:  # a work the papers cite, outside the corpus: say which tool reads it
-        from pipeline.query.records import resolve_ids
-
-        try:
-            with cur.catalog() as con:
-                (kind, found), = resolve_ids(con, [paper_id])
-        except UnknownPaper:
-            raise missing from None
-        if kind == "work":
-            raise UnknownPaper(f"{paper_id!r} is {found}, a work the papers of snapshot {cur.snapshot_id} cite, not "
-                               f"one of its papers: get_work tells what is known of it") from None
-        raise
+    except CitedWork as cited:  # a work the papers cite, outside the corpus: say which tool reads it
+        raise UnknownPaper(f"{paper_id!r} is {cited.work_id}, a work the papers of snapshot {cur.snapshot_id} cite, "
+                           f"not one of its papers: get_work tells what is known of it") from None
     rec: dict[str, Any] = d["paper"]
     with cur.catalog() as con:
         facts = paper_facts(con, rec["paper_id"]).to_dict()

@@ -26,7 +26,7 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from pipeline.errors import UnknownPaper, UserError
+from pipeline.errors import CitedWork, UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
 from pipeline.query import bm25_stats, id_forms, ranks
 from pipeline.query.bm25 import CandidateBM25, ResidentIndex
@@ -714,8 +714,8 @@ class Searcher:
         if hit is not None and hit[0] == "paper" and hit[1] in self.paper_row:
             return self.paper_row[hit[1]]
         if hit is not None and hit[0] == "work":
-            raise UnknownPaper(f"{pid!r} is a work the papers of snapshot {self.snap.snapshot_id} cite, not one of its "
-                               f"papers: `paperkb show {hit[1]}` (or /api/works/{hit[1]}) tells what is known of it")
+            raise CitedWork(f"{pid!r} is a work the papers of snapshot {self.snap.snapshot_id} cite, not one of its "
+                            f"papers: `paperkb show {hit[1]}` (or /api/works/{hit[1]}) tells what is known of it", hit[1])
         raise UnknownPaper(f"unknown paper id {pid!r} in snapshot {self.snap.snapshot_id}")
 
     def _query_names(self, q: str) -> tuple[str | None, str | None]:

@@ -168,12 +168,24 @@ def test_the_shells_dot_commands_run_from_the_command_line(cacm_snapshot):
         assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.splitlines() == [f"paperkb: error: {msg}"]
 
 
+def _pins_of(pins, pid):
+    """The leases a process holds on the warehouse's snapshots."""
+    leases = []
+    for path in pins.glob("*") if pins.is_dir() else []:
+        try:
+            lease = json.loads(path.read_text() or "{}")
+        except (OSError, ValueError):  # removed or half-written by another test's process
+            continue
+        if lease.get("pid") == pid:
+            leases.append(lease)
+    return leases
+
+
 def test_the_shell_on_a_terminal_pins_the_snapshot(cacm_snapshot, tmp_path):
     """On a terminal ``paperkb sql`` is a shell; the snapshot it reads is pinned until it ends; its history
     is kept in ~/.paperkb_sql_history."""
     wh = cacm_snapshot.warehouse
     pins = wh / "snapshots" / ".pins"
-    before = set(pins.glob("*")) if pins.is_dir() else set()
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "--warehouse", str(wh), "sql", "--format", "csv"],
                             stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -181,12 +193,13 @@ def test_the_shell_on_a_terminal_pins_the_snapshot(cacm_snapshot, tmp_path):
     os.close(slave)
     try:
         os.write(master, b"SELECT title FROM papers\nWHERE paper_id = 'cacm:1785';\nSELECT * FROM nope;\n")
+        # The snapshot is shared with other test workers, whose processes pin it too: look for this one's pin.
         deadline = time.monotonic() + 120
-        while not (set(pins.glob("*")) - before) and time.monotonic() < deadline:
+        while not _pins_of(pins, proc.pid) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.1)
-        leases = [json.loads(p.read_text() or "{}") for p in set(pins.glob("*")) - before]
-        assert any(x.get("who") == "paperkb sql" for x in leases), leases
+        leases = _pins_of(pins, proc.pid)
+        assert [x.get("who") for x in leases] == ["paperkb sql"], leases
         os.write(master, b".tables\n.quit\n")
         out, err = proc.communicate(timeout=120)
     finally:
@@ -197,5 +210,5 @@ def test_the_shell_on_a_terminal_pins_the_snapshot(cacm_snapshot, tmp_path):
     assert "Scatter Storage Techniques" in out and "most_central_papers" in out
     assert [x for x in err.splitlines() if x.startswith("Error: ")] == [
         'Error: Catalog Error: Table with name nope does not exist! Did you mean "papers"?']
-    assert set(pins.glob("*")) - before == set()  # unpinned at exit
+    assert _pins_of(pins, proc.pid) == []  # unpinned at exit
     assert "SELECT title FROM papers WHERE paper_id = 'cacm:1785';" in (tmp_path / ".paperkb_sql_history").read_text()

@@ -465,6 +465,45 @@ def test_a_cited_work_outside_the_corpus_has_its_page(nights):
                 assert m["works"] and all(w["title"] and w["raw"] for w in m["works"])
 
 
+def test_a_search_for_a_cited_works_title_names_the_work(nights):
+    """A search for the title of a work the corpus cites but does not hold lists that work, and the others outside the
+    corpus whose title the query names, among those the results cite: each counted against the results' own
+    reference lists, in the API, `paperkb search` and its JSON."""
+    from fastapi.testclient import TestClient
+
+    from pipeline.query.titles import names_title
+    from pipeline.serve.app import create_app
+
+    s = nights["settings"]
+    with TestClient(create_app(s, nights["second"])) as c:
+        d = c.get("/api/search", params={"q": "sequence to sequence learning", "k": 10}).json()
+        seq2seq = c.get("/api/works/arxiv:1409.3215").json()
+        named = d["cited_works"]
+        assert named[0]["work_id"] == "arxiv:1409.3215" and named[0]["title"] == seq2seq["work"]["title"]
+        assert named[0]["cited_here"] == seq2seq["cited_by_count"] >= 3 and named[0]["authors"][0] == "I. Sutskever"
+        refs = {r["paper_id"]: {x["work_id"] for x in c.get(f"/api/papers/{r['paper_id']}/references",
+                                                            params={"limit": 200}).json()["items"]}
+                for r in d["results"]}
+        assert 1 < len(named) <= 3
+        for w in named:
+            assert w["paper_id"] is None and w["match"] > 0
+            assert w["match"] == pytest.approx(names_title(d["query"], w["title"]), abs=1e-4)
+            assert w["cited_by_results"] == sum(w["work_id"] in mine for mine in refs.values()) >= 1
+            assert c.get(f"/api/works/{w['work_id']}").json()["cited_by_count"] == w["cited_here"]
+        # the title named whole comes first; a query naming no cited title lists none; a one-word query none
+        whole = c.get("/api/search", params={"q": "Layer Normalization", "k": 10}).json()["cited_works"]
+        assert [(w["work_id"], w["match"]) for w in whole][:1] == [("arxiv:1607.06450", 1.0)]
+        assert c.get("/api/search", params={"q": "neural networks", "k": 10}).json()["cited_works"] == []
+        assert c.get("/api/search", params={"q": "normalization", "k": 10}).json()["cited_works"] == []
+    out = _cli(s, "search", "sequence to sequence learning", "-k", "10")
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    tail = out.stdout[out.stdout.index("cited works the query names"):]
+    assert "arxiv:1409.3215" in tail and f"cited by {named[0]['cited_here']} papers here" in tail
+    assert "Sutskever et al., 2014" in tail and max(len(x) for x in out.stdout.splitlines()) <= 80
+    out = _cli(s, "search", "sequence to sequence learning", "-k", "10", "--json")
+    assert [w["work_id"] for w in json.loads(out.stdout)["cited_works"]] == [w["work_id"] for w in named]
+
+
 @pytest.mark.browser
 def test_the_page_of_a_cited_work_outside_the_corpus(nights):
     from live_server import NEEDS_CHROMIUM, chromium_page, served
@@ -503,4 +542,17 @@ def test_the_page_of_a_cited_work_outside_the_corpus(nights):
         cite.click()
         page.wait_for_selector("#work h1")
         assert page.inner_text("#work h1") == "Layer normalization"
+        # a search for a cited work's title: the work above the results, linked to its page
+        page.goto(f"{url}/?q=sequence+to+sequence+learning+with+neural+networks")
+        page.wait_for_selector("#named li")
+        first = page.locator("#named li").first
+        assert first.locator("a.title.work").inner_text() == "Sequence to sequence learning with neural networks"
+        assert re.search(r"cited by [3-9] papers here", first.inner_text())
+        page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "search-named.png"), full_page=False)
+        first.locator("a.title.work").click()
+        page.wait_for_selector("#work h1")
+        assert page.inner_text("#work h1") == "Sequence to sequence learning with neural networks"
+        page.goto(f"{url}/?q=neural+networks")
+        page.wait_for_selector("li.result")
+        assert page.is_hidden("#named")
     assert errors == []

@@ -393,6 +393,12 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
             assert work["printed_total"] == 1 and work["printed"][0]["title"] == paper["title"]
             assert "get_paper" in _error_line(await c.call_tool("get_work", {"work_id": PDF}))
             assert "unknown paper id" in _error_line(await c.call_tool("get_work", {"work_id": "arXiv:1234.56789"}))
+            # a search for that work's title: the paper citing it, and the work among the cited works it names
+            found = (await c.call_tool("search", {"query": cited["title"], "k": 3})).structured_content
+            assert PDF in [r["paper_id"] for r in found["results"]]
+            named = found["cited_works"][0]
+            assert (named["work_id"], named["title"], named["match"]) == (cited["work_id"], cited["title"], 1.0)
+            assert named["cited_by_results"] == named["cited_here"] == 1
 
     _run(scenario)
 

@@ -12,7 +12,7 @@ from pipeline.errors import UserError
 from pipeline.query import configs, fusion, signals
 from pipeline.query.expand import feedback_terms, parse_subqueries, prf_terms, relevance_model
 from pipeline.query.filters import Filters, in_clause, mask, sql_literal
-from pipeline.query.titles import STEM_EXCEPTIONS, light_stem, title_boost
+from pipeline.query.titles import STEM_EXCEPTIONS, light_stem, names_title, title_boost
 
 
 # ---- fusion ---------------------------------------------------------------------------------------
@@ -166,6 +166,23 @@ def test_title_boost_points():
 
 
 # ---- filters --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("query, title, share", [
+    ("Sequence to Sequence Learning with Neural Networks", "Sequence to sequence learning with neural networks", 1.0),
+    ("layer normalization", "Layer normalization", 1.0),
+    ("layer normalisations", "Layer Normalization", 0.0),  # another word: not this title
+    ("sequence to sequence learning", "Sequence to sequence learning with neural networks", 0.5),  # a phrase of 3
+    ("learning with neural networks", "Sequence to sequence learning with neural networks", 0.75),
+    ("deep residual learning", "Deep Residual Learning for Image Recognition", 0.6),
+    ("neural networks", "Sequence to sequence learning with neural networks", 0.0),  # 2 of 4 words, no long phrase
+    ("networks neural learning", "Sequence to sequence learning with neural networks", 0.75),  # 3 of 4 words
+    ("attention", "Attention is all you need", 0.0),  # one word names no title
+    ("the of and", "The Art of Computer Programming", 0.0),  # stop words only
+    ("adam stochastic optimization", "Adam: A method for stochastic optimization", 0.75),
+])
+def test_a_query_names_a_title_by_most_of_its_words_or_a_long_phrase(query, title, share):
+    assert names_title(query, title) == pytest.approx(share)
+
+
 def test_sql_literal_escapes_and_in_clause():
     assert sql_literal("o'reilly") == "'o''reilly'"
     assert sql_literal(2020) == "2020"

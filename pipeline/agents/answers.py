@@ -52,12 +52,32 @@ class Index(BaseModel):
     took_ms: float | None = None
 
 
+class WorkCard(BaseModel):
+    """What a list shows of a work (a corpus paper or not)."""
+
+    title: str | None
+    authors: list[str]
+    year: int | None
+    citation_count: int | None = None
+    links: Links
+
+
+class NamedWork(WorkCard):
+    work_id: str = Field(description="its citation-graph work id (get_work reads it)")
+    match: float = Field(description="the share of its title's content words the query holds")
+    cited_by_results: int = Field(description="how many of the results cite it")
+    cited_here: int = Field(description="how many of the snapshot's papers cite it")
+
+
 class SearchAnswer(BaseModel):
     snapshot_id: str = SNAPSHOT
     query: str
     queries: list[str] = Field(description="the queries run: the query and its expansions")
     notes: list[str] = Field(description="what the search did beside ranking (expansion terms, fallbacks)")
     results: list[SearchHit]
+    cited_works: list[NamedWork] = Field(default_factory=list, description=(
+        "works outside the snapshot's papers whose title the query names, among those the results cite (a search "
+        "for a cited work's title): get_work tells who cites it and how"))
     indexes: list[Index] | None = Field(None, description="several indexes searched as one (PAPERKB_SERVE_SNAPSHOTS): "
                                                           "each one's name and snapshot id")
 
@@ -194,14 +214,9 @@ class PrintedEntry(BaseModel):
                                                  "..., 'unmatched' (a work of its own)")
 
 
-class CitedWith(BaseModel):
+class CitedWith(WorkCard):
     paper_id: str | None = Field(description="the paper's id when it is in the snapshot, else none")
     work_id: str | None = Field(description="its citation-graph work id")
-    title: str | None
-    authors: list[str]
-    year: int | None
-    citation_count: int | None = None
-    links: Links
     count: int = Field(description="how many of the papers citing the work cite this one too")
 
 

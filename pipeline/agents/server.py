@@ -69,7 +69,8 @@ ExportFormat = Literal["bibtex", "ris", "csl-json"]
 # What each tool does, as the agent reads it (tools/list)
 DESCRIPTIONS = {
     "search": "Hybrid search (BM25 + vectors over full-text passages, citation signals): the best papers for a "
-              "query, each with its best passage (page, section, role) and the signals of its score.",
+              "query, each with its best passage (page, section, role) and the signals of its score; and the works "
+              "outside the corpus whose title the query names, among those the results cite (get_work reads them).",
     "get_paper": "A paper's metadata (title, authors and affiliations, year, DOI, venue, links), abstract, the "
                  "sections of its full text with their pages, figure legends, graph metrics, and how many papers it "
                  "cites and are citing it.",

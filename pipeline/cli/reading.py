@@ -99,12 +99,17 @@ def search(
     clock.lap_split("search", [("encode", searcher.timings.get("encode", 0.0), "the query")], f"took_ms {resp.took_ms:g} includes encode")
     if export_format:
         _print_exports(searcher, resp, export_format)
-    elif as_json:
-        print(_json.dumps(resp.to_dict(), indent=2, default=str))
+        named: list = []
     else:
-        from pipeline.query.display import print_search
+        named = _named_works(searcher, query or "", resp)
+        clock.lap("named", "cited works the query names")
+    if as_json:
+        print(_json.dumps({**resp.to_dict(), "cited_works": [w.to_dict() for w in named]}, indent=2, default=str))
+    elif not export_format:
+        from pipeline.query.display import print_named_works, print_search
 
         print_search(resp, wide=True if wide else None)
+        print_named_works(named)
     if verbose:
         clock.lap("print")
         print(clock.line(), file=sys.stderr)
@@ -112,6 +117,24 @@ def search(
     # ONNX Runtime): ~0.25 s of a one-shot search here, to free memory the OS takes back anyway. Frozen objects
     # are left out of them (atexit: in a process that goes on, e.g. tests calling main(), nothing changes).
     atexit.register(gc.freeze)
+
+
+def _named_works(searcher, query: str, resp) -> list:
+    """The works outside the corpus whose title ``query`` names, among those the results cite (a search of one
+    snapshot; none across several)."""
+    from pipeline.query.reading import cited_works_named
+
+    snap = getattr(searcher, "snap", None)
+    if snap is None or not resp.results or not snap.has_catalog():
+        return []
+    counts = snap.manifest.get("counts") or {}
+    if int(counts.get("works") or 0) <= int(counts.get("papers") or 0):  # every work a corpus paper (a collection)
+        return []
+    con = snap.catalog()
+    try:
+        return cited_works_named(con, query, [r.paper_id for r in resp.results])
+    finally:
+        con.close()
 
 
 def searcher_id(searcher) -> str:

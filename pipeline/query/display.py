@@ -108,6 +108,25 @@ def _print_footer(resp, console: Console) -> None:
         console.print(f"note: {note}")
 
 
+def print_named_works(works, console: Console | None = None) -> None:
+    """The works outside the corpus whose title the query names (:func:`pipeline.query.reading.cited_works_named`),
+    a line each: id, title, authors as a citation names them, year, and the corpus papers citing it."""
+    if not works:
+        return
+    console = console or Console()
+    table = Table(title="cited works the query names, outside this index (paperkb show WORK_ID)", title_justify="left",
+                  box=None, show_header=False, padding=(0, 1), expand=True)
+    table.add_column("work", no_wrap=True)
+    table.add_column("title", overflow="fold", ratio=1)
+    for w in works:
+        who = short_byline(w.authors)
+        byline = ", ".join(filter(None, [who, str(w.year) if w.year else ""]))
+        table.add_row(escape(w.work_id), f"[bold]{escape(_short(w.title, 160))}[/bold]\n"
+                      + escape(f"{byline + ' · ' if byline else ''}cited by {w.cited_here} paper"
+                               f"{'' if w.cited_here == 1 else 's'} here"))
+    console.print(table)
+
+
 def print_related(searcher, paper_id: str, items, console: Console | None = None, wide: bool | None = None) -> None:
     """Related papers: one column per component on a wide console (or ``wide=True``), else one wrapped
     cell per paper that stays readable at 80 columns."""

@@ -21,6 +21,7 @@ Where the lists come from:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -96,6 +97,15 @@ class CountedPaper(PaperCard):
 
     count: int = 0
     in_set: bool = False  # one of the given papers itself
+
+
+@dataclass(kw_only=True)
+class NamedWork(PaperCard):
+    """A work outside the corpus whose title a query names, among the works that query's results cite."""
+
+    match: float = 0.0  # the share of the title's content words the query holds (pipeline.query.titles.names_title)
+    cited_by_results: int = 0  # how many of the results cite it
+    cited_here: int = 0  # how many corpus papers cite it
 
 
 @dataclass
@@ -849,6 +859,59 @@ def _cited(entry: tuple, known: dict[str, tuple]) -> dict[str, Any]:
     raw, _, year, title, work_id = entry
     pid, known_title, known_year = known.get(work_id, (None, None, None))
     return {"paper_id": pid, "work_id": work_id, "title": known_title or title, "year": known_year or year, "raw": raw}
+
+
+def cited_titles(con, paper_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """paper id -> (work id, title) of each work outside the corpus that the corpus paper cites and whose title is
+    known, for each of ``paper_ids``."""
+    found: dict[str, list[tuple[str, str]]] = {pid: [] for pid in dict.fromkeys(paper_ids)}
+    if not found:
+        return found
+    for pid, wid, title in con.execute("""
+            WITH mine AS (SELECT work_id, paper_id FROM works WHERE paper_id IN (SELECT unnest(?::VARCHAR[])))
+            SELECT DISTINCT mine.paper_id, c.cited_work_id, w.title
+            FROM citations c JOIN mine ON c.citing_work_id = mine.work_id JOIN works w ON w.work_id = c.cited_work_id
+            WHERE w.paper_id IS NULL AND w.title IS NOT NULL
+            ORDER BY 1, 2""", [list(found)]).fetchall():
+        found[pid].append((wid, title))
+    return found
+
+
+def cited_works_named(con, query: str, paper_ids: list[str], *, limit: int = 3,
+                      known: dict[str, list[tuple[str, str]]] | None = None) -> list[NamedWork]:
+    """The works outside the corpus that the corpus papers ``paper_ids`` (a search's results) cite and whose title
+    ``query`` names (:func:`pipeline.query.titles.names_title`). A search for a cited work's title finds the papers
+    citing it, so only their references are read (:func:`cited_titles`), not every work's title. A title the query
+    names whole comes first, then the share named weighted by the corpus papers citing it (1 + log2(1 + n): "sequence
+    to sequence learning" names the classic four papers cite before a title it names more of, cited by one), then
+    the results citing it. ``known``: the results' cited titles read before (paper id -> its list), for a server to
+    keep across searches of one snapshot; the lists read now are added to it."""
+    from pipeline.query.titles import names_title
+
+    if not paper_ids or len(query.split()) < 2:
+        return []
+    lists = known if known is not None else {}
+    missing = [p for p in dict.fromkeys(paper_ids) if p not in lists]
+    if missing:
+        lists.update(cited_titles(con, missing))  # whole lists at once: another search may read ``known`` meanwhile
+    citing: dict[str, int] = {}
+    share: dict[str, float] = {}
+    for pid in dict.fromkeys(paper_ids):
+        for wid, title in lists.get(pid, ()):
+            if wid not in share:
+                share[wid] = names_title(query, title)
+            if share[wid] > 0:
+                citing[wid] = citing.get(wid, 0) + 1
+    if not citing:
+        return []
+    here = dict(con.execute("""
+        SELECT cited_work_id, count(DISTINCT citing_work_id) FROM citations
+        WHERE cited_work_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY 1""", [list(citing)]).fetchall())
+    best = sorted(citing, key=lambda w: (share[w] < 1.0, -share[w] * (1 + math.log2(1 + here.get(w, 0))),
+                                         -citing[w], w))[:max(limit, 0)]
+    cards_of = work_cards(con, best)
+    return [NamedWork(**cards_of[w].__dict__, match=round(share[w], 4), cited_by_results=citing[w],
+                      cited_here=int(here.get(w, 0))) for w in best if w in cards_of]
 
 
 def printed_entries(con, work_id: str, *, limit: int = 5) -> tuple[int, list[PrintedEntry]]:

@@ -87,3 +87,26 @@ def title_boost(query: str, title: str, excerpt: str = "", primary: bool = False
     if _LIST_TITLE.search(title or ""):
         list_pts = -10.0 + (8.0 if _DEFINITIONAL.search(query) else 3.0)
     return Boost(exact, stemmed, starts, word_pts, round(excerpt_pts, 4), list_pts, 2.0 if primary else 0.0)
+
+
+# a query names a title when it holds at least this many of the title's content words (or is a phrase of the title
+# of at least NAMING_PHRASE of them): "sequence to sequence learning" names "Sequence to sequence learning with neural
+# networks", "neural networks" names neither it nor any other title holding those two words among others
+NAMING_SHARE = 0.6
+NAMING_PHRASE = 3
+
+
+def names_title(query: str, title: str) -> float:
+    """How fully ``query`` names the work titled ``title``: the share of the title's content words (stemmed, stop
+    words aside) the query holds, when the query holds no other content word and at least two, and holds either
+    :data:`NAMING_SHARE` of them or a phrase of the title of :data:`NAMING_PHRASE` content words or more (repeats
+    counted); else 0."""
+    q_words, t_words = words(query), words(title)
+    q = {light_stem(w) for w in q_words if w not in _STOP}
+    t = {light_stem(w) for w in t_words if w not in _STOP}
+    if len(q) < 2 or not q <= t:
+        return 0.0
+    share = len(q) / len(t)
+    phrase = f" {' '.join(map(light_stem, q_words))} " in f" {' '.join(map(light_stem, t_words))} "
+    long = sum(w not in _STOP for w in q_words) >= NAMING_PHRASE
+    return share if share >= NAMING_SHARE or (phrase and long) else 0.0

@@ -408,16 +408,28 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             seen.update({i: found.get(i) for i in missing})
         return {i: seen[i] for i in ids if seen.get(i) is not None}
 
-    reference_lists: dict[str, bool] = {}  # snapshot id -> whether it holds a reference list read from a PDF
     reference_lists_read: dict[str, dict[str, list]] = {}  # snapshot id -> paper id -> its reference list's entries
+    cited_titles_read: dict[str, dict[str, list]] = {}  # snapshot id -> paper id -> the titles it cites outside the corpus
 
-    def has_reference_lists(cur) -> bool:
-        """Whether the snapshot has PDF reference lists to resolve citations with (a collection of abstracts has none:
-        its searches skip the query)."""
-        if cur.snapshot_id not in reference_lists:
+    def per_snapshot(cache: dict[str, dict[str, list]], cur) -> dict[str, list]:
+        """The papers' lists ``cache`` keeps for ``cur``'s snapshot (started over past
+        :data:`MAX_CACHED_REFERENCE_LISTS` papers or :data:`KEEP_CATALOGS` snapshots)."""
+        listed = cache.setdefault(cur.snapshot_id, {})
+        if len(listed) > MAX_CACHED_REFERENCE_LISTS or len(cache) > KEEP_CATALOGS:
+            cache.clear()
+            listed = cache[cur.snapshot_id] = {}
+        return listed
+
+    holds: dict[tuple[str, str], bool] = {}  # (snapshot id, what) -> whether the snapshot holds any
+
+    def snapshot_holds(cur, what: str, sql: str) -> bool:
+        """Whether ``sql`` finds a row in the snapshot (asked once a snapshot): PDF reference lists to resolve
+        citations with, works outside the corpus a query may name (a collection of abstracts has neither: its
+        searches skip those queries)."""
+        if (cur.snapshot_id, what) not in holds:
             with catalog(cur) as con:
-                reference_lists[cur.snapshot_id] = con.execute("SELECT 1 FROM paper_references LIMIT 1").fetchone() is not None
-        return reference_lists[cur.snapshot_id]
+                holds[(cur.snapshot_id, what)] = con.execute(sql).fetchone() is not None
+        return holds[(cur.snapshot_id, what)]
 
     @app.get("/api/health", summary="Service status and the snapshot being served", responses=_errors(400, 503))
     def health() -> Any:
@@ -437,7 +449,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
              description="Each result: the paper's card, its best passage (`passage`, and `excerpt` from the sentence "
                          "that matches best) with `page`, `section` and `role`, `score` and `signals`; `citations` "
                          "(papers whose PDF reference list was read): each in-text citation of the excerpt, `start` "
-                         "and `end` in it and the `works` it cites (`paper_id`, `work_id`, `title`, `year`, `raw`).",
+                         "and `end` in it and the `works` it cites (`paper_id`, `work_id`, `title`, `year`, `raw`). `cited_works`: "
+                         "up to 3 works outside the corpus that the results cite and whose title the query names "
+                         "(their pages: /api/works/{work_id}), each with `match` (the share of its title's words "
+                         "the query holds), `cited_by_results` and `cited_here` (corpus papers citing it).",
              responses={**EXPORT_RESPONSES, **_errors(400, 422, 503)})
     async def search(
         q: str = Query(..., description="the query (not blank)", min_length=1, max_length=max_query_chars,
@@ -495,18 +510,22 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             # the in-text citations of each best passage shown, resolved by its paper's reference list (first index)
             first = resp.indexes[0]["index"] if resp.indexes else None
             mine = [r for r in found[offset:offset + k] if r.get("index") == first]
-            if mine and has_reference_lists(cur):
-                listed = reference_lists_read.setdefault(cur.snapshot_id, {})
-                if len(listed) > MAX_CACHED_REFERENCE_LISTS or len(reference_lists_read) > KEEP_CATALOGS:
-                    reference_lists_read.clear()
-                    listed = reference_lists_read[cur.snapshot_id] = {}
+            if mine and snapshot_holds(cur, "reference lists", "SELECT 1 FROM paper_references LIMIT 1"):
                 with catalog(cur) as con:
-                    marks = reading.passage_citations(con, [(r["paper_id"], r.get("excerpt") or "") for r in mine], listed)
+                    marks = reading.passage_citations(con, [(r["paper_id"], r.get("excerpt") or "") for r in mine],
+                                                      per_snapshot(reference_lists_read, cur))
                 for r, m in zip(mine, marks):
                     r["citations"] = m
-            return cur, resp, found
+            # works outside the corpus whose title the query names, among those the results cite
+            named: list = []
+            ours = [r["paper_id"] for r in found if r.get("index") == first]
+            if ours and snapshot_holds(cur, "cited titles",
+                                       "SELECT 1 FROM works WHERE paper_id IS NULL AND title IS NOT NULL LIMIT 1"):
+                with catalog(cur) as con:
+                    named = reading.cited_works_named(con, q, ours, known=per_snapshot(cited_titles_read, cur))
+            return cur, resp, found, named
 
-        cur, resp, found = await asyncio.get_running_loop().run_in_executor(searching, run)
+        cur, resp, found, named = await asyncio.get_running_loop().run_in_executor(searching, run)
         page = found[offset:offset + k]
         if format:
             return _export_response(cur.searcher.snap, [r["paper_id"] for r in page], format, "search")
@@ -521,6 +540,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             "sort": sort,
             "more": len(found) > offset + k,
             "results": page,
+            "cited_works": [w.to_dict() for w in named],
         })
 
     examples_of: dict[str, Any] = {}  # snapshot id -> its Examples (computed once per snapshot)

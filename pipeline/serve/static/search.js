@@ -1,5 +1,5 @@
 import { esc, getJSON, fmt, plural, showSnapshot, exportLinks, examples, authorLinks, linkChips, queryStems, highlight,
-  SIGNAL_HELP, signalChip, pager, slashFocuses, paperHref, workHref } from "/static/common.js";
+  SIGNAL_HELP, signalChip, pager, slashFocuses, paperHref, workHref, paperItem } from "/static/common.js";
 import { seedButtons, showBasket, wireSeedButtons } from "/static/basket.js";
 
 const $ = (id) => document.getElementById(id);
@@ -58,6 +58,12 @@ function render(data) {
       <div class="signals">${signalChip("score", r.score, "score")}${keys.filter((k) => k in sig).map((k) => signalChip(k, sig[k])).join("")}</div>
     </li>`;
   }).join("");
+  // works outside the corpus whose title the query names, among those the results cite: each has its page
+  const named = data.cited_works || [];
+  $("named").hidden = !named.length;
+  // (a work only reference lists name counts the papers here as its citations: said once)
+  $("named-list").innerHTML = named.map((w) => `<li>${paperItem(w.citation_count === w.cited_here ? { ...w, citation_count: null } : w,
+    `<span class="count" title="corpus papers citing it; ${esc(plural(w.cited_by_results, "result"))} of this search among them">cited by ${esc(plural(w.cited_here, "paper"))} here</span>`)}</li>`).join("");
   pager($("pager"), { offset: data.offset, limit: PAGE, more: data.more, shown: n }, (o) => { offset = o; run(); window.scrollTo(0, 0); });
   $("legend").hidden = !n;
 }
@@ -85,7 +91,7 @@ async function run(push = true) {
   if (push) history.replaceState(null, "", "/?" + p.toString());
   $("status").textContent = "Searching…";
   try { render(await getJSON("/api/search?" + p.toString())); }
-  catch (e) { $("results").innerHTML = ""; $("pager").innerHTML = ""; $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  catch (e) { $("results").innerHTML = ""; $("pager").innerHTML = ""; $("named").hidden = true; $("status").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 }
 
 $("legend-list").innerHTML = Object.entries(SIGNAL_HELP).map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");

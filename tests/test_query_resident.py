@@ -5,6 +5,8 @@ On the real CISI snapshot (no ANN index: LanceDB scans every vector, as the in-m
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -173,3 +175,22 @@ def test_filtered_bm25_from_memory_matches_lancedbs_prefilter(searchers, cisi_qu
         a, b = in_memory.search(q, k=10, filters=f), per_query.search(q, k=10, filters=f)
         assert a.results and [r.paper_id for r in a.results] == [r.paper_id for r in b.results]
         assert [r.score for r in a.results] == pytest.approx([r.score for r in b.results], abs=1e-5)
+
+
+def test_a_fresh_process_reading_vectors_from_lancedb_searches(cisi_snapshot):
+    """The first search of a process that reads chunk vectors from LanceDB (as on every snapshot whose chunks have an
+    ANN index) ran its BM25 and vector stages side by side, each importing part of LanceDB, and failed with an
+    ImportError ("partially initialized module 'lancedb.query'"); a fresh process, so that nothing imported it before."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", PAPERKB_QUERY_RESIDENT_MB="0")
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-m", "pipeline.cli", "--warehouse", str(cisi_snapshot.warehouse), "search",
+                              "the use of citation indexes in information retrieval", "-k", "3", "--json"],
+                             capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        assert len(json.loads(out.stdout)["results"]) == 3

@@ -20,6 +20,9 @@ import pyarrow as pa
 
 def match(text: str, column: str = "text", boost: float = 1.0):
     """LanceDB's ``MatchQuery(text, column, boost=...)``: any term of ``text`` (OR), exact, no fuzziness."""
+    from pipeline.query.snapshot import import_lancedb
+
+    import_lancedb()  # whole, by one thread at a time, before a name is taken from it
     from lancedb.query import MatchQuery
 
     # MatchQuery is a pydantic dataclass whose options are Field(default, kw_only=True): mypy reads
@@ -38,10 +41,10 @@ class FullText:
     def _handle(self):
         h = getattr(self._local, "handle", None)
         if h is None:
-            import lancedb
+            from pipeline.query.snapshot import import_lancedb
 
             loop = asyncio.new_event_loop()
-            db = loop.run_until_complete(lancedb.connect_async(self._uri))
+            db = loop.run_until_complete(import_lancedb().connect_async(self._uri))
             h = self._local.handle = (loop, loop.run_until_complete(db.open_table(self._name)))
         return h
 

@@ -863,17 +863,23 @@ def _cited(entry: tuple, known: dict[str, tuple]) -> dict[str, Any]:
 
 def cited_titles(con, paper_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
     """paper id -> (work id, title) of each work outside the corpus that the corpus paper cites and whose title is
-    known, for each of ``paper_ids``."""
+    known, for each of ``paper_ids``. Three lookups by lists of keys rather than one join: each list is a filter the
+    Parquet scan prunes files and row groups by (``citations`` is in citing work order, ``works`` in work id order),
+    where a join scanned both tables whole (at 100,000 papers, 45-60 ms against 70-90 ms)."""
     found: dict[str, list[tuple[str, str]]] = {pid: [] for pid in dict.fromkeys(paper_ids)}
     if not found:
         return found
-    for pid, wid, title in con.execute("""
-            WITH mine AS (SELECT work_id, paper_id FROM works WHERE paper_id IN (SELECT unnest(?::VARCHAR[])))
-            SELECT DISTINCT mine.paper_id, c.cited_work_id, w.title
-            FROM citations c JOIN mine ON c.citing_work_id = mine.work_id JOIN works w ON w.work_id = c.cited_work_id
-            WHERE w.paper_id IS NULL AND w.title IS NOT NULL
-            ORDER BY 1, 2""", [list(found)]).fetchall():
-        found[pid].append((wid, title))
+    own = {pid: pid for pid in found}  # a collection's paper is its own work
+    own.update(con.execute("SELECT work_id, paper_id FROM works WHERE paper_id = ANY(?::VARCHAR[])",
+                           [list(found)]).fetchall())
+    edges = con.execute("SELECT DISTINCT citing_work_id, cited_work_id FROM citations "
+                        "WHERE citing_work_id = ANY(?::VARCHAR[])", [list(own)]).fetchall()
+    titles = dict(con.execute("SELECT work_id, title FROM works WHERE work_id = ANY(?::VARCHAR[]) "
+                              "AND paper_id IS NULL AND title IS NOT NULL",
+                              [sorted({cited for _, cited in edges})]).fetchall()) if edges else {}
+    for citing, cited in sorted(edges):
+        if cited in titles and (cited, titles[cited]) not in found[own[citing]]:
+            found[own[citing]].append((cited, titles[cited]))
     return found
 
 
@@ -886,9 +892,9 @@ def cited_works_named(con, query: str, paper_ids: list[str], *, limit: int = 3,
     to sequence learning" names the classic four papers cite before a title it names more of, cited by one), then
     the results citing it. ``known``: the results' cited titles read before (paper id -> its list), for a server to
     keep across searches of one snapshot; the lists read now are added to it."""
-    from pipeline.query.titles import names_title
+    from pipeline.query.titles import may_name_a_title, names_title
 
-    if not paper_ids or len(query.split()) < 2:
+    if not paper_ids or not may_name_a_title(query):
         return []
     lists = known if known is not None else {}
     missing = [p for p in dict.fromkeys(paper_ids) if p not in lists]
@@ -904,9 +910,11 @@ def cited_works_named(con, query: str, paper_ids: list[str], *, limit: int = 3,
                 citing[wid] = citing.get(wid, 0) + 1
     if not citing:
         return []
-    here = dict(con.execute("""
-        SELECT cited_work_id, count(DISTINCT citing_work_id) FROM citations
-        WHERE cited_work_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY 1""", [list(citing)]).fetchall())
+    # the corpus papers citing each: its in-degree in the graph (paper_metrics is in work id order, where citations
+    # would be scanned whole by cited work); a work the last graph run did not see counts the results citing it
+    here = {w: citing[w] for w in citing}
+    here.update(con.execute("SELECT work_id, in_degree FROM paper_metrics WHERE work_id = ANY(?::VARCHAR[])",
+                            [list(citing)]).fetchall())
     best = sorted(citing, key=lambda w: (share[w] < 1.0, -share[w] * (1 + math.log2(1 + here.get(w, 0))),
                                          -citing[w], w))[:max(limit, 0)]
     cards_of = work_cards(con, best)

@@ -13,6 +13,7 @@ shape, every listed file and its size, the indexes the search needs) and refuses
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,19 @@ from pipeline import snapshots as _snapshots
 from pipeline.errors import UserError
 
 log = logging.getLogger(__name__)
+
+_LANCEDB_IMPORT = threading.Lock()
+
+
+def import_lancedb():
+    """``lancedb``, imported whole by one thread at a time. A search's stages run side by side in threads, and two of
+    them importing ``lancedb`` (the dense stage opening a table) and ``lancedb.query`` (the BM25 stage) at once, whose
+    modules import each other, left one with a partly initialised module: an ImportError on the first search of
+    every process reading chunk vectors from LanceDB (``query_resident_mb`` 0, or chunks with an ANN index)."""
+    with _LANCEDB_IMPORT:
+        import lancedb
+        import lancedb.query  # noqa: F401 - the module the BM25 stage takes its queries from
+    return lancedb
 
 
 @dataclass
@@ -55,9 +69,7 @@ class Snapshot:
 
     @cached_property
     def db(self):
-        import lancedb
-
-        return lancedb.connect(str(self.path / "lancedb"))
+        return import_lancedb().connect(str(self.path / "lancedb"))
 
     def table(self, name: str):
         try:

@@ -96,14 +96,22 @@ NAMING_SHARE = 0.6
 NAMING_PHRASE = 3
 
 
+def _content(text: str) -> set[str]:
+    return {light_stem(w) for w in words(text) if w not in _STOP}
+
+
+def may_name_a_title(query: str) -> bool:
+    """Whether ``query`` holds the two content words :func:`names_title` needs at least."""
+    return len(_content(query)) >= 2
+
+
 def names_title(query: str, title: str) -> float:
     """How fully ``query`` names the work titled ``title``: the share of the title's content words (stemmed, stop
     words aside) the query holds, when the query holds no other content word and at least two, and holds either
     :data:`NAMING_SHARE` of them or a phrase of the title of :data:`NAMING_PHRASE` content words or more (repeats
     counted); else 0."""
     q_words, t_words = words(query), words(title)
-    q = {light_stem(w) for w in q_words if w not in _STOP}
-    t = {light_stem(w) for w in t_words if w not in _STOP}
+    q, t = _content(query), _content(title)
     if len(q) < 2 or not q <= t:
         return 0.0
     share = len(q) / len(t)

@@ -97,12 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.settings import Settings
 
     rng = random.Random(args.seed)
-    with TestClient(create_app(Settings(warehouse=args.warehouse))) as client:
-        client.get("/api/search", params={"q": "warm up", "k": 10})
+    # (Starlette's TestClient sends Host: testserver)
+    served = Settings(warehouse=args.warehouse, serve_allowed_hosts=["localhost", "testserver"])
+    with TestClient(create_app(served)) as client:
+        client.get("/api/search", params={"q": "warm up", "k": 10}).raise_for_status()
         for _ in range(args.rounds):
             for name, q in (("search: a paper's title", title_of[rng.choice(papers)] or "none"),
                             ("search: a cited work's title", rng.choice(named_queries))):
-                times.setdefault(name, []).append(_ms(lambda: client.get("/api/search", params={"q": q, "k": 10})))
+                times.setdefault(name, []).append(
+                    _ms(lambda: client.get("/api/search", params={"q": q, "k": 10}).raise_for_status()))
     stats = {k: {"median_ms": round(statistics.median(v), 2),
                  "p90_ms": round(sorted(v)[max(0, int(0.9 * len(v)) - 1)], 2)} for k, v in times.items()}
     counts = json.loads((root / sid / "manifest.json").read_text())["counts"]

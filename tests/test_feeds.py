@@ -495,6 +495,8 @@ def test_a_search_for_a_cited_works_title_names_the_work(nights):
         assert [(w["work_id"], w["match"]) for w in whole][:1] == [("arxiv:1607.06450", 1.0)]
         assert c.get("/api/search", params={"q": "neural networks", "k": 10}).json()["cited_works"] == []
         assert c.get("/api/search", params={"q": "normalization", "k": 10}).json()["cited_works"] == []
+        second = c.get("/api/search", params={"q": "sequence to sequence learning", "k": 2, "offset": 2}).json()
+        assert second["results"] and second["cited_works"] == []  # the first page's answer, not repeated
     out = _cli(s, "search", "sequence to sequence learning", "-k", "10")
     assert out.returncode == 0 and out.stderr == "", out.stderr
     tail = out.stdout[out.stdout.index("cited works the query names"):]

@@ -450,7 +450,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
                          "that matches best) with `page`, `section` and `role`, `score` and `signals`; `citations` "
                          "(papers whose PDF reference list was read): each in-text citation of the excerpt, `start` "
                          "and `end` in it and the `works` it cites (`paper_id`, `work_id`, `title`, `year`, `raw`). `cited_works`: "
-                         "up to 3 works outside the corpus that the results cite and whose title the query names "
+                         "up to 3 works outside the corpus that the results cite and whose title the query names (on the "
+                         "first page, `offset` 0) "
                          "(their pages: /api/works/{work_id}), each with `match` (the share of its title's words "
                          "the query holds), `cited_by_results` and `cited_here` (corpus papers citing it).",
              responses={**EXPORT_RESPONSES, **_errors(400, 422, 503)})
@@ -516,10 +517,11 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
                                                       per_snapshot(reference_lists_read, cur))
                 for r, m in zip(mine, marks):
                     r["citations"] = m
-            # works outside the corpus whose title the query names, among those the results cite
+            # works outside the corpus whose title the query names, among those the results cite (the first page's
+            # answer: later pages do not repeat it)
             named: list = []
             ours = [r["paper_id"] for r in found if r.get("index") == first]
-            if ours and snapshot_holds(cur, "cited titles",
+            if ours and offset == 0 and snapshot_holds(cur, "cited titles",
                                        "SELECT 1 FROM works WHERE paper_id IS NULL AND title IS NOT NULL LIMIT 1"):
                 with catalog(cur) as con:
                     named = reading.cited_works_named(con, q, ours, known=per_snapshot(cited_titles_read, cur))

@@ -122,14 +122,14 @@ def search(
 def _named_works(searcher, query: str, resp) -> list:
     """The works outside the corpus whose title ``query`` names, among those the results cite (a search of one
     snapshot; none across several)."""
-    from pipeline.query.reading import cited_works_named
-
     snap = getattr(searcher, "snap", None)
     if snap is None or not resp.results or not snap.has_catalog():
         return []
     counts = snap.manifest.get("counts") or {}
     if int(counts.get("works") or 0) <= int(counts.get("papers") or 0):  # every work a corpus paper (a collection)
         return []
+    from pipeline.query.reading import cited_works_named
+
     con = snap.catalog()
     try:
         return cited_works_named(con, query, [r.paper_id for r in resp.results])

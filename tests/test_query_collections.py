@@ -130,3 +130,33 @@ def test_related_on_cacm(shared_data, tmp_path_factory, request):
     assert d["paper_id"] == pid and len(d["related"]) == 5 and "components" in d["related"][0]
     assert main(["--warehouse", str(settings.warehouse), "related", "cacm:999999"]) == 2
     assert re.search(r"unknown paper id", capsys.readouterr().err)
+
+
+def test_author_records_are_each_authors_citations_over_the_whole_catalog(cacm_snapshot):
+    """The ``authors`` quality component of related papers: the mean over a paper's authors of their papers' total
+    citations in the catalog, counted here from the rows themselves (the query reads these papers' authors only)."""
+    from collections import defaultdict
+
+    from pipeline.query.related import author_records
+    from pipeline.snapshots import open_catalog, resolve
+
+    con = open_catalog(resolve(cacm_snapshot))
+    try:
+        rows = con.execute("SELECT paper_id, coalesce(author_id, name) FROM paper_authors").fetchall()
+        cites = defaultdict(int)
+        for pid, m, c in con.execute("""SELECT p.paper_id, m.citation_count, p.citation_count FROM papers p
+                                        LEFT JOIN paper_metrics m ON m.paper_id = p.paper_id""").fetchall():
+            cites[pid] += m if m is not None else (c or 0)
+        total = defaultdict(int)
+        for pid, who in rows:
+            total[who] += cites[pid]
+        ids = sorted({pid for pid, _ in rows})[::37]
+        got = author_records(con, ids)
+    finally:
+        con.close()
+    by_paper = defaultdict(list)
+    for pid, who in rows:
+        by_paper[pid].append(total[who])
+    assert len(ids) > 50 and set(got) == set(ids)
+    assert got == pytest.approx({pid: sum(by_paper[pid]) / len(by_paper[pid]) for pid in ids})
+    assert max(got.values()) > 0

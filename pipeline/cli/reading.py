@@ -208,7 +208,7 @@ def related(
     from pipeline.query import Searcher, open_snapshot
 
     settings = get_settings(ctx)
-    searcher = Searcher(open_snapshot(settings, snapshot), settings)
+    searcher = Searcher(open_snapshot(settings, snapshot), settings, one_shot=True)  # its candidates' vectors alone
     check_export_format(export_format)
     items = searcher.related(paper_id, k=k)
     if export_format:

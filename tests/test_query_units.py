@@ -183,6 +183,14 @@ def test_a_query_names_a_title_by_most_of_its_words_or_a_long_phrase(query, titl
     assert names_title(query, title) == pytest.approx(share)
 
 
+def test_only_a_snapshot_with_works_besides_its_papers_is_asked_for_cited_works():
+    from pipeline.query.reading import may_cite_outside
+
+    assert not may_cite_outside({"counts": {"papers": 1460, "works": 1460}})  # CISI: each work is a paper
+    assert may_cite_outside({"counts": {"papers": 19, "works": 349}})  # 10 PDFs and the works they cite
+    assert not may_cite_outside({})  # a manifest without counts
+
+
 def test_sql_literal_escapes_and_in_clause():
     assert sql_literal("o'reilly") == "'o''reilly'"
     assert sql_literal(2020) == "2020"

@@ -29,7 +29,7 @@ class Served:
 def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | None, categories: list[str],
            authors: list[str], expand: str | None) -> answers.SearchAnswer:
     from pipeline.query import Filters
-    from pipeline.query.reading import cited_works_named, paper_cards
+    from pipeline.query.reading import cited_works_named, may_cite_outside, paper_cards
 
     filters = Filters(year_from=year_from, year_to=year_to, categories=list(categories), authors=list(authors))
     resp = (cur.multi or cur.searcher).search(query, k=k, filters=filters, expand=expand)
@@ -43,8 +43,10 @@ def search(cur, query: str, *, k: int, year_from: int | None, year_to: int | Non
             if card is not None:
                 h.update(citation_count=card.citation_count, venue=card.venue, links=asdict(card.links))
     first = resp.indexes[0]["index"] if resp.indexes else None
-    with (cur.catalog if first is None or not cur.catalogs else cur.catalogs[first])() as con:
-        named = cited_works_named(con, query, [h["paper_id"] for h in hits if h.get("index") == first])
+    named: list = []
+    if may_cite_outside(cur.searcher.snap.manifest):  # (the first index's searcher, whose catalog it reads)
+        with (cur.catalog if first is None or not cur.catalogs else cur.catalogs[first])() as con:
+            named = cited_works_named(con, query, [h["paper_id"] for h in hits if h.get("index") == first])
     return answers.SearchAnswer(snapshot_id=resp.snapshot_id if resp.indexes else cur.snapshot_id, query=query,
                                 queries=list(resp.queries), notes=list(resp.notes),
                                 results=[answers.SearchHit.model_validate(h) for h in hits],

@@ -125,10 +125,10 @@ def _named_works(searcher, query: str, resp) -> list:
     snap = getattr(searcher, "snap", None)
     if snap is None or not resp.results or not snap.has_catalog():
         return []
-    counts = snap.manifest.get("counts") or {}
-    if int(counts.get("works") or 0) <= int(counts.get("papers") or 0):  # every work a corpus paper (a collection)
+    from pipeline.query.reading import cited_works_named, may_cite_outside
+
+    if not may_cite_outside(snap.manifest):
         return []
-    from pipeline.query.reading import cited_works_named
 
     con = snap.catalog()
     try:

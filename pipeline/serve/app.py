@@ -408,6 +408,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             seen.update({i: found.get(i) for i in missing})
         return {i: seen[i] for i in ids if seen.get(i) is not None}
 
+    reference_lists: dict[str, bool] = {}  # snapshot id -> whether it holds a reference list read from a PDF
     reference_lists_read: dict[str, dict[str, list]] = {}  # snapshot id -> paper id -> its reference list's entries
     cited_titles_read: dict[str, dict[str, list]] = {}  # snapshot id -> paper id -> the titles it cites outside the corpus
 
@@ -420,16 +421,13 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             listed = cache[cur.snapshot_id] = {}
         return listed
 
-    holds: dict[tuple[str, str], bool] = {}  # (snapshot id, what) -> whether the snapshot holds any
-
-    def snapshot_holds(cur, what: str, sql: str) -> bool:
-        """Whether ``sql`` finds a row in the snapshot (asked once a snapshot): PDF reference lists to resolve
-        citations with, works outside the corpus a query may name (a collection of abstracts has neither: its
-        searches skip those queries)."""
-        if (cur.snapshot_id, what) not in holds:
+    def has_reference_lists(cur) -> bool:
+        """Whether the snapshot has PDF reference lists to resolve citations with (a collection of abstracts has none:
+        its searches skip the query)."""
+        if cur.snapshot_id not in reference_lists:
             with catalog(cur) as con:
-                holds[(cur.snapshot_id, what)] = con.execute(sql).fetchone() is not None
-        return holds[(cur.snapshot_id, what)]
+                reference_lists[cur.snapshot_id] = con.execute("SELECT 1 FROM paper_references LIMIT 1").fetchone() is not None
+        return reference_lists[cur.snapshot_id]
 
     @app.get("/api/health", summary="Service status and the snapshot being served", responses=_errors(400, 503))
     def health() -> Any:
@@ -449,11 +447,11 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
              description="Each result: the paper's card, its best passage (`passage`, and `excerpt` from the sentence "
                          "that matches best) with `page`, `section` and `role`, `score` and `signals`; `citations` "
                          "(papers whose PDF reference list was read): each in-text citation of the excerpt, `start` "
-                         "and `end` in it and the `works` it cites (`paper_id`, `work_id`, `title`, `year`, `raw`). `cited_works`: "
-                         "up to 3 works outside the corpus that the results cite and whose title the query names (on the "
-                         "first page, `offset` 0) "
-                         "(their pages: /api/works/{work_id}), each with `match` (the share of its title's words "
-                         "the query holds), `cited_by_results` and `cited_here` (corpus papers citing it).",
+                         "and `end` in it and the `works` it cites (`paper_id`, `work_id`, `title`, `year`, `raw`). "
+                         "`cited_works` (on the first page, `offset` 0): up to 3 works outside the corpus that the "
+                         "results cite and whose title the query names (their pages: /api/works/{work_id}), each with "
+                         "`match` (the share of its title's words the query holds), `cited_by_results` and "
+                         "`cited_here` (corpus papers citing it).",
              responses={**EXPORT_RESPONSES, **_errors(400, 422, 503)})
     async def search(
         q: str = Query(..., description="the query (not blank)", min_length=1, max_length=max_query_chars,
@@ -511,7 +509,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             # the in-text citations of each best passage shown, resolved by its paper's reference list (first index)
             first = resp.indexes[0]["index"] if resp.indexes else None
             mine = [r for r in found[offset:offset + k] if r.get("index") == first]
-            if mine and snapshot_holds(cur, "reference lists", "SELECT 1 FROM paper_references LIMIT 1"):
+            if mine and has_reference_lists(cur):
                 with catalog(cur) as con:
                     marks = reading.passage_citations(con, [(r["paper_id"], r.get("excerpt") or "") for r in mine],
                                                       per_snapshot(reference_lists_read, cur))
@@ -521,8 +519,7 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             # answer: later pages do not repeat it)
             named: list = []
             ours = [r["paper_id"] for r in found if r.get("index") == first]
-            if ours and offset == 0 and snapshot_holds(cur, "cited titles",
-                                       "SELECT 1 FROM works WHERE paper_id IS NULL AND title IS NOT NULL LIMIT 1"):
+            if ours and offset == 0 and reading.may_cite_outside(cur.searcher.snap.manifest):
                 with catalog(cur) as con:
                     named = reading.cited_works_named(con, q, ours, known=per_snapshot(cited_titles_read, cur))
             return cur, resp, found, named

@@ -484,11 +484,13 @@ def _listing(con, head: str, params: list[Any], *, limit: int, offset: int, sort
     limit, offset = _limit(limit, offset)
     sort = _choice("sort", sort, LINK_SORTS)
     base = head + _KEYED
-    total = con.execute(head + "SELECT count(*) FROM rows", params).fetchone()[0]
+    # the page and the total in one pass (the rows are found by a scan of citations: a count apart scanned it again)
     rows = con.execute(base + f"""
         SELECT work_id, source, ordinal, page, raw, method, influential, intents, p_title, p_year, p_authors,
-               p_venue, p_doi, p_arxiv
+               p_venue, p_doi, p_arxiv, count(*) OVER () AS total
         FROM keyed ORDER BY {_ORDER[sort]} LIMIT ? OFFSET ?""", [*params, limit, offset]).fetchall()
+    total = rows[0][-1] if rows else con.execute(head + "SELECT count(*) FROM rows", params).fetchone()[0]
+    rows = [r[:-1] for r in rows]
     known = work_cards(con, [r[0] for r in rows if r[0]])
     items: list[Reference] = []
     for (wid, source, ordinal, page, raw, method, influential, intents, title, year, authors, venue, doi, arxiv) in rows:

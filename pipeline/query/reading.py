@@ -340,8 +340,10 @@ def resolve(con, paper_id: str) -> tuple[str | None, list[str]]:
 
 def require_paper(con, paper_id: str) -> str:
     """The corpus paper id of ``paper_id`` (UnknownPaper for an unknown id or a work outside the corpus)."""
-    pid, works = resolve(con, paper_id)
-    if pid is None:
+    from pipeline.query.records import resolve_ids
+
+    (kind, pid), = resolve_ids(con, [paper_id])  # (not its works: a scan of works by paper id)
+    if kind == "work":
         raise UnknownPaper(f"{paper_id!r} is a cited work outside the corpus, not a corpus paper")
     return pid
 
@@ -595,10 +597,10 @@ def _contexts(con, entries: list[tuple[str, str, list[str] | None, int | None]],
     return out
 
 
-def link_counts(con, paper_id: str) -> tuple[int, int]:
+def link_counts(con, paper_id: str, works: list[str] | None = None) -> tuple[int, int]:
     """(references listed, citing papers listed) of a paper: the totals of :func:`references` and
-    :func:`cited_by`."""
-    pid, works = resolve(con, paper_id)
+    :func:`cited_by`. ``works``: its work ids as :func:`resolve` gives them, when the caller has them."""
+    pid, works = (paper_id, works) if works is not None else resolve(con, paper_id)
     refs = con.execute(_REFERENCES + "SELECT count(*) FROM rows", [works, pid]).fetchone()[0]
     cites = con.execute(_CITED_BY + "SELECT count(*) FROM rows", [works]).fetchone()[0]
     return int(refs), int(cites)
@@ -624,7 +626,7 @@ def paper_facts(con, paper_id: str) -> PaperFacts:
     bylines = [Byline(n, a) for n, a in con.execute(
         "SELECT name, affiliation FROM paper_authors WHERE paper_id = ? ORDER BY position", [pid]).fetchall()]
     works = [r[0] for r in con.execute("SELECT work_id FROM works WHERE paper_id = ? ORDER BY work_id", [pid]).fetchall()]
-    n_refs, n_cites = link_counts(con, pid)
+    n_refs, n_cites = link_counts(con, pid, list(dict.fromkeys([*works, pid])))  # (resolve's works, read once)
     doi = doi or (card.links.doi or "").removeprefix(DOI_URL.format("")) or None
     return PaperFacts(paper_id=pid, work_ids=works,
                       links=card.links, venue=card.venue, published=published, doi=doi, categories=list(cats or []),

@@ -797,8 +797,12 @@ def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int
         WITH given AS (SELECT unnest(?::VARCHAR[]) AS node)
         SELECT node, work_id FROM given JOIN works ON works.paper_id = given.node
         UNION SELECT node, node FROM given WHERE node IN (SELECT work_id FROM works)"""
-    nodes = con.execute(works_of, [clean]).fetchall()
-    left_out = [w for _, w in con.execute(works_of, [list(exclude or [])]).fetchall()]
+    # the given ids' works and those of ``exclude`` in one query (each a scan of works by paper id)
+    out = [i for i in dict.fromkeys(exclude or []) if isinstance(i, str)]
+    both = con.execute(works_of, [list(dict.fromkeys([*clean, *out]))]).fetchall()
+    given, excluded = set(clean), set(out)
+    nodes = [(n, w) for n, w in both if n in given]
+    left_out = [w for n, w in both if n in excluded]
     node_ids = [n for n, _ in nodes]
     work_ids = [w for _, w in nodes]
     found = len(set(node_ids))

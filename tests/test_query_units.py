@@ -178,6 +178,8 @@ def test_title_boost_points():
     ("attention", "Attention is all you need", 0.0),  # one word names no title
     ("the of and", "The Art of Computer Programming", 0.0),  # stop words only
     ("adam stochastic optimization", "Adam: A method for stochastic optimization", 0.75),
+    ("schrodinger equation solutions", "Solutions of the Schrödinger equation", 1.0),  # accents aside
+    ("Schrödinger equation solutions", "Solutions of the Schr¨odinger equation", 1.0),  # as a PDF prints it
 ])
 def test_a_query_names_a_title_by_most_of_its_words_or_a_long_phrase(query, title, share):
     assert names_title(query, title) == pytest.approx(share)

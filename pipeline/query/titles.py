@@ -96,8 +96,16 @@ NAMING_SHARE = 0.6
 NAMING_PHRASE = 3
 
 
+def _folded_words(text: str) -> list[str]:
+    """:func:`words` of ``text`` with accents left out (``Schrödinger``, ``Schr¨odinger`` as a PDF prints it, and
+    ``schrodinger`` are one word)."""
+    from pipeline.query.contexts import fold
+
+    return words(fold(text or ""))
+
+
 def _content(text: str) -> set[str]:
-    return {light_stem(w) for w in words(text) if w not in _STOP}
+    return {light_stem(w) for w in _folded_words(text) if w not in _STOP}
 
 
 def may_name_a_title(query: str) -> bool:
@@ -110,7 +118,7 @@ def names_title(query: str, title: str) -> float:
     words aside) the query holds, when the query holds no other content word and at least two, and holds either
     :data:`NAMING_SHARE` of them or a phrase of the title of :data:`NAMING_PHRASE` content words or more (repeats
     counted); else 0."""
-    q_words, t_words = words(query), words(title)
+    q_words, t_words = _folded_words(query), _folded_words(title)
     q, t = _content(query), _content(title)
     if len(q) < 2 or not q <= t:
         return 0.0

@@ -885,8 +885,10 @@ def cited_titles(con, paper_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
     titles = dict(con.execute("SELECT work_id, title FROM works WHERE work_id = ANY(?::VARCHAR[]) "
                               "AND paper_id IS NULL AND title IS NOT NULL",
                               [sorted({cited for _, cited in edges})]).fetchall()) if edges else {}
+    seen: set[tuple[str, str]] = set()  # (a paper's two works may cite the same one)
     for citing, cited in sorted(edges):
-        if cited in titles and (cited, titles[cited]) not in found[own[citing]]:
+        if cited in titles and (own[citing], cited) not in seen:
+            seen.add((own[citing], cited))
             found[own[citing]].append((cited, titles[cited]))
     return found
 
@@ -927,7 +929,7 @@ def cited_works_named(con, query: str, paper_ids: list[str], *, limit: int = 3,
         return []
     # the corpus papers citing each: its in-degree in the graph (paper_metrics is in work id order, where citations
     # would be scanned whole by cited work); a work the last graph run did not see counts the results citing it
-    here = {w: citing[w] for w in citing}
+    here = dict(citing)
     here.update(con.execute("SELECT work_id, in_degree FROM paper_metrics WHERE work_id = ANY(?::VARCHAR[])",
                             [list(citing)]).fetchall())
     best = sorted(citing, key=lambda w: (share[w] < 1.0, -share[w] * (1 + math.log2(1 + here.get(w, 0))),

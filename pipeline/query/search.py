@@ -193,9 +193,11 @@ class Searcher:
         budget = Budget(getattr(self.settings, "query_resident_mb", 0))
         # a one-shot search reads its candidates' paper and figure vectors alone (a few hundred rows): holding every
         # paper's took 2.4 s of a search's 6.5 at 100,000 papers (BENCHMARKS.md, "One-shot CLI search")
-        papers = None if self.one_shot else PaperVectors.load(self._papers, self.paper_row, self.dim, budget)
-        figures = FigureVectors.load(self.snap.dataset("figures"), self.dim, budget) \
-            if self.snap.has_dataset("figures") and not self.one_shot else None
+        papers = figures = None
+        if not self.one_shot:
+            papers = PaperVectors.load(self._papers, self.paper_row, self.dim, budget)
+            if self.snap.has_dataset("figures"):
+                figures = FigureVectors.load(self.snap.dataset("figures"), self.dim, budget)
         flat = FlatChunks.load(self._chunks, self._chunk_cols, self.dim, budget)
         log.info("snapshot %s: in memory: papers' vectors %s, figure vectors %s, chunk vectors %s (%.1f s)",
                  self.snap.snapshot_id, papers is not None, figures is not None, flat is not None, time.perf_counter() - t0)

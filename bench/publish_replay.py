@@ -64,6 +64,7 @@ class StageClock:
             self._wrap(publish, name, self.stages, lambda *a, **k: None)
         self._wrap(publish.snap, "verify", self.stages, lambda *a, **k: None)
         self._wrap(catalog, "write_table", self.tables, lambda con, table, *a, **k: table)
+        self._wrap(catalog, "write_reordered", self.tables, lambda con, name, *a, **k: name)  # (after the tables)
         return self
 
     def __exit__(self, *exc: object) -> None:

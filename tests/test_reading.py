@@ -179,6 +179,44 @@ def test_prior_and_derivative_works_count_the_neighbourhood(cacm):
             assert i.count == n >= 2 and i.in_set == (i.work_id in nodes)
 
 
+def test_citing_papers_are_read_from_cited_by_and_from_citations_in_a_snapshot_without_it(cacm, cacm_snapshot,
+                                                                                          tmp_path):
+    """``cited_by`` holds citations again, each file sorted by the work cited; the lookups by cited work read it, and
+    in a snapshot published before it (no such view) they read ``citations``, with the same answers."""
+    import os
+    import shutil
+
+    from pipeline import snapshots
+    from pipeline.query.paper_detail import work_detail
+
+    assert cacm.execute("SELECT count(*) FROM (SELECT * FROM citations EXCEPT ALL SELECT * FROM cited_by "
+                        "UNION ALL SELECT * FROM cited_by EXCEPT ALL SELECT * FROM citations)").fetchone()[0] == 0
+    view = cacm.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'cited_by'").fetchone()[0]
+    assert "catalog/cited_by/" in view
+    folder = snapshots.resolve(cacm_snapshot.snapshots_dir, None)
+    old = tmp_path / folder.name
+    shutil.copytree(folder / "catalog", old / "catalog", copy_function=os.link)
+    shutil.copy(folder / snapshots.CATALOG, old / snapshots.CATALOG)
+    with duckdb.connect(str(old / snapshots.CATALOG)) as con:
+        con.execute("DROP VIEW cited_by")
+    pid = _most_cited(cacm)
+    work = cacm.execute("SELECT cited_work_id FROM citations GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1").fetchone()[0]
+    nodes = [pid, *[r[0] for r in cacm.execute("SELECT related_work_id FROM related WHERE paper_id = ? ORDER BY rank "
+                                               "LIMIT 20", [pid]).fetchall()]]
+    con = snapshots.open_catalog(old)
+    try:
+        with pytest.raises(duckdb.CatalogException):
+            con.execute("SELECT 1 FROM cited_by")
+        for a, b in ((reading.cited_by(cacm, pid, limit=50), reading.cited_by(con, pid, limit=50)),
+                     (reading.paper_facts(cacm, pid), reading.paper_facts(con, pid)),
+                     (reading.prior_and_derivative(cacm, nodes), reading.prior_and_derivative(con, nodes)),
+                     (work_detail(cacm, work), work_detail(con, work))):
+            assert a == b and a
+        assert reading.cited_by(con, pid).total > 10
+    finally:
+        con.close()
+
+
 def test_examples_come_from_the_catalog(cacm):
     ex = reading.examples(cacm)
     assert ex.papers == 3204 and len(ex.queries) == 3 and ex.paper_id.startswith("cacm:")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pipeline.query import by_cited
 from pipeline.query.reading import (cited_by, paper_facts, printed_entries, prior_and_derivative, references,
                                     work_cards)
 
@@ -57,8 +58,8 @@ def work_detail(con, work_id: str, *, top: int = 5) -> dict[str, Any]:
     refs = references(con, work_id, limit=max(top, 1), sort="citations").to_dict()
     citers = cited_by(con, work_id, limit=max(top, 1), sort="citations").to_dict()
     printed_total, printed = printed_entries(con, work_id, limit=max(top, 1))
-    citing = [r[0] for r in con.execute("SELECT DISTINCT citing_work_id FROM citations WHERE cited_work_id = ? "
-                                        "ORDER BY 1", [work_id]).fetchall()]
+    citing = [r[0] for r in by_cited.execute(con, "SELECT DISTINCT citing_work_id FROM {cited_by} WHERE cited_work_id = ? "
+                                                  "ORDER BY 1", [work_id]).fetchall()]
     together = prior_and_derivative(con, citing, limit=max(top, 1), exclude=[work_id]).prior if len(citing) > 1 else []
     return {"work": card, "references": {"total": refs["total"], "items": refs["items"][:top]},
             "cited_by": {"total": citers["total"], "items": citers["items"][:top]},

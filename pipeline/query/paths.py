@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from pipeline.errors import UnknownPaper, UserError
+from pipeline.query import by_cited
 from pipeline.warehouse import scalar
 
 MAX_LENGTH = 8
@@ -83,10 +84,10 @@ def _work_of(con, paper_id: str) -> tuple[str, str]:
 
 def _expand(con, frontier: list[str]) -> list[tuple[str, str, str]]:
     """(from, to, link) for every citation touching the frontier: link is 'cites' when ``from`` cites ``to``."""
-    rows = con.execute("""
+    rows = by_cited.execute(con, """
         SELECT citing_work_id, cited_work_id, 'cites' FROM citations WHERE citing_work_id IN (SELECT unnest(?::VARCHAR[]))
         UNION ALL
-        SELECT cited_work_id, citing_work_id, 'cited_by' FROM citations WHERE cited_work_id IN (SELECT unnest(?::VARCHAR[]))
+        SELECT cited_work_id, citing_work_id, 'cited_by' FROM {cited_by} WHERE cited_work_id IN (SELECT unnest(?::VARCHAR[]))
     """, [frontier, frontier]).fetchall()
     return [(a, b, link) for a, b, link in rows if a != b]
 

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pipeline.errors import AmbiguousName, UnknownPaper, UserError
+from pipeline.query import by_cited
 from pipeline.query.author_names import name_parts, names_match, search_word
 from pipeline.query.contexts import (MAX_CONTEXTS, Context, Entry, as_context, body_of, cited_at, citing_text,
                                      markers_in, sentences)
@@ -458,7 +459,7 @@ rows AS (
            bool_or(is_influential) AS influential, any_value(intents) AS intents,
            CAST(NULL AS VARCHAR) AS p_title, CAST(NULL AS INTEGER) AS p_year, CAST(NULL AS VARCHAR[]) AS p_authors,
            CAST(NULL AS VARCHAR) AS p_venue, CAST(NULL AS VARCHAR) AS p_doi, CAST(NULL AS VARCHAR) AS p_arxiv
-    FROM citations
+    FROM {cited_by}
     WHERE cited_work_id IN (SELECT work_id FROM mine) AND citing_work_id NOT IN (SELECT work_id FROM mine)
     GROUP BY citing_work_id)
 """
@@ -487,11 +488,11 @@ def _listing(con, head: str, params: list[Any], *, limit: int, offset: int, sort
     sort = _choice("sort", sort, LINK_SORTS)
     base = head + _KEYED
     # the page and the total in one pass (the rows are found by a scan of citations: a count apart scanned it again)
-    rows = con.execute(base + f"""
+    rows = by_cited.execute(con, base + f"""
         SELECT work_id, source, ordinal, page, raw, method, influential, intents, p_title, p_year, p_authors,
                p_venue, p_doi, p_arxiv, count(*) OVER () AS total
         FROM keyed ORDER BY {_ORDER[sort]} LIMIT ? OFFSET ?""", [*params, limit, offset]).fetchall()
-    total = rows[0][-1] if rows else con.execute(head + "SELECT count(*) FROM rows", params).fetchone()[0]
+    total = rows[0][-1] if rows else by_cited.execute(con, head + "SELECT count(*) FROM rows", params).fetchone()[0]
     rows = [r[:-1] for r in rows]
     known = work_cards(con, [r[0] for r in rows if r[0]])
     items: list[Reference] = []
@@ -602,7 +603,7 @@ def link_counts(con, paper_id: str, works: list[str] | None = None) -> tuple[int
     :func:`cited_by`. ``works``: its work ids as :func:`resolve` gives them, when the caller has them."""
     pid, works = (paper_id, works) if works is not None else resolve(con, paper_id)
     refs = con.execute(_REFERENCES + "SELECT count(*) FROM rows", [works, pid]).fetchone()[0]
-    cites = con.execute(_CITED_BY + "SELECT count(*) FROM rows", [works]).fetchone()[0]
+    cites = by_cited.execute(con, _CITED_BY + "SELECT count(*) FROM rows", [works]).fetchone()[0]
     return int(refs), int(cites)
 
 
@@ -808,11 +809,12 @@ def prior_and_derivative(con, ids: list[str], *, limit: int = 10, min_count: int
     found = len(set(node_ids))
 
     def ranked(near: str, far: str) -> list[tuple[str, int]]:
-        return [(w, int(n)) for w, n, _ in con.execute(f"""
+        table = "{cited_by}" if near == "cited_work_id" else "citations"  # (the table whose files are sorted by `near`)
+        return [(w, int(n)) for w, n, _ in by_cited.execute(con, f"""
             WITH g AS (SELECT unnest(?::VARCHAR[]) AS node, unnest(?::VARCHAR[]) AS work_id)
             SELECT c.{far} AS work_id, count(DISTINCT g.node) AS n,
                    max(coalesce(m.citation_count, 0)) AS cites
-            FROM citations c JOIN g ON c.{near} = g.work_id
+            FROM {table} c JOIN g ON c.{near} = g.work_id
             LEFT JOIN paper_metrics m ON m.work_id = c.{far}
             WHERE c.{far} NOT IN (SELECT unnest(?::VARCHAR[]))
             GROUP BY c.{far} HAVING count(DISTINCT g.node) >= ?

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import UserError
+from pipeline.query import by_cited
 from pipeline.vectors import l2_normalise
 
 NEGATIVE_WEIGHT = 0.5
@@ -229,13 +230,15 @@ def shared_evidence(con, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], 
         return out
     q = """
         SELECT a.{me} AS cand, b.{me} AS seed, a.{other} AS shared
-        FROM citations a JOIN citations b ON a.{other} = b.{other}
+        FROM {table} a JOIN {table} b ON a.{other} = b.{other}
         WHERE a.{me} IN (SELECT unnest(?::VARCHAR[])) AND b.{me} IN (SELECT unnest(?::VARCHAR[])) AND a.{me} <> b.{me}
         ORDER BY 1, 2, 3"""
     shared_ids: set[str] = set()
     found: list[tuple[str, tuple, str]] = []
     for kind, me, other in (("references", "citing_work_id", "cited_work_id"), ("citers", "cited_work_id", "citing_work_id")):
-        for cwid, swid, shared in con.execute(q.format(me=me, other=other), [cw, sw]).fetchall():
+        # (by the cited work: the table whose files are sorted by it)
+        table = by_cited.PLACEHOLDER if me == "cited_work_id" else "citations"
+        for cwid, swid, shared in by_cited.execute(con, q.format(me=me, other=other, table=table), [cw, sw]).fetchall():
             key = (paper_of_work.get(cwid, ""), paper_of_work.get(swid, ""))
             if key in wanted:
                 found.append((kind, key, shared))

@@ -84,6 +84,15 @@ WHOLE = frozenset({"paper_metrics", "powerlaw_fits"})
 # threads writing tables at once: the largest table's write keeps DuckDB's threads busy, the other tables' short
 # queries (a few ms each, ~20 tables) fill the gaps beside it (more would only queue on a small machine's cores)
 WRITERS = 2
+# tables published a second time under another name, each partition's rows in the order of another column, for readers
+# that look rows up by a column the table is not keyed by: which papers cite a work (`citations` by `cited_work_id`).
+# A lookup by a column the partitions are not cut by reads that column of every row (59 ms at 100,000 papers / 2M
+# citations, and it grows with the table); in a copy whose partitions are the table's own (the same files by name, so a
+# night writes only the partitions it wrote of the table) with each file sorted by that column in row groups of
+# REORDERED_ROW_GROUP rows, each file's statistics leave one row group to read (22 ms, and it stays about that as the
+# table grows: BENCHMARKS.md). name -> (table, column)
+REORDERED = {"cited_by": ("citations", "cited_work_id")}
+REORDERED_ROW_GROUP = 2048
 RANKS_SQL = "marts/094_paper_ranks.sql"  # the view readers take citation counts, PageRank and weights from
 # tables that describe runs of the pipeline rather than papers: not copied into a snapshot. s2_dataset_citations is
 # the S2 Datasets' edge ledger (citation id -> edge), which only a later diff's delete files need; no reader opens it,
@@ -597,6 +606,37 @@ def part_starts(settings: Settings, table: str) -> list[str] | None:
     return [p[0] for p in parts if isinstance(p, list) and p and isinstance(p[0], str)]
 
 
+def write_reordered(con, name: str, table: str, column: str, out: Path, previous: Path | None, written: dict) -> dict:
+    """``out/catalog/<name>/``: each partition file of ``table`` just written under ``out/catalog/<table>/`` again, its
+    rows sorted by ``column`` (:data:`REORDERED`), under the same name: the ``previous`` snapshot's file of that name
+    is hard-linked (the name is a fingerprint of the rows, whatever their order), the others are written from the
+    table's new file, two at a time. ``written``: ``table``'s result from :func:`write_table` (its rows, and its
+    partitions for a table published by its changes, which this one records too). Returns the same kind of result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    source, folder = out / FOLDER / table, out / FOLDER / name
+    folder.mkdir(parents=True)
+    files = sorted(f.name for f in source.iterdir() if f.name.endswith(".parquet"))
+    todo = [f for f in files if not _link_previous(previous, name, f, folder)]
+
+    def one(f: str) -> None:
+        cur = con.cursor()
+        try:
+            cur.execute(f"COPY (SELECT * FROM read_parquet('{snap.sql_quote(str(source / f))}') ORDER BY {_ident(column)}) "
+                        f"TO '{snap.sql_quote(str(folder / f))}' (FORMAT parquet, ROW_GROUP_SIZE {REORDERED_ROW_GROUP})")
+        finally:
+            cur.close()
+
+    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix=f"catalog-{name}") as pool:
+        list(pool.map(one, todo))
+    log.info("publish: %s (%s by %s): %d of %d file(s) written, the others linked", name, table, column, len(todo),
+             len(files))
+    done = {"rows": written["rows"], "linked": len(files) - len(todo), "written": len(todo), "order": column}
+    if "parts" in written:
+        done["parts"] = written["parts"]
+    return done
+
+
 def view_sql(table: str) -> str:
     path = f"{FOLDER}/{table}/*.parquet".replace("'", "''")
     return f"CREATE VIEW main.{_ident(table)} AS SELECT * FROM read_parquet('{path}')"
@@ -658,6 +698,12 @@ def build_catalog(settings: Settings, out: Path, previous: Path | None = None, *
         for t, done in _write_tables(con, tables, out, previous, full, before, rows_before).items():
             counts[t] = done.pop("rows")
             files[t] = done
+        for name, (table, column) in REORDERED.items():
+            if table in files:
+                done = write_reordered(con, name, table, column, out, previous, {"rows": counts[table], **files[table]})
+                counts[name] = done.pop("rows")
+                files[name] = done
+                tables.append(name)
         watermarks = {}
         if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'wh' AND table_name = 'watermarks'"):
             watermarks = dict(con.execute("SELECT source, value FROM wh.main.watermarks ORDER BY source").fetchall())

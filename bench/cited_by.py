@@ -11,6 +11,10 @@ of a catalog opened as readers open it (:func:`pipeline.snapshots.open_catalog`'
 
     .venv/bin/python -m bench.cited_by [--edges 2000000,8000000] [--lookups 40]
 
+``--publish WAREHOUSE`` times full publishes of a warehouse (``bench.publish_night``'s: no previous snapshot, as a
+first publish) with and without ``cited_by``, ``--rounds`` of each, interleaved; the warehouse's snapshots are put back
+after.
+
 ``--snapshot DIR`` instead times what a paper page reads (``pipeline.query.reading``: a paper's facts, its citing
 papers, Connected Papers' prior and derivative works) for ``--papers`` of a published snapshot with ``cited_by``,
 side by side with a copy of its catalog without that view (as published before it: lookups by cited work read
@@ -170,6 +174,29 @@ def page_reads(folder: Path, papers: list[str], rounds: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def full_publishes(warehouse: Path, rounds: int) -> dict:
+    """Seconds and CPU of full publishes of ``warehouse`` with and without ``cited_by`` (see the module doc)."""
+    from bench.publish_night import publish_from_scratch
+    from pipeline.settings import Settings
+    from pipeline.steps import catalog
+    from pipeline.steps.publish import run_publish
+
+    settings = Settings(warehouse=warehouse, snapshot_keep=1_000, snapshot_min_age_h=0)
+    reordered = dict(catalog.REORDERED)
+    got: dict[str, list[tuple[float, float]]] = {"with cited_by": [], "without": []}
+    try:
+        for _ in range(rounds):
+            for way in got:
+                catalog.REORDERED = reordered if way == "with cited_by" else {}
+                c0 = _cpu()
+                seconds = publish_from_scratch(settings, run_publish)
+                got[way].append((seconds, round(_cpu() - c0, 2)))
+                print(json.dumps({"way": way, "seconds": seconds, "cpu_s": got[way][-1][1]}), flush=True)
+    finally:
+        catalog.REORDERED = reordered
+    return {way: {"seconds": [s for s, _ in v], "cpu_s": [c for _, c in v]} for way, v in got.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--edges", default="2000000,8000000", help="citation counts to build, comma-separated")
@@ -177,7 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--snapshot", type=Path, help="a published snapshot folder: time a paper page's reads instead")
     ap.add_argument("--papers", default="", help="with --snapshot: paper ids, comma-separated (default: 5 of them)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--publish", type=Path, help="a warehouse folder: time full publishes with and without cited_by")
     args = ap.parse_args(argv)
+    if args.publish:
+        result = {"warehouse": str(args.publish), "load_avg": os.getloadavg(), "rounds": full_publishes(args.publish, args.rounds)}
+        print(json.dumps(result, indent=1))
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "cited_by_publish.json").write_text(json.dumps(result, indent=1))
+        return 0
     if args.snapshot:
         from pipeline import snapshots as snap
 

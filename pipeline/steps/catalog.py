@@ -86,11 +86,11 @@ WHOLE = frozenset({"paper_metrics", "powerlaw_fits"})
 WRITERS = 2
 # tables published a second time under another name, each partition's rows in the order of another column, for readers
 # that look rows up by a column the table is not keyed by: which papers cite a work (`citations` by `cited_work_id`).
-# A lookup by a column the partitions are not cut by reads that column of every row (59 ms at 100,000 papers / 2M
-# citations, and it grows with the table); in a copy whose partitions are the table's own (the same files by name, so a
-# night writes only the partitions it wrote of the table) with each file sorted by that column in row groups of
-# REORDERED_ROW_GROUP rows, each file's statistics leave one row group to read (22 ms, and it stays about that as the
-# table grows: BENCHMARKS.md). name -> (table, column)
+# A lookup by a column the partitions are not cut by reads that column of every row (54 ms at 2M citations, 176 ms at
+# 8M); in a copy whose partitions are the table's own (the same files by name, so a night writes only the partitions it
+# wrote of the table) with each file sorted by that column in row groups of REORDERED_ROW_GROUP rows (DuckDB's
+# smallest), each file's statistics leave about one row group to read (24 ms at 2M, 48 ms at 8M: BENCHMARKS.md).
+# name -> (table, column)
 REORDERED = {"cited_by": ("citations", "cited_work_id")}
 REORDERED_ROW_GROUP = 2048
 RANKS_SQL = "marts/094_paper_ranks.sql"  # the view readers take citation counts, PageRank and weights from

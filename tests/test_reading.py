@@ -193,6 +193,8 @@ def test_citing_papers_are_read_from_cited_by_and_from_citations_in_a_snapshot_w
                         "UNION ALL SELECT * FROM cited_by EXCEPT ALL SELECT * FROM citations)").fetchone()[0] == 0
     view = cacm.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'cited_by'").fetchone()[0]
     assert "catalog/cited_by/" in view
+    # (and the catalog is opened with DuckDB's Parquet footer cache on: a snapshot's files never change)
+    assert cacm.execute("SELECT current_setting('parquet_metadata_cache')").fetchone()[0] is True
     folder = snapshots.resolve(cacm_snapshot.snapshots_dir, None)
     old = tmp_path / folder.name
     shutil.copytree(folder / "catalog", old / "catalog", copy_function=os.link)

@@ -241,7 +241,7 @@ def test_every_steps_writes_are_published_by_their_changes_as_a_full_scan_would(
             assert second["files"][table]["parts"] == scanned["files"][table]["parts"], table
         assert _same_table(settings, snaps / "s2", table), table
     assert second["files"]["chunks"]["linked"] > 0  # the first six papers' passages are not read again
-    _assert_cited_by(snaps / "s2", snaps / "s1", second)
+    _assert_reordered(snaps / "s2", snaps / "s1", second)
 
     # the graph again, with nothing new: the PDF references match as before, so their links, works and citations are
     # not changes (an unchanged link keeps the run that made it), and the publish reads none of those tables
@@ -253,37 +253,39 @@ def test_every_steps_writes_are_published_by_their_changes_as_a_full_scan_would(
         assert third["files"][table]["written"] == 0, table
         assert f"publish: {table} by its changes: 0 of" in caplog.text
         assert _same_table(settings, snaps / "s3", table), table
-    assert third["files"]["cited_by"]["written"] == 0 and "publish: cited_by (citations by cited_work_id): 0 of" in caplog.text
-    assert _same_table(settings, snaps / "s3", "cited_by")
+    for name, (table, column) in catalog.REORDERED.items():
+        assert third["files"][name]["written"] == 0 and f"publish: {name} ({table} by {column}): 0 of" in caplog.text
+        assert _same_table(settings, snaps / "s3", name), name
     # what every graph run rewrites whole is one file, this run's
     for table in ("paper_metrics", "powerlaw_fits"):
         assert third["files"][table] == {"linked": 0, "written": 1}, table
         assert len(_names(snaps / "s3", table)) == 1 and _same_table(settings, snaps / "s3", table), table
 
 
-def _assert_cited_by(folder: Path, previous: Path, built: dict) -> None:
-    """``cited_by`` (citations by the work cited) of the catalog ``folder``: the same files by name as ``citations``
-    and the same rows, each file sorted by ``cited_work_id`` in row groups of at most ``REORDERED_ROW_GROUP`` rows; the
-    files of a name the ``previous`` catalog holds hard-linked from it, the others written (the partitions of
-    citations this night wrote)."""
+def _assert_reordered(folder: Path, previous: Path, built: dict) -> None:
+    """Each table of :data:`~pipeline.steps.catalog.REORDERED` (``cited_by``: citations by the work cited;
+    ``reference_links_by_cited``) in the catalog ``folder``: the same files by name as the table it copies and as many
+    rows, each file sorted by ``cited_work_id`` in row groups of at most ``REORDERED_ROW_GROUP`` rows; the files of a
+    name the ``previous`` catalog holds hard-linked from it, the others written (the partitions this night wrote)."""
     import pyarrow.parquet as pq
 
     from pipeline.steps import catalog
 
-    names = _names(folder, "cited_by")
-    assert names == _names(folder, "citations") and built["counts"]["cited_by"] == built["counts"]["citations"]
-    old = _names(previous, "cited_by")
-    entry = built["files"]["cited_by"]
-    assert entry["linked"] == len(names & old) and entry["written"] == len(names - old) > 0
-    assert entry["parts"] == built["files"]["citations"]["parts"] and entry["order"] == "cited_work_id"
-    for name in names:
-        path = folder / "catalog" / "cited_by" / name
-        if name in old:
-            assert path.stat().st_ino == (previous / "catalog" / "cited_by" / name).stat().st_ino
-        cited = pq.read_table(path, columns=["cited_work_id"]).column(0).to_pylist()
-        assert cited == sorted(cited, key=lambda w: (w is None, w or ""))  # (NULLs last, as DuckDB sorts)
-        meta = pq.ParquetFile(path).metadata  # (DuckDB writes row groups of at least 2,048 rows: one each here)
-        assert all(meta.row_group(i).num_rows <= catalog.REORDERED_ROW_GROUP for i in range(meta.num_row_groups))
+    for name, (table, column) in catalog.REORDERED.items():
+        names = _names(folder, name)
+        assert names == _names(folder, table) and built["counts"][name] == built["counts"][table], name
+        old = _names(previous, name)
+        entry = built["files"][name]
+        assert entry["linked"] == len(names & old) and entry["written"] == len(names - old) > 0, name
+        assert entry["parts"] == built["files"][table]["parts"] and entry["order"] == column
+        for f in names:
+            path = folder / "catalog" / name / f
+            if f in old:
+                assert path.stat().st_ino == (previous / "catalog" / name / f).stat().st_ino
+            cited = pq.read_table(path, columns=[column]).column(0).to_pylist()
+            assert cited == sorted(cited, key=lambda w: (w is None, w or "")), f  # (NULLs last, as DuckDB sorts)
+            meta = pq.ParquetFile(path).metadata  # (DuckDB writes row groups of at least 2,048 rows: one each here)
+            assert all(meta.row_group(i).num_rows <= catalog.REORDERED_ROW_GROUP for i in range(meta.num_row_groups))
 
 
 def test_every_write_to_a_logged_table_logs_its_keys():

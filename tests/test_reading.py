@@ -181,8 +181,9 @@ def test_prior_and_derivative_works_count_the_neighbourhood(cacm):
 
 def test_citing_papers_are_read_from_cited_by_and_from_citations_in_a_snapshot_without_it(cacm, cacm_snapshot,
                                                                                           tmp_path):
-    """``cited_by`` holds citations again, each file sorted by the work cited; the lookups by cited work read it, and
-    in a snapshot published before it (no such view) they read ``citations``, with the same answers."""
+    """``cited_by`` holds citations again, each file sorted by the work cited; the lookups by cited work read it (and
+    ``reference_links_by_cited``), and in a snapshot published before them (no such views) they read ``citations``
+    and ``reference_links``, with the same answers."""
     import os
     import shutil
 
@@ -201,18 +202,21 @@ def test_citing_papers_are_read_from_cited_by_and_from_citations_in_a_snapshot_w
     shutil.copy(folder / snapshots.CATALOG, old / snapshots.CATALOG)
     with duckdb.connect(str(old / snapshots.CATALOG)) as con:
         con.execute("DROP VIEW cited_by")
+        con.execute("DROP VIEW reference_links_by_cited")
     pid = _most_cited(cacm)
     work = cacm.execute("SELECT cited_work_id FROM citations GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1").fetchone()[0]
     nodes = [pid, *[r[0] for r in cacm.execute("SELECT related_work_id FROM related WHERE paper_id = ? ORDER BY rank "
                                                "LIMIT 20", [pid]).fetchall()]]
     con = snapshots.open_catalog(old)
     try:
-        with pytest.raises(duckdb.CatalogException):
-            con.execute("SELECT 1 FROM cited_by")
+        for gone in ("cited_by", "reference_links_by_cited"):
+            with pytest.raises(duckdb.CatalogException):
+                con.execute(f"SELECT 1 FROM {gone}")
         for a, b in ((reading.cited_by(cacm, pid, limit=50), reading.cited_by(con, pid, limit=50)),
                      (reading.paper_facts(cacm, pid), reading.paper_facts(con, pid)),
                      (reading.prior_and_derivative(cacm, nodes), reading.prior_and_derivative(con, nodes)),
-                     (work_detail(cacm, work), work_detail(con, work))):
+                     (work_detail(cacm, work), work_detail(con, work)),
+                     (reading.work_cards(cacm, [work, "nope"]), reading.work_cards(con, [work, "nope"]))):
             assert a == b and a
         assert reading.cited_by(con, pid).total > 10
     finally:

@@ -373,7 +373,7 @@ _WORK_CARDS = """
     m AS (SELECT work_id, citation_count FROM paper_metrics WHERE work_id IN (SELECT work_id FROM ids)),
     -- a work only PDF references name: the authors as one of them prints them
     printed AS (SELECT l.cited_work_id AS work_id, min(r.authors) AS names
-                FROM reference_links l JOIN paper_references r USING (reference_id)
+                FROM {reference_links_by_cited} l JOIN paper_references r USING (reference_id)
                 WHERE l.cited_work_id IN (SELECT work_id FROM ids) AND len(r.authors) > 0 GROUP BY 1)
     SELECT w.work_id, w.title, w.year, w.venue, CAST(coalesce(w.citation_count, m.citation_count) AS INTEGER),
            w.doi, w.arxiv_id, w.open_access_pdf_url, coalesce(a.names, printed.names)
@@ -410,7 +410,8 @@ def work_cards(con, work_ids: list[str]) -> dict[str, PaperCard]:
             card.work_id = wid
             out[wid] = card
     rest = [w for w in ids if w not in out]
-    for (wid, title, year, venue, cites, doi, arxiv, pdf, authors) in con.execute(_WORK_CARDS, [rest]).fetchall() if rest else []:
+    for (wid, title, year, venue, cites, doi, arxiv, pdf, authors) in (
+            by_cited.execute(con, _WORK_CARDS, [rest]).fetchall() if rest else []):
         out[wid] = PaperCard(work_id=wid, external_id=arxiv or doi, title=title, authors=list(authors or []), year=year,
                              venue=venue or None, citation_count=cites,
                              links=make_links(arxiv_id=arxiv, doi=doi, s2_id=wid, pdf_url=pdf))
@@ -945,9 +946,10 @@ def printed_entries(con, work_id: str, *, limit: int = 5) -> tuple[int, list[Pri
     """(how many, the first ``limit``) of the corpus papers' reference-list entries matched to ``work_id``: how the
     papers citing it print it, the most cited citing paper first. None for a work only the citation data names."""
     limit, _ = _limit(limit, 0)
-    rows = con.execute("""
+    rows = by_cited.execute(con, """
         SELECT r.paper_id, p.title, r.raw, r.page, l.method, count(*) OVER () AS total
-        FROM reference_links l JOIN paper_references r USING (reference_id) LEFT JOIN papers p ON p.paper_id = r.paper_id
+        FROM {reference_links_by_cited} l JOIN paper_references r USING (reference_id)
+        LEFT JOIN papers p ON p.paper_id = r.paper_id
         WHERE l.cited_work_id = ? AND r.raw IS NOT NULL
         ORDER BY p.citation_count DESC NULLS LAST, r.paper_id, r.ordinal LIMIT ?""", [work_id, limit]).fetchall()
     return (int(rows[0][5]) if rows else 0), [PrintedEntry(*r[:5]) for r in rows]

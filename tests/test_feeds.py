@@ -558,3 +558,44 @@ def test_the_page_of_a_cited_work_outside_the_corpus(nights):
         page.wait_for_selector("li.result")
         assert page.is_hidden("#named")
     assert errors == []
+
+
+def test_tex_in_a_title_and_abstract_is_typeset(nights):
+    """arXiv's titles and abstracts carry TeX (0704.1586: "... breakup of $^{11}$Be on protons", in the recorded OAI
+    page): the paper page and the search results typeset it with the vendored KaTeX, every request answered by this
+    server (its fonts too), and copying the typeset title copies its TeX."""
+    from live_server import NEEDS_CHROMIUM, chromium_page, served
+
+    if NEEDS_CHROMIUM.args[0]:
+        pytest.skip(NEEDS_CHROMIUM.kwargs["reason"])
+    errors: list[str] = []
+    answered: list[tuple[int, str]] = []
+    with served(nights["settings"]) as url, chromium_page() as page:
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+        page.on("response", lambda r: answered.append((r.status, r.url)))
+        page.goto(f"{url}/paper?id=0704.1586")
+        page.wait_for_selector("article#paper h1 .katex")
+        page.wait_for_selector("article#paper p .katex")  # the abstract's "$^{11}$Be" too
+        h1 = page.locator("article#paper h1")
+        assert h1.locator(".katex annotation").all_text_contents() == ["^{11}"]  # KaTeX's MathML keeps the TeX
+        assert h1.locator(".katex-html").inner_text() == "11" and "$" not in h1.inner_text()
+        assert h1.locator(".katex-html .msupsub").count() == 1  # set as a superscript
+        copied = page.evaluate("""() => {
+            const h1 = document.querySelector("article#paper h1"), range = document.createRange();
+            range.selectNodeContents(h1);
+            getSelection().removeAllRanges(); getSelection().addRange(range);
+            const data = new DataTransfer();
+            h1.dispatchEvent(new ClipboardEvent("copy", {clipboardData: data, bubbles: true, cancelable: true}));
+            return data.getData("text/plain");
+        }""")
+        assert copied == "Core excitation in the elastic scattering and breakup of $^{11}$Be on protons"
+        page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "paper-tex.png"), full_page=False)
+        page.goto(f"{url}/?q=elastic+scattering+breakup+protons")
+        first = page.locator("li.result").first
+        first.locator("a.title .katex").wait_for()
+        assert first.locator("a.title").get_attribute("href").endswith("0704.1586")
+        assert first.locator("a.title .katex annotation").all_text_contents() == ["^{11}"]
+    assert errors == []
+    assert all(u.startswith(url) for _, u in answered) and all(s < 400 for s, _ in answered), answered
+    assert any(u.endswith(".woff2") for _, u in answered)  # KaTeX's fonts, from the vendored copy

@@ -4,6 +4,8 @@ Papers' prior and derivative works and the page's examples, on CACM's real citat
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import duckdb
 import pytest
 
@@ -470,6 +472,8 @@ def test_a_papers_full_text_says_which_pdf_its_passages_come_from(pdfs, cacm):
         == f"full text: {n_pages} pages of the PDF, read {read_at}"
     assert full_text_line({"status": "ok", "pages": 12, "arxiv_version": 3, "read_at": "2026-11-29"}) \
         == "full text: 12 pages of arXiv v3, read 2026-11-29"
-    assert full_text_line({"status": "rejected", "reason": "http_404", "arxiv_version": 4}) \
-        == "full text: arXiv v4 not used (http_404)"
+    rejected = reading.FullText("rejected", "http_404", None, 4, None)
+    assert full_text_line(asdict(rejected)) == "full text: arXiv v4 not used: no PDF at its address (HTTP 404)"
+    assert [reading.rejection_words(r) for r in ("http_503", "encrypted", None)] \
+        == ["its server answered HTTP 503", "the PDF is password-protected", "rejected"]
     assert reading.paper_facts(cacm, "cacm:1785").full_text is None  # abstracts only

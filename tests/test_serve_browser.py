@@ -32,6 +32,8 @@ def test_search_then_paper_graph(base_url, page):
     ARTIFACTS.mkdir(exist_ok=True)
     with urllib.request.urlopen(base_url + "/api/examples", timeout=60) as r:
         examples = json.loads(r.read())
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
     page.goto(base_url + "/")
     assert page.evaluate("document.activeElement.id") == "q"  # the search box has focus on load
     # example queries and placeholders come from the served snapshot (CISI), not another corpus
@@ -82,6 +84,20 @@ def test_search_then_paper_graph(base_url, page):
     cites = page.locator("table.metrics tr", has_text="citation count").locator("td").nth(1).inner_text()
     assert cites.replace(",", "").isdigit(), cites  # an integer, not 19.000
     page.screenshot(path=str(ARTIFACTS / "paper.png"), full_page=False)
+    # CISI has no TeX: KaTeX (static/math.js) is never downloaded
+    assert requested and not [u for u in requested if "/vendor/katex/" in u]
+
+
+def test_prices_are_not_taken_for_tex(base_url, page):
+    """Dollar signs that are prices stay text (static/math.js follows Pandoc's rule for "$...$"): CISI 188's abstract
+    lists salaries "$12,732; ... $10,044; ..."."""
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    page.goto(base_url + "/paper?id=cisi:188")
+    page.wait_for_selector("article#paper a.author")
+    text = " ".join(page.inner_text("article#paper").split())
+    assert "at $12,732; for female professionals at $10,044; for male nonprofessionals at $7,878" in text
+    assert page.locator(".katex").count() == 0 and not [u for u in requested if "/vendor/katex/" in u]
 
 
 def test_empty_query_shows_message(base_url, page):

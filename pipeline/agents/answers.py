@@ -115,6 +115,7 @@ class FullText(BaseModel):
     pages: int | None = None
     arxiv_version: int | None = Field(None, description="the arXiv version of the PDF read, when known")
     read_at: str | None = Field(None, description="ISO date its text last changed")
+    why: str | None = Field(None, description="the reason in words, for a PDF not used")
 
 
 class PaperAnswer(BaseModel):

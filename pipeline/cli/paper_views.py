@@ -57,7 +57,7 @@ def full_text_line(ft: dict[str, Any]) -> str:
     """``full text: 15 pages of arXiv v5, read 2026-11-29`` (or why the PDF could not be used)."""
     version = f"arXiv v{ft['arxiv_version']}" if ft.get("arxiv_version") else "the PDF"
     if ft.get("status") != "ok":
-        return f"full text: {version} not used ({ft.get('reason') or ft.get('status')})"
+        return f"full text: {version} not used: {ft.get('why') or ft.get('reason') or ft.get('status')}"
     pages = f"{ft['pages']} pages of " if ft.get("pages") else ""
     return f"full text: {pages}{version}" + (f", read {ft['read_at']}" if ft.get("read_at") else "")
 

@@ -159,6 +159,33 @@ class FullText:
     pages: int | None
     arxiv_version: int | None  # the arXiv version of that PDF, when known
     read_at: str | None  # ISO date the extraction last changed
+    why: str | None = None  # ``reason`` in words (:func:`rejection_words`)
+
+    def __post_init__(self) -> None:
+        if self.why is None and self.status != "ok":
+            self.why = rejection_words(self.reason)
+
+
+# why ``paperkb fulltext`` could not use a PDF (fulltext_docs.reason), in a reader's words; http_<status> apart
+_REJECTIONS = {
+    "not_pdf": "the download is not a PDF",
+    "empty": "the download was empty",
+    "truncated": "the PDF is cut short",
+    "corrupt": "the PDF is damaged",
+    "encrypted": "the PDF is password-protected",
+    "no_text": "the PDF has no text to extract (a scan?)",
+    "too_large": "the PDF is over the size limit (PAPERKB_PDF_MAX_BYTES)",
+    "download_failed": "the download failed",
+    "no_pdf_url": "no address of its PDF is known",
+}
+
+
+def rejection_words(reason: str | None) -> str:
+    """``fulltext_docs.reason`` as a reader says it: ``http_404`` -> "no PDF at its address (HTTP 404)"."""
+    if reason and reason.startswith("http_"):
+        code = reason.removeprefix("http_")
+        return f"no PDF at its address (HTTP {code})" if code in ("404", "410") else f"its server answered HTTP {code}"
+    return _REJECTIONS.get(reason or "", reason or "rejected")
 
 
 @dataclass

@@ -669,7 +669,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
                          "`s2`, null where unknown), `bylines` (name and affiliation), `venue`, `published`, "
                          "`reference_count` and `cited_by_count` (the totals of /references and /cited-by) and "
                          "`sections` (the sections of its full text with their pages) and `full_text` (the PDF they "
-                         "were read from: `status`, `reason`, `pages`, `arxiv_version`, `read_at`; null without one).",
+                         "were read from: `status`, `reason`, `pages`, `arxiv_version`, `read_at`, `why`: the reason in "
+                         "words; null without one).",
              responses=_errors(400, 404, 422, 503))
     def paper(paper_id: PaperId) -> dict[str, Any]:
         cur = opened()

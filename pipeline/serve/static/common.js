@@ -1,4 +1,5 @@
 // Shared helpers for the pages (no framework, no network beyond this server).
+import "/static/math.js";  // TeX in titles and abstracts, typeset wherever the pages put them
 export function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }

@@ -16,7 +16,7 @@ const METRIC_HELP = {
 function fullText(ft) {
   if (!ft) return "";
   const version = ft.arxiv_version ? `arXiv v${esc(ft.arxiv_version)}` : "the PDF";
-  if (ft.status !== "ok") return `<span title="the newest PDF could not be used">full text: ${version} not used (${esc(ft.reason || ft.status)})</span>`;
+  if (ft.status !== "ok") return `<span title="the newest PDF could not be used">full text: ${version} not used: ${esc(ft.why || ft.reason || ft.status)}</span>`;
   return `<span title="the PDF its passages were read from${ft.read_at ? ", on " + esc(ft.read_at) : ""}">full text: ${ft.pages ? esc(ft.pages) + " pages of " : ""}${version}</span>`;
 }
 

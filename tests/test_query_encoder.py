@@ -157,3 +157,59 @@ def test_publish_goes_on_without_an_encoder_it_cannot_make(cisi_snapshot, tmp_pa
     assert layout == {"bm25": "bm25/chunks.npz"}
     assert not (tmp / "query_encoder").exists() and (tmp / "bm25" / "chunks.npz").is_file()
     assert any("without its query encoder" in r.getMessage() for r in caplog.records)
+
+
+def test_an_openvino_fp32_snapshot_gets_an_onnx_fp32_query_encoder_in_its_vector_space(tmp_path, cisi_queries):
+    """The CPU default embeds with OpenVINO fp32. Its snapshot's query encoder is ONNX Runtime fp32 (fp32 is one vector
+    space on every backend; a one-shot search opens ONNX Runtime ~0.5 s sooner): checked against what a reader
+    without the folder computes, sentence-transformers on OpenVINO fp32, on CISI's own queries."""
+    from pathlib import Path
+
+    from pipeline.embedding.backends import Runtime
+    from pipeline.embedding.encoders import default_model_path, load_model
+    from pipeline.embedding.query_encoder import open_query_encoder
+    from pipeline.embedding.query_export import documents_runtime, ensure_query_export, export_runtime
+
+    assert export_runtime("openvino", "fp32") == export_runtime("torch", "fp32") == Runtime("onnx", "fp32")
+    assert export_runtime(None, None) == export_runtime("torch", "fp16") == Runtime("onnx", "fp32")
+    assert export_runtime("openvino", "int8") == Runtime("openvino", "int8")  # their own spaces
+    assert export_runtime("onnx", "int8") == Runtime("onnx", "int8")
+    assert documents_runtime("openvino", "fp32") == Runtime("openvino", "fp32")
+    assert documents_runtime("torch", "fp32") is None and documents_runtime("openvino", "int8") is None
+    models = Path(os.environ["PAPERKB_MODEL_CACHE_DIR"])
+    path = default_model_path()
+    folder = ensure_query_export({"path": path, "backend": "openvino", "precision": "fp32"}, tmp_path / "cache", models)
+    assert folder.name.startswith("query-onnx-fp32-")
+    d = json.loads((folder / "query_encoder.json").read_text())
+    assert (d["backend"], d["precision"]) == ("onnx", "fp32") and (folder / "model.onnx").is_file()
+    queries = cisi_queries[:24]
+    got = open_query_encoder(folder, one_shot=True)(queries)
+    ov = load_model(path, runtime=Runtime("openvino", "fp32"), export_root=models, threads=1)
+    want = ov.encode(queries, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    assert float(np.abs(got - want).max()) < TOLERANCE
+
+
+def test_without_onnx_an_openvino_fp32_snapshot_gets_the_openvino_encoder(tmp_path):
+    """An install without the `onnx` package (the exporter's, in [onnx]) cannot save the ONNX encoder: the publish
+    makes the documents' own OpenVINO fp32 one instead, says so, and the snapshot's queries still skip torch."""
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    code = ("import sys, json, logging; sys.modules['onnx'] = None; logging.basicConfig(level=logging.WARNING);"
+            "from pathlib import Path; import os;"
+            "from pipeline.embedding.encoders import default_model_path;"
+            "from pipeline.embedding.query_export import ensure_query_export;"
+            "from pipeline.embedding.query_encoder import open_query_encoder;"
+            "f = ensure_query_export({'path': default_model_path(), 'backend': 'openvino', 'precision': 'fp32'},"
+            f" Path({str(tmp_path / 'cache')!r}), Path(os.environ['PAPERKB_MODEL_CACHE_DIR']));"
+            "v = open_query_encoder(f, one_shot=True)(['citation analysis']);"
+            "print(json.dumps([f.name, json.loads((f / 'query_encoder.json').read_text())['backend'], v.shape[1]]))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERKB_") or k == "PAPERKB_MODEL_CACHE_DIR"}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO_ROOT))
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    name, backend, dim = json.loads(res.stdout.strip().splitlines()[-1])
+    assert name.startswith("query-openvino-fp32-") and backend == "openvino" and dim == 384
+    assert "making it for the documents' own runtime, openvino-fp32, instead" in res.stderr

@@ -8,8 +8,9 @@ transformer it is made from comes from the model cache (``PAPERKB_MODEL_CACHE_DI
 the host; :func:`pipeline.embedding.encoders.model_cache`). What it holds:
 
 - the transformer exported by :func:`pipeline.embedding.backends.ensure_export` for the runtime the snapshot's
-  queries run on (:func:`export_runtime`): the documents' own backend and precision for ONNX Runtime and
-  OpenVINO; ONNX fp32 for torch (any precision: queries on a CPU are fp32). ONNX graphs are saved again with
+  queries run on (:func:`export_runtime`): ONNX fp32 for fp32 documents of any backend and for torch (any precision:
+  queries on a CPU are fp32); the documents' own backend and precision for bf16 and int8 (OpenVINO's when
+  ONNX's export cannot be made: :func:`documents_runtime`). ONNX graphs are saved again with
   their weights as external data (``model.onnx`` + ``model.onnx.data``: memory-mapped when a reader opens
   them); OpenVINO's files are hard links to the export's (copies when the model cache is on another filesystem);
 - ``tokenizer.json``: the model's fast tokenizer, as transformers holds it;
@@ -65,11 +66,26 @@ class NotExportable(Exception):
 
 
 def export_runtime(backend: str | None, precision: str | None) -> Runtime:
-    """The runtime a snapshot's query encoder runs on, for documents embedded with (backend, precision)."""
+    """The runtime a snapshot's query encoder runs on, for documents embedded with (backend, precision).
+
+    Documents in fp32 (the default, OpenVINO fp32 on a CPU without native bfloat16, as torch and ONNX fp32) get an ONNX
+    Runtime fp32 encoder whatever their backend: fp32 is one vector space on every backend (within 1e-6 per
+    component), and a one-shot search opens ONNX Runtime in ~0.2 s where OpenVINO's import and compile take ~0.7 s
+    (BENCHMARKS.md, "One-shot CLI search"). bf16 and int8 are their own spaces: their encoder runs the documents'
+    runtime (openvino bf16 stays bf16, the reader picks per CPU)."""
     rt = query_runtime(backend, precision)  # what the sentence-transformers path encodes queries with
-    if rt.backend == "torch":
+    if rt.backend == "torch" or (precision or "fp32") == "fp32":
         return Runtime("onnx", "fp32")
-    return Runtime(rt.backend, precision or rt.precision)  # openvino bf16 stays bf16: the reader picks per CPU
+    return Runtime(rt.backend, precision or rt.precision)
+
+
+def documents_runtime(backend: str | None, precision: str | None) -> Runtime | None:
+    """The documents' own runtime, for an encoder :func:`export_runtime` makes on another one (an OpenVINO fp32
+    snapshot's ONNX export): what publish falls back to when that export cannot be made (e.g. no ``onnx``
+    package). None when there is nothing else to try."""
+    rt = export_runtime(backend, precision)
+    own = query_runtime(backend, precision)
+    return own if own.backend != "torch" and own != rt else None
 
 
 def folder_name(rt: Runtime, max_seq_length: int | None, truncate_dim: int | None) -> str:
@@ -127,6 +143,18 @@ def ensure_query_export(model: dict, root: Path, models: Path | None = None) -> 
     if not path:
         raise NotExportable("the model stamp names no model path")
     rt = export_runtime(model.get("backend"), model.get("precision"))
+    try:
+        return _ensure(model, path, rt, Path(root), models)
+    except NotExportable as exc:
+        own = documents_runtime(model.get("backend"), model.get("precision"))
+        if own is None:
+            raise
+        log.warning("query encoder for %s: %s; making it for the documents' own runtime, %s, instead",
+                    model.get("query_model") or path, exc, own.label())
+        return _ensure(model, path, own, Path(root), models)
+
+
+def _ensure(model: dict, path: str, rt: Runtime, root: Path, models: Path | None) -> Path:
     mid = model_id(path)
     base = Path(root) / "models" / mid
     want = base / folder_name(rt, model.get("max_seq_length"), model.get("truncate_dim"))
@@ -170,19 +198,21 @@ def _make(st_model, path: str, model: dict, rt: Runtime, root: Path, out: Path) 
     d = pipeline_of(st_model, rt, model.get("truncate_dim"))
     try:
         exported = ensure_export(st_model, path, root, rt)
-    except Exception as exc:  # noqa: BLE001 - e.g. an architecture torch's exporter cannot trace
+        if rt.backend == "onnx":
+            _with_external_weights(exported, out / MODEL_FILES["onnx"][0], MODEL_FILES["onnx"][1])
+    except Exception as exc:  # noqa: BLE001 - e.g. an architecture torch's exporter cannot trace, no `onnx` package
         raise NotExportable(f"exporting {path} for {rt.label()} failed: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
-    if rt.backend == "onnx":
-        _with_external_weights(exported, out / MODEL_FILES["onnx"][0], MODEL_FILES["onnx"][1])
-    else:
+    if rt.backend != "onnx":
         for name in MODEL_FILES[rt.backend]:
             _link_or_copy(exported.parent / name, out / name)
     st_model.tokenizer.backend_tokenizer.save(str(out / TOKENIZER))
     d.write(out)
-    # what a reader without this folder computes: the same model on the same runtime, through sentence-transformers
-    reference = st_model if rt == Runtime("onnx", "fp32") and model.get("backend") in (None, "torch") else \
+    # what a reader without this folder computes: the same model on the snapshot's query runtime (for an fp32 snapshot
+    # of any backend, that runtime's fp32, which the ONNX fp32 encoder must match), through sentence-transformers
+    ref = query_runtime(model.get("backend"), model.get("precision"))
+    reference = st_model if ref.backend == "torch" else \
         load_model(path, truncate_dim=model.get("truncate_dim"), max_seq_length=model.get("max_seq_length"),
-                   runtime=rt, export_root=root, threads=1)
+                   runtime=ref, export_root=root, threads=1)
     want = np.asarray(reference.encode(PROBE_TEXTS, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False),
                       dtype=np.float32)
     got = QueryEncoder(out, d, threads=1)(PROBE_TEXTS)

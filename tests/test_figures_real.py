@@ -10,6 +10,7 @@ from fulltext_sources import SOURCES_REGEX, alnum, read_pdf_table, squash
 
 from pipeline.steps.fulltext import extract_pdf
 from pipeline.sources.pdf.text import join_lines
+from pipeline.sources.pdf.tounicode import repair_tounicode
 
 _CACHE: dict = {}
 
@@ -64,6 +65,7 @@ def test_legends_start_with_label_and_carry_full_text(shared_data, facts, settin
     ex = _extract(shared_data, fact, settings)
     path = shared_data / "arxiv" / fact.file
     with pymupdf.open(path) as doc:
+        repair_tounicode(doc)  # the characters as extraction reads them (a font's wrong map: tests/test_pdf_tounicode.py)
         for fig in ex.figures:
             assert fig.text.startswith(fig.label), fig.text[:40]
             assert re.fullmatch(r"(Figure|Fig\.) \d+", fig.label)

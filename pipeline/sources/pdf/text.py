@@ -15,6 +15,7 @@ Pure layout logic; I/O is only ``pymupdf.open`` on bytes.
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 from collections import Counter
@@ -25,6 +26,10 @@ from functools import lru_cache
 import msgspec
 import pymupdf
 from pymupdf import mupdf
+
+from pipeline.sources.pdf.tounicode import repair_tounicode
+
+log = logging.getLogger(__name__)
 
 # Text flags: no image blocks (images and vector paths also change how MuPDF cuts text into
 # blocks; the figure cue collects them in a separate run, figures.page_graphics) and ligatures
@@ -180,6 +185,10 @@ def open_pdf(data: bytes) -> pymupdf.Document:
     if doc.page_count == 0:
         doc.close()
         raise PdfRejected("corrupt", "no pages")
+    try:
+        repair_tounicode(doc)  # a font whose ToUnicode contradicts its glyph names is read by the names
+    except Exception as exc:  # noqa: BLE001 - a repair that fails leaves the text as MuPDF reads it
+        log.warning("PDF: fonts' ToUnicode maps left as they are: %s: %s", type(exc).__name__, exc)
     return doc
 
 

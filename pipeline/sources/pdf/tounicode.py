@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 # alpha, theta, nabla, infinity, element, radical, asteriskmath, ...); the variant letters TeX names with a 1
 TEX_NAMES = {
     "epsilon1": "\u03b5", "theta1": "\u03d1", "pi1": "\u03d6", "rho1": "\u03f1", "sigma1": "\u03c2",
-    "phi1": "\u03c6", "omega1": "\u03d6", "circledot": "\u2299", "bardbl": "\u2016", "negationslash": "\u0338",
+    "phi1": "\u03c6", "circledot": "\u2299", "bardbl": "\u2016", "negationslash": "\u0338",
     "latticetop": "\u22a4", "perpendicular": "\u22a5", "turnstileleft": "\u22a2", "turnstileright": "\u22a3",
     "angbracketleft": "\u27e8", "angbracketright": "\u27e9", "minusplus": "\u2213", "periodcentered": "\u00b7",
     "dotlessj": "\u0237", "star": "\u22c6", "arrowdblleft": "\u21d0", "arrowdblright": "\u21d2",

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.query.bm25 import index_config
+
 DIM = 384
 CHUNKS_PER_PAPER = 20
 N_TOPICS = 500
@@ -119,7 +121,7 @@ def build(folder: Path, n_chunks: int, seed: int = 0) -> dict:
         "label": ["Figure 1"] * n_fig, "number": pa.array([1] * n_fig, pa.int32()), "page": pa.array([1] * n_fig, pa.int32()),
         "text": ["synthetic legend"] * n_fig, "vector": fsl(fv)}))
     t1 = time.perf_counter()
-    table.create_fts_index("text")
+    table.create_index("text", config=index_config())
     t_fts = time.perf_counter() - t1
     t2 = time.perf_counter()
     ivf_rows = n_chunks >= 50_000

@@ -22,6 +22,12 @@ text with numpy:
   (passages x terms) matrix: ``sum_t w_t * idf_t * tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))``
   with LanceDB's k1 = 1.2, b = 0.75 and idf = ln(1 + (N - df + 0.5) / (df + 0.5)).
 
+The index is built with :func:`index_config`: LanceDB's defaults, but the stop words pinned to
+:data:`STOP_WORDS`. Builds of LanceDB's engine differ in their built-in English list (the pylance 14.0.3 wheel
+installed on some machines keeps "not", "no", "nor", "s", "t", "don" and 25 other contraction pieces), which
+changes passage lengths, the mean length and so every BM25 score (CISI, "substantial": 4.741 against 4.756);
+pinned, the index and this module analyse alike whatever build is installed (issue 68, item 0).
+
 A weighted term is scored as LanceDB scores ``MatchQuery(term, boost=w)`` inside a ``BooleanQuery``
 of SHOULD clauses: the term's own analysed terms (a hyphenated word gives two), each weighted w.
 """
@@ -218,6 +224,20 @@ class CandidateBM25:
         return sat @ weights
 
 
+def index_config():
+    """LanceDB's full-text index as :class:`Analyzer` reads text: the "simple" tokenizer, tokens of 40 bytes or more
+    dropped, lower case, English stemming, :data:`STOP_WORDS` (matched against the stem), ASCII folding."""
+    from lancedb.index import FTS
+
+    return FTS(base_tokenizer="simple", language="English", max_token_length=MAX_TOKEN_BYTES, lower_case=True,
+               stem=True, remove_stop_words=True, custom_stop_words=sorted(STOP_WORDS), ascii_folding=True)
+
+
+def index_score(raw: np.ndarray) -> np.ndarray:
+    """BM25 computed in float64, rounded to float32 as LanceDB's index returns it, carried as float64."""
+    return np.asarray(raw, dtype=np.float64).astype(np.float32).astype(np.float64)
+
+
 class ResidentIndex:
     """An inverted index of a table held in memory: BM25 of a text query over every passage.
 
@@ -257,4 +277,4 @@ class ResidentIndex:
         if allowed is not None:
             hit &= allowed
         idx = np.flatnonzero(hit)
-        return self.rowids[idx], acc[idx].astype(np.float32).astype(np.float64)
+        return self.rowids[idx], index_score(acc[idx])

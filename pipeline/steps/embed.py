@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 from pipeline import progress
 from pipeline.embedding.encoders import Encoder, get_encoder
 from pipeline.errors import UserError
+from pipeline.query.bm25 import index_config as bm25_index_config
 from pipeline.settings import Settings
 from pipeline.steps.embed_changes import (KEYS, ROW_HASH, SYNCED, Stale, changed_papers, marts_digest, read_batches,
                                           read_mart, record_synced, source_hashes, sql_list, stale, synced_position)
@@ -1224,9 +1225,8 @@ def ensure_indexes(db, settings: Settings) -> dict:
         made = []
         n = t.count_rows()
         if name == "chunks" and "text" not in have and n:
-            with warnings.catch_warnings():  # deprecated alias of create_index(config=FTS()), same index
-                warnings.simplefilter("ignore")
-                t.create_fts_index("text", replace=True)  # LanceDB native BM25 (no tantivy)
+            # LanceDB native BM25 (no tantivy), analysing as the searcher's in-memory BM25 does (stop words pinned)
+            t.create_index("text", config=bm25_index_config(), replace=True)
             made.append("fts:text")
         for col in scalars:
             if col not in have and n:

@@ -231,6 +231,7 @@ def test_without_the_encoders_a_snapshot_without_its_query_encoder_is_one_line_n
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
     assert not fallback_installed()
     assert why_not_usable(None).startswith("this snapshot has no query encoder export")
+    assert why_not_usable(None).endswith("; install paperkb[encoders] to encode queries")
     code = main(["--warehouse", str(cisi_snapshot_as_before.warehouse), "search", "library classification", "-k", "2"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "Traceback" not in err, err
@@ -253,6 +254,8 @@ def test_a_query_encoder_whose_runtime_is_missing_is_named(cisi_snapshot, tmp_pa
     d = json.loads((src / DESCRIPTOR).read_text())
     (folder / DESCRIPTOR).write_text(json.dumps({**d, "backend": "openvino", "precision": "bf16"}))
     monkeypatch.setitem(__import__("sys").modules, "openvino", None)
-    assert why_not_usable(folder) == "this snapshot's query encoder runs on openvino (bf16), and openvino is not installed"
+    assert why_not_usable(folder) == ("this snapshot's query encoder runs on openvino (bf16), and openvino is not installed; "
+                                      "install paperkb[encoders] (or openvino alone) to encode queries")
     (folder / DESCRIPTOR).write_text(json.dumps({**d, "format": d["format"] + 1}))
     assert "cannot run (query encoder format" in why_not_usable(folder)
+    assert why_not_usable(folder).endswith("; install paperkb[encoders] to encode queries")

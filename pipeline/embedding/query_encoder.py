@@ -207,17 +207,19 @@ def fallback_installed() -> bool:
 
 
 def why_not_usable(folder: Path | None) -> str:
-    """One phrase saying why :func:`open_query_encoder` answers None for ``folder`` (the start of the line a base
-    install prints when it has no fallback either)."""
+    """The line a base install (no sentence-transformers to fall back to) prints when :func:`open_query_encoder`
+    answers None for ``folder``: why, and the extra to install."""
+    remedy = f"install {ENCODERS_EXTRA} to encode queries"
     if folder is None or not (Path(folder) / DESCRIPTOR).is_file():
-        return "this snapshot has no query encoder export (it was published before snapshots carried one)"
+        return f"this snapshot has no query encoder export (it was published before snapshots carried one); {remedy}"
     try:
         d = Descriptor.read(Path(folder))
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        return f"this snapshot's query encoder is unreadable ({exc})"
+        return f"this snapshot's query encoder is unreadable ({exc}); {remedy}"
     if d.unsupported():
-        return f"this snapshot's query encoder is one this paperkb cannot run ({d.unsupported()})"
+        return f"this snapshot's query encoder is one this paperkb cannot run ({d.unsupported()}); {remedy}"
     missing = runtime_missing(d.backend)
-    if missing:
-        return f"this snapshot's query encoder runs on {d.backend} ({d.precision}), and {missing} is not installed"
-    return "this snapshot's query encoder cannot be opened"
+    if missing:  # the runtime alone is enough for the export (an OpenVINO bf16 or int8 snapshot's)
+        return (f"this snapshot's query encoder runs on {d.backend} ({d.precision}), and {missing} is not installed; "
+                f"install {ENCODERS_EXTRA} (or {missing} alone) to encode queries")
+    return f"this snapshot's query encoder cannot be opened; {remedy}"

@@ -293,8 +293,7 @@ class Searcher:
         from pipeline.embedding.query_encoder import ENCODERS_EXTRA, fallback_installed, why_not_usable
 
         if not fallback_installed():  # a base install (no torch): one line naming the extra, not an ImportError
-            raise MissingExtra(f"{why_not_usable(self.snap.query_encoder_dir)}; install {ENCODERS_EXTRA} to encode queries",
-                               ENCODERS_EXTRA)
+            raise MissingExtra(why_not_usable(self.snap.query_encoder_dir), ENCODERS_EXTRA)
         from pathlib import Path
 
         from pipeline.embedding import encoders

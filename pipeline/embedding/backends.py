@@ -33,7 +33,7 @@ openvino      int8                                            the IR quantized b
                                                               activation ranges calibrated once on a
                                                               fixed text set, see :func:`calibration_texts`);
                                                               the rest runs bf16 where the CPU has it
-                                                              (NNCF, a dependency of paperkb)
+                                                              (NNCF, in paperkb[encoders])
 ============  ==============================================  =======================================
 
 Every other pair is refused with one line (int8 with torch, half precision with ONNX Runtime, fp16
@@ -217,7 +217,7 @@ def resolve(backend: str | None, precision: str | None, device: str | None = "cp
 
 
 def can_quantize_openvino() -> bool:
-    """Whether NNCF is installed (a dependency of paperkb, which an install may leave out): only making the int8
+    """Whether NNCF is installed (in paperkb[encoders], which an install may leave out): only making the int8
     export needs it, loading one does not."""
     import importlib.util
 
@@ -319,7 +319,7 @@ def require_backend(rt: Runtime) -> None:
         try:
             import openvino  # noqa: F401
         except ImportError as exc:
-            raise UserError("embed_backend openvino needs OpenVINO (a dependency of paperkb): pip install openvino") from exc
+            raise UserError("embed_backend openvino needs OpenVINO (in paperkb[encoders]): pip install openvino") from exc
 
 
 def _export_onnx_fp32(st_model, out: Path) -> None:

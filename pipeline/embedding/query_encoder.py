@@ -158,7 +158,10 @@ def runtime_missing(backend: str) -> str | None:
     import importlib.util
 
     for name in ("tokenizers", {"onnx": "onnxruntime", "openvino": "openvino"}.get(backend, backend)):
-        if importlib.util.find_spec(name) is None:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except ValueError:  # sys.modules[name] = None (tests hiding it)
             return name
     return None
 
@@ -174,8 +177,49 @@ def open_query_encoder(folder: Path | None, threads: int | None = None, one_shot
     except (OSError, ValueError, TypeError, KeyError) as exc:
         log.warning("query encoder in %s is unreadable (%s): queries are encoded with sentence-transformers", folder, exc)
         return None
-    why = d.unsupported() or (f"{runtime_missing(d.backend)} is not installed" if runtime_missing(d.backend) else None)
+    why = _unusable(d)
     if why:
         log.debug("not using the snapshot's query encoder (%s): sentence-transformers encodes the queries", why)
         return None
     return QueryEncoder(Path(folder), d, threads, one_shot)
+
+
+def _unusable(d: Descriptor) -> str | None:
+    missing = runtime_missing(d.backend)
+    return d.unsupported() or (f"{missing} is not installed" if missing else None)
+
+
+# What a reader without the snapshot's query encoder falls back to: sentence-transformers (on torch, or on OpenVINO
+# for such a snapshot), which only the [encoders] install profile brings (pyproject.toml). The base profile reads,
+# searches and serves snapshots that carry their query encoder without them.
+ENCODERS_EXTRA = "paperkb[encoders]"
+
+
+def fallback_installed() -> bool:
+    """Whether sentence-transformers (and so torch) is installed: the fallback when :func:`open_query_encoder`
+    answers None. Found without importing it (the import costs seconds)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("sentence_transformers") is not None
+    except ValueError:  # sys.modules['sentence_transformers'] = None (tests hiding it)
+        return False
+
+
+def why_not_usable(folder: Path | None) -> str:
+    """The line a base install (no sentence-transformers to fall back to) prints when :func:`open_query_encoder`
+    answers None for ``folder``: why, and the extra to install."""
+    remedy = f"install {ENCODERS_EXTRA} to encode queries"
+    if folder is None or not (Path(folder) / DESCRIPTOR).is_file():
+        return f"this snapshot has no query encoder export (it was published before snapshots carried one); {remedy}"
+    try:
+        d = Descriptor.read(Path(folder))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        return f"this snapshot's query encoder is unreadable ({exc}); {remedy}"
+    if d.unsupported():
+        return f"this snapshot's query encoder is one this paperkb cannot run ({d.unsupported()}); {remedy}"
+    missing = runtime_missing(d.backend)
+    if missing:  # the runtime alone is enough for the export (an OpenVINO bf16 or int8 snapshot's)
+        return (f"this snapshot's query encoder runs on {d.backend} ({d.precision}), and {missing} is not installed; "
+                f"install {ENCODERS_EXTRA} (or {missing} alone) to encode queries")
+    return f"this snapshot's query encoder cannot be opened; {remedy}"

@@ -1,1 +1,1 @@
-"""Retrieval evaluation: queries and qrels (qrels), runs scored with ir-measures (evaluate)."""
+"""Retrieval evaluation: queries and qrels (qrels), runs scored as trec_eval and ir-measures score them (measures, evaluate)."""

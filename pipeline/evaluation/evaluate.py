@@ -1,11 +1,11 @@
-"""Retrieval evaluation over a published snapshot: TREC runs, qrels and ir-measures.
+"""Retrieval evaluation over a published snapshot: TREC runs, qrels and trec_eval's measures.
 
 ``evaluate(settings, queries_path, qrels_path)`` runs every query through
 :class:`pipeline.query.Searcher` once per configuration (the default and, with ``ablations=True``,
 BM25 only, dense only, fusion only, the seed formula, each signal removed, expansion on/off and
 title boosts on/off), writes each run as a standard TREC run file (``qid Q0 docid rank score tag``,
-docid = the paper's external id, as Pyserini does) and scores it with ir-measures
-(nDCG@10, MAP, R@100), so the numbers compare with the literature and with ``trec_eval``.
+docid = the paper's external id, as Pyserini does) and scores it as ``trec_eval`` and ir-measures do
+(nDCG@10, MAP, R@100: :mod:`pipeline.evaluation.measures`), so the numbers compare with the literature.
 
 Pure pieces (run/qrels I/O, scoring, the ablation list) are separate from the searching, so tests
 can check them on hand-made runs.
@@ -27,7 +27,7 @@ from pipeline.progress import task as progress_task
 
 log = logging.getLogger(__name__)
 
-#: measures reported by ``paperkb eval`` (ir-measures names)
+#: measures reported by ``paperkb eval`` (ir-measures' names)
 MEASURE_NAMES = ("nDCG@10", "AP", "R@100")
 #: results fetched per query: deep enough for R@100
 RUN_DEPTH = 100
@@ -75,24 +75,16 @@ def ablations(signal_names: Iterable[str], full: bool = True) -> list[Ablation]:
 # ---- scoring -----------------------------------------------------------------------------------
 
 
-def _measures():
-    import ir_measures
-
-    return [ir_measures.parse_measure(m) for m in MEASURE_NAMES]
-
-
 def score_run(qrels: Qrels, run: Run) -> dict[str, float]:
-    """Mean nDCG@10, MAP (AP) and R@100 over the judged queries, with ir-measures.
+    """Mean nDCG@10, MAP (AP) and R@100 over the judged queries, as ``trec_eval`` and ir-measures compute them
+    (:mod:`pipeline.evaluation.measures`).
 
     Judged queries missing from the run count as 0 (``trec_eval -c``), so a configuration cannot
     look better by answering fewer queries.
     """
-    import ir_measures
+    from pipeline.evaluation.measures import per_query as measure_per_query
 
-    measures = _measures()
-    per_query: dict[str, dict[str, float]] = {str(m): {} for m in measures}
-    for m in ir_measures.iter_calc(measures, qrels, run):
-        per_query[str(m.measure)][m.query_id] = m.value
+    per_query = measure_per_query(MEASURE_NAMES, qrels, run)
     judged = [q for q, docs in qrels.items() if any(g > 0 for g in docs.values())]
     if not judged:
         raise UserError("the qrels judge no document relevant")
@@ -178,7 +170,7 @@ def evaluate(
     queries, cut = clip_queries(queries, int(getattr(settings, "query_max_chars", 1000) or 1000))
     if cut:
         notes.append(f"{len(cut)} queries longer than the search limit were cut at a word boundary ({', '.join(cut[:5])})")
-    _single_thread_torch()
+    settings = _single_thread_encoder(settings)
     specs = [snapshot_id] if isinstance(snapshot_id, str) else list(snapshot_id or [])
     searcher: Any
     if len(specs) > 1:
@@ -230,17 +222,17 @@ def evaluate(
     }
 
 
-def _single_thread_torch() -> None:
-    """One intra-op thread for query encoding during a batch evaluation.
+def _single_thread_encoder(settings):
+    """``settings`` with one intra-op thread for query encoding during a batch evaluation (``query_torch_threads``
+    1 where it is unset): the searcher applies it to the encoder it loads, torch or ONNX Runtime, so nothing
+    imports torch here (a base install has none; a snapshot's own query encoder needs none).
 
     A query is a handful of tokens: torch's intra-op threads only add spin/wake costs, and on a
     busy 2-core machine they made one MiniLM query encode take 1-8 s instead of 0.1 s (measured).
     """
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return
-    torch.set_num_threads(1)
+    if getattr(settings, "query_torch_threads", None) or not hasattr(settings, "model_copy"):
+        return settings
+    return settings.model_copy(update={"query_torch_threads": 1})
 
 
 def _slug(name: str) -> str:

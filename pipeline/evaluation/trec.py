@@ -2,7 +2,7 @@
 
 Runs: ``qid Q0 docid rank score tag`` (docid = the paper's external id, as Pyserini writes them); qrels:
 ``qid 0 docid gain``. Every run paperkb writes (``paperkb eval`` and ``paperkb search --queries``) goes
-through :func:`ranked_run`, so ties keep paperkb's order; runs are read back with ir-measures.
+through :func:`ranked_run`, so ties keep paperkb's order.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ Qrels = dict[str, dict[str, int]]  # {qid: {docid: gain}}
 
 
 def ranked_run(ranked: Mapping[str, list[tuple[str, float]]]) -> Run:
-    """Turn ranked lists into an ir-measures run whose scores strictly follow the ranks.
+    """Turn ranked lists into a run whose scores strictly follow the ranks.
 
     ``trec_eval`` (and ir-measures) order by score and break ties by docid, which would silently
     reorder equal-score results; ties and NaNs are nudged down so the evaluated order is ours.
@@ -55,15 +55,21 @@ def write_trec_run(run: Run, path: Path | str, tag: str) -> Path:
 
 
 def read_trec_run(path: Path | str) -> Run:
-    """A run file as ``{qid: {docid: score}}`` (read by ir-measures); a malformed line is a ``UserError``."""
-    import ir_measures
+    """A run file (``.gz`` too) as ``{qid: {docid: score}}``, read as ir-measures reads it (blank lines skipped, six
+    fields a line); a malformed line is a ``UserError``."""
+    import gzip
 
     run: Run = {}
-    try:
-        for doc in ir_measures.read_trec_run(str(path)):
-            run.setdefault(doc.query_id, {})[doc.doc_id] = float(doc.score)
-    except ValueError as exc:
-        raise UserError(f"{path}: not a TREC run (qid Q0 docid rank score tag per line): {exc}") from None
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                qid, _, docid, _, score, _ = line.split()
+                run.setdefault(qid, {})[docid] = float(score)
+            except ValueError as exc:
+                raise UserError(f"{path}: not a TREC run (qid Q0 docid rank score tag per line): line {n}: {exc}") from None
     return run
 
 

@@ -29,6 +29,10 @@ def load_cross_encoder(name_or_path: str | None):
             from sentence_transformers import CrossEncoder
 
             model = CrossEncoder(name_or_path, device="cpu")
+        except ModuleNotFoundError as exc:  # a base install: the encoders are an extra
+            reason = f"the cross-encoder needs {exc.name!r}: install paperkb[encoders]"
+            _FAILED[name_or_path] = reason
+            return None, reason
         except Exception as exc:  # missing files, offline hub, bad config: all mean "rerank off"
             reason = f"cross-encoder {name_or_path!r} could not be loaded ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
             _FAILED[name_or_path] = reason

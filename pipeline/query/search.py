@@ -26,7 +26,7 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from pipeline.errors import CitedWork, UnknownPaper, UserError
+from pipeline.errors import CitedWork, MissingExtra, UnknownPaper, UserError
 from pipeline.query import configs, fusion as fusion_mod, signals as sig
 from pipeline.query import bm25_stats, id_forms, ranks
 from pipeline.query.bm25 import CandidateBM25, ResidentIndex
@@ -290,6 +290,10 @@ class Searcher:
             self.encoder_kind = f"{fast.descriptor.backend}-{fast.descriptor.precision} (the snapshot's export)"
             self.timings["encoder"] = time.perf_counter() - t0
             return fast
+        from pipeline.embedding.query_encoder import ENCODERS_EXTRA, fallback_installed, why_not_usable
+
+        if not fallback_installed():  # a base install (no torch): one line naming the extra, not an ImportError
+            raise MissingExtra(why_not_usable(self.snap.query_encoder_dir), ENCODERS_EXTRA)
         from pathlib import Path
 
         from pipeline.embedding import encoders

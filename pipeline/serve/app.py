@@ -46,7 +46,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field, StringConstraints
 
-from pipeline.errors import AmbiguousName, DamagedSnapshot, UnknownPaper, UserError
+from pipeline.errors import AmbiguousName, DamagedSnapshot, MissingExtra, UnknownPaper, UserError
 from pipeline.serve.holder import SnapshotHolder
 from pipeline.settings import Settings
 
@@ -137,7 +137,8 @@ _ERROR_TEXT = {
     422: "a parameter breaks a rule this schema states (one line: which one and why, e.g. 'query parameter k: must "
          "be <= 100')",
     503: "nothing to serve: no snapshot published yet, or the served snapshot is unavailable (gone, or a file it "
-         "lists missing or resized: the line /api/health gives)",
+         "lists missing or resized: the line /api/health gives), or this install cannot encode its queries (a snapshot "
+         "without its query encoder on an install without the [encoders] extra)",
 }
 
 
@@ -317,6 +318,10 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
     @app.exception_handler(UserError)
     async def _user(_: Request, exc: UserError) -> JSONResponse:
         return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+    @app.exception_handler(MissingExtra)
+    async def _missing_extra(_: Request, exc: MissingExtra) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"detail": str(exc)})  # this install's, not the request's
 
     @app.exception_handler(DamagedSnapshot)
     async def _damaged(_: Request, exc: DamagedSnapshot) -> JSONResponse:

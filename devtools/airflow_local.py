@@ -10,7 +10,7 @@ Airflow in this process (no scheduler or webserver needed). With ``--replay`` a 
 (``devtools.replay_server``) answers for arXiv and S2 and the ``PAPERKB_*`` URLs point at it, and the
 real PDFs in ``DATA_DIR/arxiv/pdf`` are imported first (``pipeline.library.pdf_folder.import_pdfs``, what
 ``paperkb import-pdfs`` does), so the run extracts, embeds and publishes their full text and figure
-legends. It ends by printing the published snapshot and a sample search.
+legends. It ends with one line on the published snapshot, a sample search, and the command to type next.
 
 The output of ``airflow dags test`` (Airflow's own logging and the task logs, tracebacks included) goes to
 ``<airflow home>/logs/dags-test-<date>-<time>.log``; the console gets one line per finished task and,
@@ -24,7 +24,6 @@ The helpers (``airflow_env``, ``prepare``, ``ApiServer``) are also used by the A
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -177,6 +176,42 @@ def failure_line(log_text: str) -> str:
     return last[:500]
 
 
+def import_line(summary: dict, folder: Path) -> str:
+    """The recorded PDFs' import in one short line (pure)."""
+    papers = summary.get("upserts", {}).get("papers", {})
+    return (f"imported {summary.get('files', 0)} PDFs from {folder}: {papers.get('inserted', 0)} new papers, "
+            f"{papers.get('updated', 0)} updated, {papers.get('unchanged', 0)} unchanged, "
+            f"{summary.get('rejected', 0)} rejected")
+
+
+def shown_path(path: Path, cwd: Path | None = None) -> str:
+    """``path`` relative to the working directory when it lies inside it (``warehouse/...``), else as given."""
+    here = os.path.abspath(cwd or os.getcwd())
+    full = os.path.abspath(path)
+    return os.path.relpath(full, here) if full.startswith(here + os.sep) else str(path)
+
+
+def snapshot_lines(manifest: dict, path: Path, cwd: Path | None = None) -> list[str]:
+    """Two lines on the published snapshot: its id and folder; what it holds and its encoder (pure)."""
+    counts, model = manifest.get("counts", {}), manifest.get("model", {})
+    held = [f"{counts.get(key, 0):,} {noun}" for key, noun in
+            (("papers", "papers"), ("lancedb.chunks", "passages"), ("figures", "figure legends"),
+             ("citations", "citations"))]
+    name = str(model.get("name") or "?").rsplit("/", 1)[-1]
+    encoder = " ".join(str(model[k]) for k in ("backend", "precision") if model.get(k))
+    return [f"paperkb: published snapshot {manifest.get('snapshot_id', path.name)} ({shown_path(path, cwd)}/)",
+            f"paperkb:   {', '.join(held)}; encoder {name}{f' ({encoder})' if encoder else ''}"]
+
+
+def next_step_line(paperkb: str, warehouse: Path, cwd: Path | None = None) -> str:
+    """The last line of ``make run``: the command to type next (pure). ``paperkb`` is the command as this
+    shell reaches it (``.venv/bin/paperkb``); ``--warehouse`` is named unless the warehouse is ./warehouse."""
+    here = os.path.abspath(cwd or os.getcwd())
+    where = ("" if os.path.abspath(warehouse) == os.path.join(here, "warehouse")
+             else f" --warehouse {shown_path(warehouse, cwd)}")
+    return f'next: {paperkb}{where} search "your own question"  (the README\'s "Ten-minute tour" goes on)'
+
+
 def _print_result(settings: Settings, query: str) -> int:
     from pipeline import snapshots
 
@@ -185,14 +220,15 @@ def _print_result(settings: Settings, query: str) -> int:
     except Exception as exc:  # noqa: BLE001 - report, the DAG log above says why
         print(f"paperkb: no published snapshot ({exc})", file=sys.stderr)
         return 1
-    manifest = snapshots.read_manifest(path)
-    print(f"\npublished snapshot {manifest.get('snapshot_id', path.name)} at {path}")
-    print("  counts: " + json.dumps(manifest.get("counts", {})))
-    print("  model:  " + json.dumps(manifest.get("model", {})))
-    print(f"\n$ paperkb search {query!r} -k 5")
+    print("\n".join(snapshot_lines(snapshots.read_manifest(path), path)), flush=True)
     paperkb = Path(sys.executable).with_name("paperkb")
     cmd = [str(paperkb)] if paperkb.exists() else [sys.executable, "-m", "pipeline.cli"]
-    return subprocess.run([*cmd, "--warehouse", str(settings.warehouse), "search", query, "-k", "5"]).returncode
+    shown = shown_path(paperkb) if paperkb.exists() else "python -m pipeline.cli"
+    print(f"\n$ {shown} search {query!r} -k 5", flush=True)
+    rc = subprocess.run([*cmd, "--warehouse", str(settings.warehouse), "search", query, "-k", "5"]).returncode
+    if rc == 0:
+        print("\n" + next_step_line(shown, settings.warehouse))
+    return rc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,18 +244,18 @@ def main(argv: list[str] | None = None) -> int:
     env = airflow_env(home)
     env["PAPERKB_WAREHOUSE"] = str(warehouse)
     logical = args.date or datetime.now(timezone.utc).date().isoformat()
-    print(f"paperkb: Airflow home {home} (SQLite); migrating the metadata DB and creating pools", flush=True)
+    print(f"paperkb: Airflow home {shown_path(home)} (SQLite): migrating its database, creating the pools", flush=True)
     prepare(env)
 
     server = None
     if args.replay:
-        from pipeline.library.pdf_folder import import_pdfs, summary_line
+        from pipeline.library.pdf_folder import import_pdfs
         from devtools.replay_server import ReplayServer, service_env
 
         pdf_dir = Path(args.replay) / "arxiv" / "pdf"
         if pdf_dir.is_dir():  # the recorded OAI page's papers have no recorded PDFs: bring the 10 real ones
             imported = import_pdfs(Settings.load(warehouse=warehouse), pdf_dir)
-            print(f"paperkb: imported the PDFs in {pdf_dir}: {summary_line(imported)}", flush=True)
+            print(f"paperkb: {import_line(imported, pdf_dir)}", flush=True)
         server = ReplayServer(args.replay).start()
         env.update(service_env(server.url))
         env.setdefault("PAPERKB_CATEGORIES", '["*"]')  # the recordings are not cs papers
@@ -229,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     log_path = home / "logs" / f"dags-test-{logical}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.log"
     try:
         day = date.fromisoformat(logical) - timedelta(days=1)
-        print(f"paperkb: airflow dags test {DAG_ID} {logical} (harvests {day}); its log: {log_path}", flush=True)
+        print(f"paperkb: airflow dags test {DAG_ID} {logical} (harvests {day})", flush=True)
+        print(f"paperkb: its log: {shown_path(log_path)}", flush=True)
         rc = dags_test(env, logical, log_path, echo=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print(f"paperkb: interrupted; the log so far is {log_path}", file=sys.stderr)

@@ -10,7 +10,7 @@ project's own ``duckdb`` module runs the SQL. Statements are split with DuckDB's
 CALL, EXPLAIN) print them: as DuckDB's box table cut to the terminal's width (DuckDB's renderer elides
 columns and rows that do not fit and says so), as CSV, or as JSON (one array of row objects per
 statement). The shell reads statements ending with ``;``, keeps a history (readline, when the platform
-has it) and knows ``.tables``, ``.schema [NAME]``, ``.help`` and ``.quit``; an error there is one line on
+has it) and knows ``.tables``, ``.schema [NAME]`` (columns and types), ``.help`` and ``.quit``; an error there is one line on
 stderr and the shell goes on. The dot commands also run as the command line's query (``paperkb sql .tables``).
 """
 
@@ -31,7 +31,7 @@ HISTORY = Path("~/.paperkb_sql_history")
 PROMPT, MORE = "sql> ", "...> "
 SHELL_HELP = """statements end with ';' and may span lines; results: DuckDB's table (--format csv|json on the command line)
 .tables          the tables and views
-.schema [NAME]   the CREATE statement of NAME (or of every table and view)
+.schema [NAME]   the columns and types of NAME (of every table and view without NAME)
 .help            this text
 .quit            leave (or Ctrl-D)"""
 
@@ -173,14 +173,21 @@ def dot(con, line: str, out: TextIO, width: int) -> bool:
 
 
 def schema(con, name: str | None = None) -> str:
-    """The CREATE statements of the table or view ``name`` (every one when None)."""
-    rows = con.execute(
-        "SELECT sql FROM (SELECT table_name AS name, sql FROM duckdb_tables() WHERE NOT internal "
-        "UNION ALL SELECT view_name, sql FROM duckdb_views() WHERE NOT internal) "
+    """The columns and types (DuckDB's ``DESCRIBE``) of the table or view ``name``, of every one when None:
+    a heading ``NAME (table|view)``, then one line per column."""
+    found = con.execute(
+        "SELECT name, kind FROM (SELECT table_name AS name, 'table' AS kind FROM duckdb_tables() WHERE NOT internal "
+        "UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE NOT internal) "
         "WHERE ? IS NULL OR lower(name) = lower(?) ORDER BY name", [name, name]).fetchall()
-    if not rows:
+    if not found:
         raise SqlError(f"no table or view named {name!r} (.tables lists them)")
-    return "\n".join(r[0] for r in rows)
+    blocks = []
+    for table, kind in found:
+        quoted = '"' + table.replace('"', '""') + '"'
+        columns = con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {quoted})").fetchall()
+        pad = max(len(c) for c, _ in columns) + 2 if columns else 0
+        blocks.append("\n".join([f"{table} ({kind})", *(f"  {c.ljust(pad)}{t}" for c, t in columns)]))
+    return "\n\n".join(blocks)
 
 
 def _columns(names: list[str], width: int) -> str:

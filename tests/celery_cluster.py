@@ -1,7 +1,7 @@
-"""A real Airflow deployment on this machine, without Docker, by the README's own commands: what
+"""A real Airflow deployment on this machine, without Docker, by the deployment guide's own commands: what
 tests/test_deployment.py and bench/deployment.py run.
 
-The README's section "Celery deployment on several hosts" is the script (``tests/readme_deploy.py`` reads
+The deployment guide (docs/deployment.md, "Celery deployment on several hosts") is the script (``tests/readme_deploy.py`` reads
 its ``bash deploy=NAME`` blocks and runs them as one root bash session); this module only chooses the
 values of the variables its ``deploy=variables`` block reads -- free loopback ports, temporary folders,
 secrets -- and keeps handles on what the blocks started:
@@ -12,7 +12,7 @@ secrets -- and keeps handles on what the blocks started:
   the same ``pip install`` a user runs; torch is the pinned CPU build, installed first).
 - CeleryExecutor with the Postgres metadata database and Redis as the broker, and Airflow's own
   processes as plain processes: ``api-server``, ``scheduler``, ``dag-processor``, ``triggerer`` and the
-  README's two ``celery worker``s. Each worker runs in its own UTS namespace (``unshare --uts``) with its
+  guide's two ``celery worker``s. Each worker runs in its own UTS namespace (``unshare --uts``) with its
   own host name, as workers on separate hosts would, so task instances record which worker ran them.
 """
 
@@ -45,7 +45,7 @@ def free_port() -> int:
 
 
 def free_ports(step: int = 2) -> tuple[int, int]:
-    """A free port p with p + step free too (the README's second worker logs on WORKER_LOG_PORT + 2)."""
+    """A free port p with p + step free too (the guide's second worker logs on WORKER_LOG_PORT + 2)."""
     while True:
         p = free_port()
         try:
@@ -57,13 +57,13 @@ def free_ports(step: int = 2) -> tuple[int, int]:
 
 
 def missing_tools() -> list[str]:
-    """What this machine lacks for the README's commands (its ``deploy=packages`` block installs them)."""
+    """What this machine lacks for the guide's commands (its ``deploy=packages`` block installs them)."""
     need = {"initdb": "postgresql", "redis-server": "redis-server", "unshare": "util-linux", "runuser": "util-linux",
             "curl": "curl"}
     out = [f"{tool} ({pkg})" for tool, pkg in need.items()
            if shutil.which(tool) is None and not (tool == "initdb" and list(Path("/usr/lib/postgresql").glob("*/bin/initdb")))]
     if os.geteuid() != 0:
-        out.append("root (the README's commands run as root: runuser, unshare --uts)")
+        out.append("root (the guide's commands run as root: runuser, unshare --uts)")
     return out
 
 
@@ -83,9 +83,9 @@ def _wait(check, what: str, timeout_s: float, proc: subprocess.Popen | None = No
         time.sleep(0.5)
 
 
-# ---- PostgreSQL and Redis: where the README's deploy=postgres and deploy=redis blocks put them ------------------
+# ---- PostgreSQL and Redis: where the guide's deploy=postgres and deploy=redis blocks put them ------------------
 class Postgres:
-    """The cluster the README's ``deploy=postgres`` block creates in ``root/pgdata``: role and database
+    """The cluster the guide's ``deploy=postgres`` block creates in ``root/pgdata``: role and database
     ``airflow`` with a password, on a free port."""
 
     def __init__(self, root: Path):
@@ -121,7 +121,7 @@ class Postgres:
 
 
 class Redis:
-    """The server the README's ``deploy=redis`` block starts in ``root`` (a daemon with a pid file)."""
+    """The server the guide's ``deploy=redis`` block starts in ``root`` (a daemon with a pid file)."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -179,11 +179,11 @@ def reinstall(venv: Path, wheel: Path) -> None:
 
 
 # ---- Airflow --------------------------------------------------------------------------------------------------------
-# What the test sets beyond the README's variables: speed and observability, never a command. The README
+# What the test sets beyond the guide's variables: speed and observability, never a command. The guide
 # gives each of these settings and the value the test uses (heartbeat timeout, retry delay, batch size).
 TEST_SETTINGS = {
     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-    # a killed worker's task is noticed within seconds, not the README's 60 s (Airflow's default: 300 s)
+    # a killed worker's task is noticed within seconds, not the guide's 60 s (Airflow's default: 300 s)
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
     "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
@@ -193,7 +193,7 @@ TEST_SETTINGS = {
 
 @dataclass
 class Cluster:
-    """The deployment the README's blocks built: the shell they ran in, and the processes they started."""
+    """The deployment the guide's blocks built: the shell they ran in, and the processes they started."""
 
     root: Path
     venv: Path
@@ -226,7 +226,7 @@ class Cluster:
         return dict(self.shell.env)
 
     def block(self, name: str, **variables: str) -> str:
-        """Run the README block ``deploy=NAME`` (after setting ``variables``, ones the block reads)."""
+        """Run the guide block ``deploy=NAME`` (after setting ``variables``, ones the block reads)."""
         self.shell.env.update(variables)
         return self.shell.run(name, wrap=self._wrap)
 
@@ -244,7 +244,7 @@ class Cluster:
 
     @staticmethod
     def _wrap(name: str, command: str) -> list[str]:
-        """A worker of the README's ``deploy=workers`` block in its own UTS namespace, its host name the
+        """A worker of the guide's ``deploy=workers`` block in its own UTS namespace, its host name the
         Celery name's (``-H worker-1@%h`` -> host ``worker-1``): task instances record which worker ran them."""
         if not name.startswith("worker-"):
             return ["bash", "-c", command]
@@ -252,7 +252,7 @@ class Cluster:
         return ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec bash -c "$1"', host, command]
 
     def start_services(self, workers: dict[str, str | None] | None = None) -> None:
-        """The README's ``deploy=control-host`` block (api-server, scheduler, dag-processor, triggerer), its
+        """The guide's ``deploy=control-host`` block (api-server, scheduler, dag-processor, triggerer), its
         ``deploy=login`` check once the api-server answers, then its ``deploy=workers`` block; or, with
         ``workers`` (``{name: cpu list or None}``, the benchmarks), one such worker per entry."""
         import json
@@ -274,7 +274,7 @@ class Cluster:
             self.start_worker(hostname, cpus)
 
     def start_worker(self, hostname: str, cpus: str | None = None) -> subprocess.Popen:
-        """One more worker as the README starts them (its own Celery name and log-server port)."""
+        """One more worker as the guide starts them (its own Celery name and log-server port)."""
         command = (f"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT={free_port()} airflow celery worker --concurrency 1 "
                    f"-H {hostname}@%h")
         if cpus:
@@ -330,7 +330,7 @@ class Cluster:
 @contextmanager
 def deployment(root: Path, wheel: Path, extra_env: dict[str, str] | None = None, venv: Path | None = None,
                recorded_data: Path | None = None) -> Iterator[Cluster]:
-    """The README's blocks up to a migrated metadata DB (no Airflow process yet): ``variables``, ``postgres``,
+    """The guide's blocks up to a migrated metadata DB (no Airflow process yet): ``variables``, ``postgres``,
     ``redis``, ``install`` (skipped when ``venv`` is an existing environment: it is activated instead),
     ``settings``, then TEST_SETTINGS and ``extra_env`` (the caller's settings), ``recorded-data`` when
     ``recorded_data`` is given, and ``migrate``. ``root`` (warehouse, Airflow home, logs) starts empty."""

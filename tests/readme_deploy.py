@@ -1,14 +1,15 @@
-"""The README's deployment section as the script of the deployment test, so the two cannot drift.
+"""The deployment guide (``docs/deployment.md``, linked from the README) as the script of the deployment
+test, so the two cannot drift.
 
-The section "Celery deployment on several hosts" holds fenced blocks with the info string
-``bash deploy=NAME``. :func:`blocks` reads them (in README order), and a :class:`Shell` runs them the way
+The guide "Celery deployment on several hosts" holds fenced blocks with the info string
+``bash deploy=NAME``. :func:`blocks` reads them (in the guide's order), and a :class:`Shell` runs them the way
 a user pastes them into one ``bash`` session as root: the environment a block exports carries over to
 the next block; a command that ends with ``&`` (a service) is started as its own process (its own
 session, its output in ``LOG_DIR/NAME.log``) with the environment at that point, and kept in
 ``Shell.procs`` so the test can signal and stop it.
 
 The test substitutes nothing in the commands: it only sets, before the first block, the variables the
-README's ``deploy=variables`` block reads (ports, folders, host addresses, secrets).
+guide's ``deploy=variables`` block reads (ports, folders, host addresses, secrets).
 """
 
 from __future__ import annotations
@@ -21,24 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-SECTION = "### Celery deployment on several hosts (no Docker)"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "deployment.md"
+SECTION = "# Celery deployment on several hosts (no Docker)"
 BLOCK = re.compile(r"^```bash deploy=([\w-]+)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 
 
-def section(readme: Path = README) -> str:
-    """The README's deployment section: from its heading to the next heading of the same or a higher level."""
-    text = readme.read_text(encoding="utf-8")
+def section(guide: Path = GUIDE) -> str:
+    """The guide's deployment steps: from its heading to the next heading of level 1 to 3."""
+    text = guide.read_text(encoding="utf-8")
     start = text.index(SECTION)
     nxt = re.search(r"^#{1,3} ", text[start + len(SECTION):], re.M)
     return text[start:start + len(SECTION) + nxt.start()] if nxt else text[start:]
 
 
-def blocks(readme: Path = README) -> dict[str, str]:
-    """``{name: commands}`` of the section's ``bash deploy=NAME`` blocks, in README order (names are unique)."""
-    found = BLOCK.findall(section(readme))
+def blocks(guide: Path = GUIDE) -> dict[str, str]:
+    """``{name: commands}`` of the section's ``bash deploy=NAME`` blocks, in the guide's order (names are unique)."""
+    found = BLOCK.findall(section(guide))
     names = [name for name, _ in found]
-    assert len(names) == len(set(names)), f"a deploy block name is used twice in the README: {names}"
+    assert len(names) == len(set(names)), f"a deploy block name is used twice in the guide: {names}"
     return dict(found)
 
 
@@ -74,19 +75,19 @@ def process_name(command: str) -> str:
 
 @dataclass
 class Shell:
-    """One root ``bash`` session over the README's blocks (see the module doc)."""
+    """One root ``bash`` session over the guide's blocks (see the module doc)."""
 
     env: dict[str, str]
     log_dir: Path
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def run(self, name: str, wrap: Callable[[str, str], list[str]] | None = None, timeout: float = 1800,
-            readme: Path = README) -> str:
+            guide: Path = GUIDE) -> str:
         """Run the block ``name``; returns what its commands printed. ``wrap(name, command)`` may give the
         argv that starts a service (e.g. in its own UTS namespace); default ``bash -c COMMAND``."""
         out: list[str] = []
         batch: list[str] = []
-        for command in commands(blocks(readme)[name]):
+        for command in commands(blocks(guide)[name]):
             service = background(command)
             if service is None:
                 batch.append(command)
@@ -107,7 +108,7 @@ class Shell:
             done = subprocess.run(["bash", "-c", script], env=self.env, capture_output=True, text=True,
                                   timeout=timeout, cwd=self.log_dir)
             if done.returncode != 0:
-                raise RuntimeError(f"README block deploy={name} failed ({done.returncode}):\n"
+                raise RuntimeError(f"guide block deploy={name} failed ({done.returncode}):\n"
                                    + "\n".join(lines) + f"\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
             env = dict(item.split("=", 1) for item in env_file.read_text().split("\0") if "=" in item)
         finally:
@@ -128,7 +129,7 @@ class Shell:
         return proc
 
 
-def missing(names: list[str], readme: Path = README) -> list[str]:
-    """The README blocks not in ``names`` (what a test that claims to run them all would leave out)."""
-    return [n for n in blocks(readme) if n not in names]
+def missing(names: list[str], guide: Path = GUIDE) -> list[str]:
+    """The guide's blocks not in ``names`` (what a test that claims to run them all would leave out)."""
+    return [n for n in blocks(guide) if n not in names]
 

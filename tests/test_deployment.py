@@ -1,4 +1,4 @@
-"""The real deployment, without Docker, by the README's own commands: its section "Celery deployment on
+"""The real deployment, without Docker, by the deployment guide's own commands: docs/deployment.md, "Celery deployment on
 several hosts" is the script (tests/readme_deploy.py runs its ``bash deploy=NAME`` blocks; the test sets
 only the variables they read). The built wheel in a fresh virtualenv, PostgreSQL and Redis from Debian's
 packages, CeleryExecutor, Airflow's own processes (api-server, scheduler, dag-processor, triggerer, two
@@ -6,7 +6,7 @@ Celery workers on "different hosts"), the recorded data through ``paperkb replay
 three days.
 
 One scenario (module fixture), several checks:
-- the README's deploy blocks all run (but ``packages``: apt-get and systemd), in README order;
+- the guide's deploy blocks all run (but ``packages``: apt-get and systemd), in the guide's order;
 - every run of the backfill succeeds;
 - the mapped fan-out tasks ran on both workers and overlapped in time;
 - CURRENT holds every paper of the three days (the recorded OAI page and the 10 recorded PDFs, imported
@@ -32,8 +32,8 @@ import readme_deploy
 pytestmark = pytest.mark.slow
 
 DAG_ID = "paperkb_nightly"
-WORKERS = ("worker-1", "worker-2")  # the README's deploy=workers block: -H worker-1@%h, -H worker-2@%h
-# the README's blocks in the order the scenario runs them (deployment() runs the first ones)
+WORKERS = ("worker-1", "worker-2")  # the guide's deploy=workers block: -H worker-1@%h, -H worker-2@%h
+# the guide's blocks in the order the scenario runs them (deployment() runs the first ones)
 RUN = ["variables", "postgres", "redis", "install", "settings", "recorded-data", "migrate", "control-host", "login",
        "workers", "runs"]
 NOT_RUN = {"packages": "apt-get and systemctl: the machine has the packages (missing_tools), the test starts its own instances"}
@@ -124,10 +124,10 @@ def _wait(predicate, what: str, timeout_s: float, on_tick=None):
 def scenario(shared_data, tmp_path_factory):
     missing = celery_cluster.missing_tools()
     if missing:
-        pytest.skip(f"the deployment test needs {', '.join(missing)} (the README's deploy=packages block installs them)")
+        pytest.skip(f"the deployment test needs {', '.join(missing)} (the guide's deploy=packages block installs them)")
     root = tmp_path_factory.mktemp("deployment") / "cluster"
     wheel = celery_cluster.build_wheel(tmp_path_factory.mktemp("dist"))
-    env = {  # the test's values of settings the README names (it gives these values too)
+    env = {  # the test's values of settings the guide names (it gives these values too)
         "PAPERKB_ARXIV_DELAY_S": "0", "PAPERKB_S2_DELAY_S": "0",
         "PAPERKB_AIRFLOW_RETRY_DELAY_S": "2",
         "PAPERKB_FULLTEXT_BATCH_SIZE": "2",  # 10 PDFs -> 5 mapped batches
@@ -140,7 +140,7 @@ def scenario(shared_data, tmp_path_factory):
         sc = Scenario(cluster=c, days=days)
         c.start_services()
         c.wait_for_dag(DAG_ID)
-        # the README's runs: the backfill, then unpause (unpausing first would create the latest day's run)
+        # the guide's runs: the backfill, then unpause (unpausing first would create the latest day's run)
         c.block("runs", FROM_DAY=days[0].isoformat(), TO_DAY=days[-1].isoformat())
         first = c.postgres.query("SELECT max(id) FROM backfill")[0][0]
 
@@ -177,8 +177,8 @@ def scenario(shared_data, tmp_path_factory):
 
 
 def test_the_readme_blocks_are_the_script():
-    """Every deploy block of the README is run by the scenario (or named here with the reason it is not),
-    in README order; a block added to the README without a place in the test fails here."""
+    """Every deploy block of the guide is run by the scenario (or named here with the reason it is not),
+    in the guide's order; a block added to the guide without a place in the test fails here."""
     names = list(readme_deploy.blocks())
     assert sorted(names) == sorted([*RUN, *NOT_RUN]), names
     assert [n for n in names if n in RUN] == RUN

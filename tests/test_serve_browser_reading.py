@@ -106,6 +106,11 @@ def test_author_page(base_url, page):
     assert "papers" in stats and "h-index" in stats and "1959–1974" in stats
     assert page.locator("#papers li a.title").count() == 11
     assert page.locator("#years .bar").count() == 1974 - 1959 + 1  # every year of the span, empty ones too
+    # the axis names years in full, never "59", and its labels do not overlap (16 years: every second one)
+    labels = [(el.inner_text(), el.bounding_box()) for el in page.locator("#years .bar i").all()]
+    named = [(text, box) for text, box in labels if text]
+    assert [text for text, _ in named] == [str(y) for y in range(1960, 1975, 2)], labels
+    assert all(a["x"] + a["width"] <= b["x"] for (_, a), (_, b) in zip(named, named[1:])), named
     assert page.locator("#coauthors a.author").count() >= 3
     page.screenshot(path=str(ARTIFACTS / "author.png"), full_page=False)
     page.goto(f"{base_url}/author?name=Nobody,%20N.")

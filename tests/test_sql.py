@@ -100,11 +100,20 @@ def test_shell_reads_statements_until_quit(con):
     assert remembered[:3] == ["SELECT n FROM few ORDER BY n;", ".tables", ".schema few"]
     assert prompts[:4] == [sql_shell.PROMPT, sql_shell.PROMPT, sql_shell.MORE, sql_shell.MORE]
     text = out.getvalue()
-    assert "n\n0\n1\n2\n" in text and "few" in text and "papers" in text and "CREATE VIEW few AS" in text
+    assert "n\n0\n1\n2\n" in text and "few" in text and "papers" in text and "few (view)\n  paper_id  VARCHAR\n  n         BIGINT\n" in text
     assert "c\n100\n" in text and "never" not in text
     errors = err.getvalue().splitlines()
     assert len(errors) == 3 and all(e.startswith("Error: ") for e in errors)
     assert "nope does not exist" in errors[0] and "no table or view named 'nope'" in errors[1] and ".bogus" in errors[2]
+
+
+def test_schema_lists_columns_and_types(con):
+    assert sql_shell.schema(con, "PAPERS") == (
+        "papers (table)\n  paper_id  VARCHAR\n  n         BIGINT\n  tags      VARCHAR[]\n  note      VARCHAR")
+    every = sql_shell.schema(con)
+    assert every.startswith("few (view)\n") and "\n\npapers (table)\n" in every
+    with pytest.raises(sql_shell.SqlError, match="no table or view named 'nope'"):
+        sql_shell.schema(con, "nope")
 
 
 def test_shell_ends_at_end_of_input(con):
@@ -160,8 +169,20 @@ def test_the_shells_dot_commands_run_from_the_command_line(cacm_snapshot):
     tables = _sql(wh, ".tables")
     assert tables.returncode == 0 and tables.stderr == "", tables.stderr
     assert {"papers", "related", "related_now", "passages"} <= set(tables.stdout.split())
+    # .schema NAME: the columns and types (DESCRIBE), not the CREATE VIEW over read_parquet(...)
     papers = _sql(wh, ".schema papers")
-    assert papers.returncode == 0 and papers.stdout.startswith("CREATE VIEW papers AS")
+    assert papers.returncode == 0 and papers.stdout.startswith("papers (view)\n"), papers.stdout
+    columns = dict(line.split()[:2] for line in papers.stdout.splitlines()[1:] if line.strip())
+    assert columns["paper_id"] == "VARCHAR" and columns["year"] == "INTEGER" and columns["categories"] == "VARCHAR[]"
+    assert "read_parquet" not in papers.stdout and "CREATE" not in papers.stdout
+    # the analysts' first view reads well: the title beside the id, no graph run id
+    central = _sql(wh, ".schema most_central_papers")
+    names = [line.split()[0] for line in central.stdout.splitlines()[1:]]
+    assert names[:4] == ["centrality_rank", "paper_id", "title", "year"] and "run_id" not in names, central.stdout
+    top = _sql(wh, "SELECT centrality_rank, paper_id, title, year FROM most_central_papers LIMIT 10")  # the README's
+    assert top.returncode == 0 and "10 rows" in top.stdout and "…" not in top.stdout.splitlines()[1], top.stdout
+    run_log = _sql(wh, "--warehouse-db", ".schema RUN_LOG")
+    assert run_log.returncode == 0 and run_log.stdout.startswith("run_log (table)\n") and "  counts" in run_log.stdout
     for query, msg in ((".frob", "unknown command .frob (.help lists them)"),
                        (".schema nope", "no table or view named 'nope' (.tables lists them)")):
         bad = _sql(wh, query)

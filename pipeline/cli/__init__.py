@@ -15,11 +15,13 @@ import sys
 # isort: off - the order of the imports is the order of the groups in --help
 from pipeline.cli import steps, reading, library, operations  # noqa: F401 - each registers its commands
 # isort: on
-from pipeline.cli.root import VERBOSE, app
+from pipeline.cli.root import VERBOSE, app, reflow_help
 from pipeline.cli.console import restore
 from pipeline.cli.errors import describe_error, install_profile_of
 
 __all__ = ["app", "describe_error", "install_profile_of", "main"]
+
+reflow_help(app)  # every command's help: one line per paragraph, wrapped by rich to the terminal
 
 
 def main(argv: list[str] | None = None) -> int:

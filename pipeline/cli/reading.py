@@ -313,8 +313,8 @@ def sql_cmd(
 ) -> None:
     """SQL on a snapshot's catalog (DuckDB), read-only: a query, a script, or a shell (.tables, .schema NAME).
 
-    The catalog is opened as every reader opens it (``pipeline.snapshots.open_catalog``: its tables are views
-    over the snapshot's Parquet files, whose relative paths resolve inside the snapshot folder)."""
+    The catalog is opened as every reader opens it: its tables are views over the snapshot's Parquet files,
+    whose relative paths resolve inside the snapshot folder. .schema NAME lists a table's columns and types."""
     import duckdb
 
     from pipeline import sql_shell

@@ -3,6 +3,7 @@ categories, export formats)."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import Optional
@@ -34,6 +35,25 @@ def _root(
     VERBOSE["on"] = verbose
     configure(verbose)
     ctx.obj = {"warehouse": warehouse}
+
+
+def one_line_paragraphs(text: str) -> str:
+    """Help text with each paragraph on one line (pure). Typer keeps a docstring's line breaks inside a
+    paragraph (in ``--help`` after the first paragraph, and in the command list), so a docstring wrapped for
+    the source showed as ragged lines; rich then wraps each paragraph to the terminal."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in paragraphs)
+
+
+def reflow_help(typer_app: typer.Typer) -> None:
+    """Give every command of ``typer_app`` (and of its sub-apps) its docstring as :func:`one_line_paragraphs`,
+    before typer builds the click commands."""
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = one_line_paragraphs(info.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            reflow_help(group.typer_instance)
 
 
 def get_settings(ctx: typer.Context, **overrides) -> Settings:

@@ -11,7 +11,7 @@ so the feeds are part of the immutable snapshot (checksummed like every file)::
 *New* means: a paper in this snapshot's catalog that the previous snapshot (the one CURRENT when this one
 was published) did not hold. The first snapshot has no previous one: its feeds are empty baselines.
 
-*Matches* (thresholds are cosine similarities of the snapshot's embedding model, documented in the README):
+*Matches* (thresholds are cosine similarities of the snapshot's embedding model, documented in docs/feeds.md):
 
 - a saved query: the new paper passes the interest's filters and the query's vector is at least the
   threshold (``feed_query_threshold``, default 0.50) from the paper's abstract or any of its passages

@@ -214,7 +214,7 @@ def check_replay_source(settings: Settings) -> int:
             f"nothing to replay: the raw zone {settings.raw_dir} holds no arXiv responses. A replay run re-parses what "
             f"earlier runs fetched into this warehouse (PAPERKB_WAREHOUSE={settings.warehouse}); it does not fetch. "
             "Check PAPERKB_WAREHOUSE on every worker, or run without replay: for the recorded data, start "
-            "`paperkb replay-server DATA_DIR` and export the PAPERKB_*_URL lines it prints (README, Celery deployment)")
+            "`paperkb replay-server DATA_DIR` and export the PAPERKB_*_URL lines it prints (docs/deployment.md)")
     return n
 
 

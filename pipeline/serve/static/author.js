@@ -4,6 +4,11 @@ import { showBasket } from "/static/basket.js";
 const $ = (id) => document.getElementById(id);
 const name = new URLSearchParams(location.search).get("name");
 
+// Years between two labels of the papers-per-year axis: at most 10 four-digit labels (the panel is ~340 px wide).
+function yearStep(span) {
+  return [1, 2, 5, 10, 20, 50, 100].find((step) => Math.ceil(span / step) <= 10) || 100;
+}
+
 function render(a) {
   document.title = `${a.name} · paperkb`;
   $("name").textContent = a.name;
@@ -20,10 +25,13 @@ function render(a) {
   // papers per year: one bar per year from the first to the last (empty years included)
   const counts = new Map(a.years.map((y) => [y.year, y.count]));
   const most = Math.max(1, ...a.years.map((y) => y.count));
+  // the axis names years in full (1959, not 59), every `step` years so that the labels never overlap
+  const step = yearStep(a.first_year ? a.last_year - a.first_year + 1 : 0);
   const bars = [];
   for (let y = a.first_year; a.first_year && y <= a.last_year; y++) {
     const n = counts.get(y) || 0;
-    bars.push(`<div class="bar" title="${y}: ${plural(n, "paper")}"><small>${n ? n : ""}</small><span style="height:${Math.round((100 * n) / most)}%"></span><i>${String(y).slice(2)}</i></div>`);
+    const label = y % step === 0 ? y : "";
+    bars.push(`<div class="bar" title="${y}: ${plural(n, "paper")}"><small>${n ? n : ""}</small><span style="height:${Math.round((100 * n) / most)}%"></span><i>${label}</i></div>`);
   }
   $("years").innerHTML = bars.join("");
   $("years").setAttribute("aria-label", a.years.map((y) => `${y.year}: ${y.count}`).join(", "));

@@ -435,3 +435,128 @@ def test_serve_snapshots_accepts_store_urls(tmp_path):
     assert one.pinned == "20261126T010000Z-ab12" and name == "my-bucket"
     with pytest.raises(UserError, match="not an S3 bucket name"):
         spec_holder(s, "s3://x/p")
+
+
+# ---- issue 64: what a store may make a reader do ---------------------------------------------------------------
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _put_manifest(store, sid: str, files: dict[str, str], **more) -> None:
+    store.put_bytes(store.manifest_key(sid), json.dumps({"snapshot_id": sid, "files": files, **more}).encode())
+
+
+def test_a_manifest_naming_files_outside_the_cache_is_refused(store_url, tmp_path):
+    """A manifest uploaded to the store whose digests are paths (/etc/passwd, ../../proc/self/environ) or whose
+    names leave the snapshot folder is refused with one line, and nothing outside the cache lands in a snapshot."""
+    from pipeline.errors import UserError
+    from pipeline.store.materialise import materialise
+
+    store = _store(store_url)
+    good = b"an honest file\n"
+    store.put_bytes(store.object_key(_sha(good)), good, "application/octet-stream")
+    cache = tmp_path / "cache"
+    environ = "../" * 12 + "proc/self/environ"
+    for sid, files, says in [
+        ("20990101T000000Z-0001", {"a.txt": _sha(good), "feeds/leak.md": "/etc/passwd"}, "'feeds/leak.md'"),
+        ("20990101T000000Z-0002", {"a.txt": _sha(good), "feeds/env.md": environ}, "'feeds/env.md'"),
+        ("20990101T000000Z-0003", {"a.txt": _sha(good).upper()}, "not a sha256"),
+        ("20990101T000000Z-0004", {"a.txt": _sha(good), "": _sha(good)}, "''"),
+        ("20990101T000000Z-0005", {"a.txt": _sha(good), "a.txt/b": _sha(good)}, "'a.txt/b'"),
+        ("20990101T000000Z-0006", {"./a.txt": _sha(good)}, "'./a.txt'"),
+        ("20990101T000000Z-0007", {"x/..\\..\\..\\y": _sha(good)}, "not a relative path"),
+    ]:
+        _put_manifest(store, sid, files)
+        with pytest.raises(UserError) as refused:
+            materialise(store, sid, cache)
+        line = str(refused.value)
+        assert "\n" not in line and len(line) < 400 and says in line, line
+        assert not (cache / store.url.bucket / "nightly" / "snapshots" / sid).exists()
+    # nothing of /etc/passwd or of this process's environment was copied or linked anywhere into the cache
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"].encode()
+    for f in cache.rglob("*"):
+        if f.is_file():
+            data = f.read_bytes()
+            assert b"root:" not in data and b"AWS_SECRET_ACCESS_KEY=" + secret not in data, f
+
+
+def test_a_cached_object_is_verified_before_it_is_linked(store_url, tmp_path):
+    """An object already in the cache counts only when its sha256 is right and it is a plain file of the cache:
+    a tampered copy or a symbolic link to a file elsewhere is replaced by the store's object."""
+    from pipeline.store.materialise import cache_root, materialise
+
+    store = _store(store_url)
+    one, two = b"first object\n", b"second object\n"
+    for data in (one, two):
+        store.put_bytes(store.object_key(_sha(data)), data, "application/octet-stream")
+    objects = cache_root(tmp_path / "cache", store.url) / "objects"
+    objects.mkdir(parents=True)
+    (objects / _sha(one)).write_bytes(b"tampered in the cache\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"a file outside the cache\n")
+    (objects / _sha(two)).symlink_to(outside)
+    sid = "20990101T000000Z-0010"
+    _put_manifest(store, sid, {"one.txt": _sha(one), "two.txt": _sha(two)})
+    folder, cost = materialise(store, sid, tmp_path / "cache")
+    assert (folder / "one.txt").read_bytes() == one and (folder / "two.txt").read_bytes() == two
+    assert cost["objects_downloaded"] == 2
+    assert not (objects / _sha(two)).is_symlink() and outside.read_bytes() == b"a file outside the cache\n"
+
+
+def test_a_snapshot_materialised_before_the_checks_is_checked_again(store_url, tmp_path):
+    """A cached snapshot whose manifest lists a file by a path, not a digest (materialised by an older
+    version), is refused, not opened."""
+    from pipeline.errors import UserError
+    from pipeline.store.materialise import cache_root, materialise
+
+    store = _store(store_url)
+    sid = "20990101T000000Z-0020"
+    folder = cache_root(tmp_path / "cache", store.url) / "snapshots" / sid
+    (folder / "feeds").mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"snapshot_id": sid, "files": {"feeds/leak.md": "/etc/passwd"}}))
+    (folder / "feeds" / "leak.md").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(UserError, match="feeds/leak.md"):
+        materialise(store, sid, tmp_path / "cache")
+
+
+def test_current_and_error_lines_quote_at_most_a_little(store_url):
+    """A 1 MB CURRENT is refused without being read whole, and the error line quotes no more than 80 characters
+    of what the store holds."""
+    from pipeline.errors import UserError
+    from pipeline.store.materialise import materialise, resolve_id
+
+    store = _store(store_url)
+    store.put_bytes(store.url.key("CURRENT"), b"x" * 1_000_000, "text/plain")
+    with pytest.raises(UserError) as refused:
+        resolve_id(store)
+    assert "CURRENT" in str(refused.value) and len(str(refused.value)) < 300, str(refused.value)[:500]
+    store.put_bytes(store.url.key("CURRENT"), b"y" * 2000 + b"\n", "text/plain")  # small enough, yet no id
+    with pytest.raises(UserError) as refused:
+        resolve_id(store)
+    assert len(str(refused.value)) < 300, str(refused.value)[:500]
+    sid = "20990101T000000Z-0030"
+    _put_manifest(store, sid, {"a.txt": "z" * 100_000})
+    with pytest.raises(UserError) as refused:
+        materialise(store, sid, None)
+    assert len(str(refused.value)) < 400, str(refused.value)[:500]
+
+
+def test_a_cold_read_of_large_objects_discards_no_connection(store_url, tmp_path, caplog):
+    """Eight objects past boto3's multipart threshold downloaded side by side, each in ranges: the client has a
+    connection for every thread (urllib3 warned "Connection pool is full, discarding connection" otherwise)."""
+    from pipeline.store.materialise import materialise
+
+    store = _store(store_url)
+    files = {}
+    for i in range(8):
+        data = bytes([i]) * ((32 << 20) + 1)  # 5 ranges (of 8 MiB): 40 GETs at once
+        store.client.put_object(Bucket=store.url.bucket, Key=store.object_key(_sha(data)), Body=data)
+        files[f"big/{i}.bin"] = _sha(data)
+    sid = "20990101T000000Z-0040"
+    _put_manifest(store, sid, files)
+    with caplog.at_level(logging.WARNING, logger="urllib3"):
+        folder, cost = materialise(_store(store_url), sid, tmp_path / "cache")
+    assert cost["objects_downloaded"] == 8 and (folder / "big" / "7.bin").stat().st_size == (32 << 20) + 1
+    assert not [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()]

@@ -13,6 +13,12 @@ local code (``pipeline.query.open_snapshot``), at local-disk speed::
 A night downloads only the objects the cache lacks. Folders appear complete (built under a hidden name,
 then renamed). Cached snapshots that no local reader pins are removed when a newer one is materialised,
 and then every object no cached snapshot links (link count 1).
+
+The store is not trusted with local paths: a manifest is refused (one line) unless every digest is a sha256
+(64 lowercase hex characters) and every file name a relative path that stays in the snapshot's folder
+(:func:`manifest_problem`), so nothing but an object of the cache is ever linked into a snapshot. An object
+the cache already holds is used only when it is a plain file whose sha256 was checked in this process
+(:func:`_cached`: once per process and file); a wrong one is downloaded again.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -29,12 +37,17 @@ from typing import Any
 from pipeline import pins as local_pins
 from pipeline import snapshots as snap
 from pipeline.errors import UserError
-from pipeline.store.s3 import S3Store, StoreError
-from pipeline.store.url import StoreURL
+from pipeline.store.s3 import DIGEST, DOWNLOAD_WORKERS, S3Store, StoreError, quoted
+from pipeline.store.url import StoreURL, is_snapshot_id
 
 log = logging.getLogger(__name__)
 
 KEEP_YOUNGER_S = 600  # a cached snapshot this young is never pruned (another process may be about to open it)
+MAX_NAME_BYTES, MAX_PATH_BYTES = 255, 4096  # a file name's part, and the whole name (the filesystem's limits)
+
+# cached objects whose sha256 this process checked: path -> (device, inode, size, mtime) when it was checked
+_verified: dict[str, tuple[int, int, int, int]] = {}
+_verified_lock = threading.Lock()
 
 
 def default_cache() -> Path:
@@ -54,18 +67,49 @@ def resolve_id(store: S3Store) -> str:
         if sid is None:
             raise UserError(f"no published snapshot in {store.url.root} (no CURRENT): run `paperkb publish` with "
                             "PAPERKB_SNAPSHOT_STORE set first")
-    if not snap.is_snapshot_name(sid) or "/" in sid or "\\" in sid:
-        raise StoreError(f"snapshot store {store.url.root}: CURRENT names {sid!r}, not a snapshot id")
+    if not is_snapshot_id(sid) or not snap.is_snapshot_name(sid):
+        raise StoreError(f"snapshot store {store.url.root}: CURRENT names {quoted(sid)}, not a snapshot id")
     return sid
 
 
-def materialise(store: S3Store, snapshot_id: str, cache: Path | None = None, *, workers: int = 8) -> tuple[Path, dict]:
+def manifest_problem(files: object) -> str | None:
+    """Why a store's manifest ``files`` ({relative path: sha256}) must not be materialised, else None: a digest
+    that is not 64 lowercase hex characters (it would be a path under ``objects/``), a name that is absolute,
+    has an empty, ``.`` or ``..`` part, a backslash or a NUL, is too long for a filesystem, or is also the
+    folder of another name."""
+    if not isinstance(files, dict) or not files:
+        return f"{snap.MANIFEST} lists no files" if not files else f"{snap.MANIFEST}: 'files' is not an object"
+    folders: dict[str, str] = {}  # folder -> a file in it
+    for rel, digest in files.items():
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+            return (f"{snap.MANIFEST} lists {quoted(rel)} with the digest {quoted(digest)}, not a sha256 "
+                    "(64 lowercase hex characters)")
+        parts = rel.split("/")
+        if (not rel or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in parts) or rel == snap.MANIFEST
+                or len(rel.encode()) > MAX_PATH_BYTES or any(len(p.encode()) > MAX_NAME_BYTES for p in parts)):
+            return f"{snap.MANIFEST} lists the file {quoted(rel)}: not a relative path inside the snapshot"
+        folders.update(("/".join(parts[:i]), rel) for i in range(1, len(parts)))
+    clash = next((rel for rel in files if rel in folders), None)
+    if clash is not None:
+        return f"{snap.MANIFEST} lists {quoted(clash)} both as a file and as the folder of {quoted(folders[clash])}"
+    return None
+
+
+def materialise(store: S3Store, snapshot_id: str, cache: Path | None = None, *,
+                workers: int = DOWNLOAD_WORKERS) -> tuple[Path, dict]:
     """The local folder of ``snapshot_id`` from ``store`` (downloaded now when not cached) and what it cost
-    ({objects_downloaded, bytes_downloaded, seconds})."""
+    ({objects_downloaded, bytes_downloaded, seconds}). StoreError (one line) for a manifest that names
+    anything but objects and relative paths (:func:`manifest_problem`) or an object whose checksum is wrong."""
     t0 = time.perf_counter()
+    if not is_snapshot_id(snapshot_id):
+        raise StoreError(f"snapshot store {store.url.root}: {quoted(snapshot_id)} is not a snapshot id")
     root = cache_root(cache, store.url)
     folder = root / "snapshots" / snapshot_id
-    if (folder / snap.MANIFEST).is_file():
+    if (folder / snap.MANIFEST).is_file():  # materialised before (by an older version, maybe): checked again
+        problem = manifest_problem(snap.read_manifest(folder).get("files"))
+        if problem:
+            raise StoreError(f"snapshot {snapshot_id} of {store.url.root} in the local cache: {problem}; delete its "
+                             "folder from the cache")
         return folder, {"objects_downloaded": 0, "bytes_downloaded": 0, "seconds": 0.0}
     raw = store.get_bytes(store.manifest_key(snapshot_id))
     if raw is None:
@@ -77,15 +121,17 @@ def materialise(store: S3Store, snapshot_id: str, cache: Path | None = None, *, 
     try:
         (tmp / snap.MANIFEST).write_bytes(raw)
         manifest = snap.read_manifest(tmp)
-        problems = snap._shape_problems(manifest)
+        problem = manifest_problem(manifest.get("files"))
+        problems = [problem] if problem else snap._shape_problems(manifest)
         if problems:
             raise StoreError(f"snapshot store {store.url.root}: snapshot {snapshot_id}: {problems[0]}")
         files: dict[str, str] = manifest["files"]
         objects = root / "objects"
         objects.mkdir(parents=True, exist_ok=True)
-        missing = sorted({sha for sha in files.values() if not (objects / sha).is_file()})
-        with ThreadPoolExecutor(max(1, workers)) as pool:
-            sizes = list(pool.map(lambda sha: _fetch(store, objects, sha), missing))
+        with ThreadPoolExecutor(max(1, workers)) as pool:  # each object: checked when cached, else downloaded
+            got = list(pool.map(lambda sha: None if _cached(objects, sha) else _fetch(store, objects, sha),
+                                sorted(set(files.values()))))
+        sizes = [n for n in got if n is not None]
         for rel, sha in files.items():
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +148,7 @@ def materialise(store: S3Store, snapshot_id: str, cache: Path | None = None, *, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    cost = {"objects_downloaded": len(missing), "bytes_downloaded": sum(sizes),
+    cost = {"objects_downloaded": len(sizes), "bytes_downloaded": sum(sizes),
             "seconds": round(time.perf_counter() - t0, 2)}
     log.info("store: snapshot %s materialised from %s: %d object(s), %.1f MB downloaded in %.1fs", snapshot_id,
              store.url.root, cost["objects_downloaded"], cost["bytes_downloaded"] / 1e6, cost["seconds"])
@@ -119,9 +165,48 @@ def _fetch(store: S3Store, objects: Path, sha: str) -> int:
             raise StoreError(f"snapshot store {store.url.root}: object {sha[:12]}... has the checksum {got[:12]}... "
                              "(damaged in the store)")
         os.replace(part, objects / sha)
+        _remember(objects / sha)
         return size
     finally:
         part.unlink(missing_ok=True)
+
+
+def _key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _remember(path: Path) -> None:
+    with _verified_lock:
+        _verified[str(path)] = _key(os.lstat(path))
+
+
+def _cached(objects: Path, sha: str) -> bool:
+    """Whether the cache holds the object ``sha``, fit to link: a plain file (not a link to a file elsewhere)
+    whose sha256 is ``sha``, hashed once per process (again when its inode, size or time changed). Anything
+    else under its name is removed (and downloaded again)."""
+    path = objects / sha
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    with _verified_lock:
+        if stat.S_ISREG(st.st_mode) and _verified.get(str(path)) == _key(st):
+            return True
+    if stat.S_ISREG(st.st_mode):
+        got = snap.sha256_file(path)
+        if got == sha:
+            with _verified_lock:
+                _verified[str(path)] = _key(st)
+            return True
+        log.warning("store cache: object %s... has the checksum %s... (damaged in the cache): downloading it again",
+                    sha[:12], got[:12])
+    else:
+        log.warning("store cache: objects/%s... is not a plain file: downloading the object again", sha[:12])
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+    return False
 
 
 def prune(root: Path, keep: set[str]) -> dict[str, Any]:
@@ -157,6 +242,8 @@ def prune(root: Path, keep: set[str]) -> dict[str, Any]:
                 continue
             if st.st_nlink == 1 and not f.name.startswith("."):
                 f.unlink(missing_ok=True)
+                with _verified_lock:
+                    _verified.pop(str(f), None)
                 freed += st.st_size
     if removed:
         log.info("store cache: removed %d snapshot(s) no reader holds (%.1f MB freed)", len(removed), freed / 1e6)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +29,17 @@ OBJECTS = "objects"
 SNAPSHOTS = "snapshots"
 PINS = "pins"
 MANIFEST = "manifest.json"
+DIGEST = re.compile(r"[0-9a-f]{64}")  # an object's name: its sha256, 64 lowercase hex characters
+MAX_CURRENT_BYTES = 4096  # CURRENT is an id and a comment line: anything longer is not one
+QUOTED_CHARS = 80  # an error line quotes at most this much of what the store holds
+DOWNLOAD_WORKERS = 8  # objects downloaded side by side by a reader
+TRANSFER_THREADS = 4  # ranged GETs side by side for one object past boto3's multipart threshold (8 MiB)
+
+
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """``repr(value)`` of at most ``limit`` characters of it: what an error line may quote of the store's content."""
+    text = value if isinstance(value, str) else str(value)
+    return repr(text[:limit]) + (f"... ({len(text):,} characters)" if len(text) > limit else "")
 
 
 class StoreError(UserError):
@@ -63,8 +75,12 @@ class S3Store:
             except ImportError:
                 raise StoreError("snapshots on object storage need boto3: pip install 'paperkb[s3]'") from None
             # few, quick retries: an unreachable endpoint is one line after seconds, not minutes
+            # one connection per thread that may download at once (DOWNLOAD_WORKERS objects, TRANSFER_THREADS
+            # ranges each) and one for the lease's renewal: urllib3 would otherwise discard the spare ones,
+            # a "Connection pool is full" warning each
             cfg = Config(connect_timeout=float(os.environ.get("PAPERKB_STORE_CONNECT_TIMEOUT_S", "5")),
                          read_timeout=60, retries={"max_attempts": 3, "mode": "standard"},
+                         max_pool_connections=DOWNLOAD_WORKERS * TRANSFER_THREADS + 2,
                          request_checksum_calculation="when_required", response_checksum_validation="when_required")
             with self.errors("connect to"):
                 self._client = boto3.session.Session().client("s3", config=cfg)
@@ -85,7 +101,7 @@ class S3Store:
             yield
         except bx.ClientError as exc:
             err = exc.response.get("Error", {})
-            code, msg = err.get("Code", "?"), err.get("Message") or ""
+            code, msg = str(err.get("Code", "?"))[:QUOTED_CHARS], str(err.get("Message") or "")[:200]
             if code in ("NoSuchBucket",):
                 raise StoreError(f"snapshot store {self.url.root}: no bucket {self.url.bucket!r}") from None
             if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
@@ -107,6 +123,9 @@ class S3Store:
 
     # ---- keys -----------------------------------------------------------------------------------------
     def object_key(self, sha256: str) -> str:
+        if not DIGEST.fullmatch(sha256):  # (manifests are checked first: this guards the key from any other caller)
+            raise StoreError(f"snapshot store {self.url.root}: {quoted(sha256)} is not a sha256 (64 lowercase hex "
+                             "characters)")
         return self.url.key(OBJECTS, sha256)
 
     def manifest_key(self, snapshot_id: str) -> str:
@@ -142,7 +161,8 @@ class S3Store:
                 raise
 
     def current(self) -> tuple[str | None, str | None]:
-        """(the id CURRENT names, its ETag); (None, None) when the store has no CURRENT yet."""
+        """(the first line of CURRENT, its ETag); (None, None) when the store has no CURRENT yet. A CURRENT
+        past MAX_CURRENT_BYTES is refused unread (StoreError)."""
         from botocore.exceptions import ClientError
 
         key = self.url.key(CURRENT)
@@ -153,7 +173,12 @@ class S3Store:
                 if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                     return None, None
                 raise
-            lines = r["Body"].read().decode("utf-8", "replace").strip().splitlines()
+            size = int(r.get("ContentLength") or 0)
+            if size > MAX_CURRENT_BYTES:
+                r["Body"].close()
+                raise StoreError(f"snapshot store {self.url.root}: CURRENT holds {size:,} bytes, not a snapshot id "
+                                 f"(an id on its first line, {MAX_CURRENT_BYTES:,} bytes at most)")
+            lines = r["Body"].read(MAX_CURRENT_BYTES + 1)[:MAX_CURRENT_BYTES].decode("utf-8", "replace").strip().splitlines()
             return (lines[0].strip() if lines else None) or None, r.get("ETag")
 
     def manifest(self, snapshot_id: str) -> dict | None:
@@ -175,8 +200,10 @@ class S3Store:
 
     def download(self, key: str, dest: Path) -> int:
         """Write the object ``key`` to ``dest``; returns its size."""
+        from boto3.s3.transfer import TransferConfig
+
         with self.errors("download", key):
-            self.client.download_file(self.url.bucket, key, str(dest))
+            self.client.download_file(self.url.bucket, key, str(dest), Config=TransferConfig(max_concurrency=TRANSFER_THREADS))
         return dest.stat().st_size
 
     # ---- writing --------------------------------------------------------------------------------------

@@ -13,6 +13,11 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
 
+def is_snapshot_id(value: object) -> bool:
+    """Whether ``value`` can name a snapshot in a store URL, a store key and a cache folder."""
+    return isinstance(value, str) and len(value) <= 200 and _ID.fullmatch(value) is not None
+
+
 def is_store_url(value: object) -> bool:
     return isinstance(value, str) and value.strip().lower().startswith(SCHEME)
 
@@ -47,8 +52,8 @@ def parse_store_url(value: str, *, what: str = "snapshot store") -> StoreURL:
     sid: str | None = None
     if "@" in rest:
         rest, sid = rest.rsplit("@", 1)
-        if not _ID.fullmatch(sid):
-            raise UserError(f"{what} {value!r}: {sid!r} after '@' is not a snapshot id")
+        if not is_snapshot_id(sid):
+            raise UserError(f"{what} {value[:200]!r}: {sid[:80]!r} after '@' is not a snapshot id")
     bucket, _, prefix = rest.partition("/")
     if not _BUCKET.fullmatch(bucket) or ".." in bucket:
         raise UserError(f"{what} {value!r}: {bucket!r} is not an S3 bucket name (3-63 lowercase letters, digits, "

@@ -560,3 +560,89 @@ def test_a_cold_read_of_large_objects_discards_no_connection(store_url, tmp_path
         folder, cost = materialise(_store(store_url), sid, tmp_path / "cache")
     assert cost["objects_downloaded"] == 8 and (folder / "big" / "7.bin").stat().st_size == (32 << 20) + 1
     assert not [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()]
+
+
+def _reader(wh, tmp_path, host: str):
+    """Settings of a reader on another host: its own cache, no warehouse."""
+    return wh.model_copy(update={"snapshot_cache": tmp_path / host, "warehouse": tmp_path / f"{host}-warehouse"})
+
+
+def test_serve_answers_no_file_outside_the_cache(wh, store_url, tmp_path):
+    """The issue's reproduction: a manifest uploaded to the store lists feeds whose digests are /etc/passwd and
+    ../../proc/self/environ; a server holding that snapshot answers 503 with the reason, never the files."""
+    from fastapi.testclient import TestClient
+
+    from pipeline.serve.app import create_app
+    from pipeline.steps.publish import run_publish
+
+    r1 = run_publish(wh)
+    store = _store(store_url)
+    m = store.manifest(r1["snapshot_id"])
+    index = json.dumps({"feeds": {"leak": {}, "env": {}}}).encode()
+    store.put_bytes(store.object_key(_sha(index)), index)
+    m["files"].update({"feeds/index.json": _sha(index), "feeds/leak.md": "/etc/passwd",
+                       "feeds/env.md": "../" * 12 + "proc/self/environ"})
+    poisoned = m["snapshot_id"] = "29991231T235959Z-bad1"
+    store.put_bytes(store.manifest_key(poisoned), json.dumps(m).encode())
+    with TestClient(create_app(_reader(wh, tmp_path, "host1"), f"{store_url}@{poisoned}")) as c:
+        for feed in ("leak", "env"):
+            r = c.get(f"/api/feeds/{feed}", params={"format": "md"})
+            assert r.status_code == 503, r.text[:300]
+            assert "root:" not in r.text and "AWS_SECRET_ACCESS_KEY" not in r.text
+            assert "not a sha256" in r.json()["detail"] and poisoned in r.json()["detail"]
+
+
+def _publish_damaged_copy(store, of: str, new_id: str) -> str:
+    """A snapshot ``new_id`` made CURRENT: ``of``'s manifest with one file whose object in the store is damaged
+    (its content is not what its sha256 says). Returns that sha256."""
+    m = store.manifest(of)
+    rel = sorted(m["files"])[0]
+    bad = m["files"][rel] = _sha(b"the bytes that were published")
+    store.put_bytes(store.object_key(bad), b"other bytes: damaged in the store", "application/octet-stream")
+    m["snapshot_id"] = new_id
+    store.put_bytes(store.manifest_key(new_id), json.dumps(m).encode())
+    prev, etag = store.current()
+    store.swap_current(new_id, etag, prev)
+    return bad
+
+
+def test_a_damaged_snapshot_in_the_store_leaves_the_last_good_one_served(wh, store_url, tmp_path, caplog):
+    """CURRENT moved to a snapshot with a damaged object: a running server goes on serving the snapshot it served,
+    /api/health says why (200, "degraded"), the damaged object is downloaded once, not per request, and
+    /api/snapshots lists the store's snapshots (that one damaged). A server started afterwards on the same host
+    serves the snapshot of its cache. CURRENT moved back: "ok" again."""
+    from fastapi.testclient import TestClient
+
+    from pipeline.serve.app import create_app
+    from pipeline.steps.publish import run_publish
+
+    good = run_publish(wh)["snapshot_id"]
+    store = _store(store_url)
+    reader = _reader(wh, tmp_path, "host1")
+    with TestClient(create_app(reader, store_url)) as c:
+        assert c.get("/api/health").json() == {"status": "ok", "snapshot_id": good}
+        bad_id = "29991231T235959Z-bad2"
+        bad_sha = _publish_damaged_copy(store, good, bad_id)
+        with caplog.at_level(logging.INFO, logger="werkzeug"):  # the S3 server's log: a line per request
+            answers = [c.get("/api/health") for _ in range(3)]
+            answers.append(c.get("/api/search", params={"q": "information retrieval"}))
+            answers.append(c.get("/api/health"))
+        assert [a.status_code for a in answers] == [200] * 5, answers[0].text
+        h = answers[0].json()
+        assert h["status"] == "degraded" and h["snapshot_id"] == good, h
+        assert bad_id in h["detail"] and "damaged in the store" in h["detail"] and f"still serving {good}" in h["detail"]
+        assert "\n" not in h["detail"]
+        assert answers[3].json()["snapshot_id"] == good and answers[3].json()["results"]
+        gets = [r.getMessage() for r in caplog.records if "GET " in r.getMessage() and f"/objects/{bad_sha}" in r.getMessage()]
+        assert len(gets) == 1, gets  # backed off: not downloaded again per request
+        listed = c.get("/api/snapshots").json()
+        assert listed["current"] == bad_id and listed["serving"] == good
+        rows = {s["snapshot_id"]: s for s in listed["snapshots"]}
+        assert rows[good]["status"] == "ok" and rows[bad_id]["status"] == "damaged"
+        assert "damaged in the store" in rows[bad_id]["problems"][0]
+    with TestClient(create_app(reader, store_url)) as c:  # restarted: the cache's snapshot, not 503
+        h = c.get("/api/health").json()
+        assert h["status"] == "degraded" and h["snapshot_id"] == good and bad_id in h["detail"], h
+        _, etag = store.current()
+        store.swap_current(good, etag, bad_id)  # (what `paperkb snapshots rollback` would do in the store)
+        assert c.get("/api/health").json() == {"status": "ok", "snapshot_id": good}

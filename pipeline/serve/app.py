@@ -57,6 +57,7 @@ MAX_K = 100
 # A data endpoint re-checks the served snapshot's files (stat only, as /api/health does on every call) at
 # most this often; /api/health's answer is reused in between, so the two never disagree
 SNAPSHOT_CHECK_S = 1.0
+STORE_LIST_S = 10.0  # /api/snapshots of a server reading a store reuses its listing (a GET per manifest) this long
 YEARS = (1000, 3000)  # the years a filter accepts (pipeline.query.filters)
 MAX_FILTER_VALUE = 200
 MAX_CACHED_CARDS = 200_000  # cards kept per served snapshot before the cache starts over
@@ -446,6 +447,9 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
             served = holder.served
             return JSONResponse(status_code=503, content={
                 "status": "unavailable", "snapshot_id": served.snapshot_id if served else None, "detail": problem})
+        behind = holder.problem  # a store's snapshot served in place of the one its CURRENT names: why
+        if behind is not None:
+            return {"status": "degraded", "snapshot_id": cur.snapshot_id, "detail": behind}
         return {"status": "ok", "snapshot_id": cur.snapshot_id}
 
     @app.get("/api/search", response_model=dict[str, Any], summary="Hybrid search: ranked papers with their five signals",
@@ -716,6 +720,8 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
     def list_snapshots() -> dict[str, Any]:
         from pipeline import snapshots
 
+        if holder.store is not None:
+            return _store_snapshots(holder.store.root)
         items = snapshots.list_snapshots(settings.snapshots_dir)
         # ids, times, counts, models and pins only: where the warehouse lives is none of a client's business
         ids = {s["snapshot_id"] for s in items}
@@ -726,6 +732,32 @@ def create_app(settings: Settings, snapshot_id: str | None = None, snapshots: li
         current = snapshots.current_id(settings.snapshots_dir)
         return {"current": current if current in ids else None, "serving": serving if serving in ids else None,
                 "snapshots": _no_paths([s if isinstance(s, dict) else getattr(s, "to_dict", lambda: s)() for s in items])}
+
+    store_listed: list[tuple[float, list[dict[str, Any]]]] = []  # (when, the store's snapshots): asked again after STORE_LIST_S
+
+    def _store_snapshots(root: str) -> dict[str, Any]:
+        """/api/snapshots of a server reading a store: the store's snapshots (a request per manifest, so the list
+        is reused for STORE_LIST_S), a snapshot that failed to open here marked damaged, with why."""
+        from pipeline.store.listing import list_store
+
+        try:
+            serving: str | None = holder.get().snapshot_id
+        except UserError:
+            serving = None
+        if not store_listed or time.monotonic() - store_listed[0][0] > STORE_LIST_S:
+            try:
+                items = list_store(root)
+            except UserError as exc:
+                raise HTTPException(status_code=503, detail=str(exc)) from None
+            store_listed[:] = [(time.monotonic(), items)]
+        items = [dict(s) for s in store_listed[0][1]]
+        for s in items:
+            failed = holder.failed(s["snapshot_id"])
+            if failed is not None:
+                s["status"], s["problems"] = "damaged", [failed, *s["problems"]]
+        current = next((s["snapshot_id"] for s in items if s["current"]), None)
+        ids = {s["snapshot_id"] for s in items}
+        return {"current": current, "serving": serving if serving in ids else None, "snapshots": _no_paths(items)}
 
     @app.get("/api/export", summary="Papers as BibTeX, RIS or CSL-JSON for a reference manager",
              responses={**EXPORT_RESPONSES, **_errors(400, 404, 422, 503)})

@@ -72,6 +72,14 @@ def resolve_id(store: S3Store) -> str:
     return sid
 
 
+def cached_ids(cache: Path | None, url: StoreURL) -> list[str]:
+    """Ids of the store's snapshots materialised in the local cache, newest first (ids begin with their time)."""
+    snaps = cache_root(cache, url) / "snapshots"
+    found = [d.name for d in snaps.iterdir() if is_snapshot_id(d.name) and snap.is_snapshot_name(d.name)
+             and (d / snap.MANIFEST).is_file()] if snaps.is_dir() else []
+    return sorted(found, reverse=True)
+
+
 def manifest_problem(files: object) -> str | None:
     """Why a store's manifest ``files`` ({relative path: sha256}) must not be materialised, else None: a digest
     that is not 64 lowercase hex characters (it would be a path under ``objects/``), a name that is absolute,
@@ -129,7 +137,7 @@ def materialise(store: S3Store, snapshot_id: str, cache: Path | None = None, *,
         objects = root / "objects"
         objects.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max(1, workers)) as pool:  # each object: checked when cached, else downloaded
-            got = list(pool.map(lambda sha: None if _cached(objects, sha) else _fetch(store, objects, sha),
+            got = list(pool.map(lambda sha: None if _cached(objects, sha) else _fetch(store, objects, sha, snapshot_id),
                                 sorted(set(files.values()))))
         sizes = [n for n in got if n is not None]
         for rel, sha in files.items():
@@ -156,14 +164,14 @@ def materialise(store: S3Store, snapshot_id: str, cache: Path | None = None, *,
     return folder, cost
 
 
-def _fetch(store: S3Store, objects: Path, sha: str) -> int:
+def _fetch(store: S3Store, objects: Path, sha: str, snapshot_id: str) -> int:
     part = objects / f".{sha}.{uuid.uuid4().hex[:8]}.part"
     try:
         size = store.download(store.object_key(sha), part)
         got = snap.sha256_file(part)
         if got != sha:
-            raise StoreError(f"snapshot store {store.url.root}: object {sha[:12]}... has the checksum {got[:12]}... "
-                             "(damaged in the store)")
+            raise StoreError(f"snapshot store {store.url.root}: snapshot {snapshot_id}: object {sha[:12]}... has the "
+                             f"checksum {got[:12]}... (damaged in the store)")
         os.replace(part, objects / sha)
         _remember(objects / sha)
         return size

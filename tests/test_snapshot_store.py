@@ -334,6 +334,16 @@ def test_cli_search_from_the_store_answers_as_the_local_snapshot(wh, store_url, 
         answers.append((r["snapshot_id"], [(x["paper_id"], round(x["score"], 6)) for x in r["results"]]))
     assert answers[0] == answers[1] and answers[0][1]
     assert (tmp_path / "cli-cache").is_dir()
+    # commands that never close their snapshot leave no lease in the store when they end (it held 15 minutes)
+    paper = answers[0][1][0][0]
+    p = _cli("--warehouse", str(wh.warehouse), "export", paper, "--snapshot", store_url, env=env)
+    assert p.returncode == 0 and "@" in p.stdout, p.stderr
+    p = _cli("--warehouse", str(wh.warehouse), "related", paper, "--json", "--snapshot", store_url, env=env)
+    assert p.returncode == 0 and json.loads(p.stdout)["snapshot_id"] == sid, p.stderr
+    p = _cli("--warehouse", str(wh.warehouse), "ask", "information retrieval", "--no-llm", "--json", "--snapshot",
+             store_url, env=env)
+    assert p.returncode == 0, p.stderr
+    assert [o.key for o in _store(store_url).listing("pins")] == []
 
 
 def test_bad_store_urls_and_unreachable_endpoints_are_one_line_errors(wh, store_url, tmp_path):

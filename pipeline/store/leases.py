@@ -2,7 +2,8 @@
 
 The store cannot tell whether a reader on another host still lives, so a lease carries ``expires_at`` and
 its holder renews it (a thread rewrites it every third of ``snapshot_store_lease_s``) while it reads the
-snapshot; :meth:`StorePin.release` deletes it. A lease whose ``expires_at`` has passed (its reader was killed,
+snapshot; :meth:`StorePin.release` deletes it, and so do garbage collection and the process's exit (a
+command that never closes its snapshot leaves no lease behind). A lease whose ``expires_at`` has passed (its reader was killed,
 or lost the network) frees its snapshot: retention deletes the lease and may delete the snapshot. The same
 fields as a local lease (:mod:`pipeline.pins`)::
 
@@ -18,6 +19,7 @@ import os
 import socket
 import threading
 import uuid
+import weakref
 from datetime import datetime, timedelta, timezone
 
 from pipeline.store.s3 import PINS, S3Store, StoreError
@@ -31,7 +33,7 @@ def _expiry(lease_s: float) -> str:
 
 
 class StorePin:
-    """A lease this process holds in the store, renewed until :meth:`release`."""
+    """A lease this process holds in the store, renewed until :meth:`release` (or garbage collection, or exit)."""
 
     def __init__(self, store: S3Store, snapshot_id: str, who: str, lease_s: float):
         host = socket.gethostname() or "localhost"
@@ -41,34 +43,43 @@ class StorePin:
         self.key = store.pin_key(self.name)
         self.info = {"snapshot_id": snapshot_id, "who": who, "host": host, "pid": os.getpid(),
                      "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        self._stop = threading.Event()
-        self._write()
-        self._thread = threading.Thread(target=self._renew, name=f"store-pin-{snapshot_id}", daemon=True)
+        stop = threading.Event()
+        _write(store, self.key, self.info, lease_s)
+        # neither the thread nor the finalizer refers to self: an unreferenced pin is collected, and released
+        self._thread = threading.Thread(target=_renew, args=(store, self.key, self.info, lease_s, stop),
+                                        name=f"store-pin-{snapshot_id}", daemon=True)
         self._thread.start()
-
-    def _write(self) -> None:
-        self.store.put_bytes(self.key, json.dumps({**self.info, "expires_at": _expiry(self.lease_s)}).encode())
-
-    def _renew(self) -> None:
-        while not self._stop.wait(max(self.lease_s / 3, 0.5)):
-            try:
-                self._write()
-            except StoreError as exc:  # the next try may get through: the lease holds until it expires
-                log.warning("could not renew the pin of %s in %s: %s", self.snapshot_id, self.store.url.root, exc)
+        self._finalizer = weakref.finalize(self, _release, store, self.key, snapshot_id, stop, self._thread)
 
     @property
     def held(self) -> bool:
-        return not self._stop.is_set()
+        return self._finalizer.alive
 
     def release(self) -> None:
-        if self._stop.is_set():
-            return
-        self._stop.set()
+        self._finalizer()
+
+
+def _write(store: S3Store, key: str, info: dict, lease_s: float) -> None:
+    store.put_bytes(key, json.dumps({**info, "expires_at": _expiry(lease_s)}).encode())
+
+
+def _renew(store: S3Store, key: str, info: dict, lease_s: float, stop: threading.Event) -> None:
+    while not stop.wait(max(lease_s / 3, 0.5)):
         try:
-            self.store.delete([self.key])
-        except StoreError as exc:
-            log.warning("could not remove the pin of %s from %s (it expires by itself): %s",
-                        self.snapshot_id, self.store.url.root, exc)
+            _write(store, key, info, lease_s)
+        except StoreError as exc:  # the next try may get through: the lease holds until it expires
+            log.warning("could not renew the pin of %s in %s: %s", info["snapshot_id"], store.url.root, exc)
+
+
+def _release(store: S3Store, key: str, snapshot_id: str, stop: threading.Event, renewing: threading.Thread) -> None:
+    stop.set()
+    if renewing is not threading.current_thread():
+        renewing.join(timeout=10)  # a renewal under way would write the lease again after its deletion
+    try:
+        store.delete([key])
+    except StoreError as exc:
+        log.warning("could not remove the pin of %s from %s (it expires by itself): %s", snapshot_id,
+                    store.url.root, exc)
 
 
 def read_pins(store: S3Store, now: datetime | None = None) -> tuple[dict[str, list[str]], list[str]]:

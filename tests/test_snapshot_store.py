@@ -656,3 +656,28 @@ def test_a_damaged_snapshot_in_the_store_leaves_the_last_good_one_served(wh, sto
         _, etag = store.current()
         store.swap_current(good, etag, bad_id)  # (what `paperkb snapshots rollback` would do in the store)
         assert c.get("/api/health").json() == {"status": "ok", "snapshot_id": good}
+
+
+def test_the_next_publish_aborts_a_killed_publishers_multipart_upload(wh, store_url):
+    """A publisher killed during a multipart upload (past 64 MiB) leaves its parts in the store, stored and billed:
+    the next publish's retention aborts every such upload under its prefix begun more than the lease time ago
+    (moto dates every upload in 2010), and leaves other prefixes alone."""
+    from pipeline.steps.publish import run_publish
+    from pipeline.store.push import push
+
+    r1 = run_publish(wh)
+    store = _store(store_url)
+    c, bucket = store.client, store.url.bucket
+    left = {}
+    for key in (store.object_key("1" * 64), f"elsewhere/objects/{'1' * 64}"):
+        up = c.create_multipart_upload(Bucket=bucket, Key=key)
+        c.upload_part(Bucket=bucket, Key=key, UploadId=up["UploadId"], PartNumber=1, Body=b"x" * (5 << 20))
+        left[key] = up["UploadId"]
+    def under(prefix: str) -> list[str]:
+        return [u["UploadId"] for u in c.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])]
+
+    assert under("nightly/") == [left[store.object_key("1" * 64)]]
+    out = push(wh, Path(r1["path"]))  # the next publish
+    assert under("nightly/") == []
+    assert out["retention"].get("uploads_aborted") == 1
+    assert under("elsewhere/") == [left[f"elsewhere/objects/{'1' * 64}"]]

@@ -1,6 +1,8 @@
 """Retention in the store: keep the newest ``keep`` snapshots, CURRENT, any younger than ``min_age_h`` and any
 a live lease pins (:mod:`pipeline.store.leases`); delete the other manifests, then the objects no kept
-manifest lists (garbage collection after the manifests, so a kept snapshot never misses an object).
+manifest lists (garbage collection after the manifests, so a kept snapshot never misses an object), and
+abort the multipart uploads under the prefix that began more than ``grace_s`` ago (the parts a publisher
+killed during a large upload left: they are stored, and billed, until aborted).
 
 A reader that pinned a snapshot between the look at the pins and the deletion of its manifest gets the
 manifest back (the pins are read again after the deletion). Objects younger than ``grace_s`` are never
@@ -15,14 +17,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pipeline.store.leases import read_pins
-from pipeline.store.s3 import OBJECTS, S3Store
+from pipeline.store.s3 import OBJECTS, S3Store, StoreError
 
 log = logging.getLogger(__name__)
 
 
 def apply_store_retention(store: S3Store, keep: int, min_age_h: float = 0.0, *, grace_s: float = 0.0,
                           now: datetime | None = None) -> dict[str, Any]:
-    """Returns {removed: [ids], kept_pinned: {id: who}, objects_deleted, bytes_deleted, pins_expired}."""
+    """Returns {removed: [ids], kept_pinned: {id: who}, objects_deleted, bytes_deleted, pins_expired,
+    uploads_aborted}."""
     now = now or datetime.now(timezone.utc)
     manifests = {sid: m for sid in store.snapshot_ids() if (m := store.manifest(sid)) is not None}
     order = sorted(manifests, key=lambda s: (str(manifests[s].get("created_at") or ""), s))
@@ -47,11 +50,29 @@ def apply_store_retention(store: S3Store, keep: int, min_age_h: float = 0.0, *, 
     store.delete([store.object_key(o.key) for o in garbage] + stale)
     freed = sum(o.size for o in garbage)
     out = {"removed": doomed, "kept_pinned": kept, "objects_deleted": len(garbage), "bytes_deleted": freed,
-           "pins_expired": len(stale)}
+           "pins_expired": len(stale), "uploads_aborted": _abort_stale_uploads(store, now, grace_s)}
     if doomed or garbage:
         log.info("store retention: removed %d snapshot(s) and %d unreferenced object(s) (%.1f MB) from %s",
                  len(doomed), len(garbage), freed / 1e6, store.url.root)
     return out
+
+
+def _abort_stale_uploads(store: S3Store, now: datetime, grace_s: float) -> int:
+    """Abort the multipart uploads under the prefix older than ``grace_s`` (younger ones may be a running
+    publisher's); how many. A store that refuses (no s3:ListBucketMultipartUploads or s3:AbortMultipartUpload
+    permission) is a warning: a bucket lifecycle rule can do it instead."""
+    aborted = 0
+    try:
+        for key, upload_id, began in list(store.multipart_uploads()):
+            if (now - began).total_seconds() >= grace_s:
+                store.abort_upload(key, upload_id)
+                aborted += 1
+                log.info("store retention: aborted the multipart upload of %s begun %s (a killed publisher's)",
+                         key, began.isoformat(timespec="seconds"))
+    except StoreError as exc:
+        log.warning("store retention: %s; incomplete multipart uploads are left (a bucket lifecycle rule with "
+                    "AbortIncompleteMultipartUpload removes them)", exc)
+    return aborted
 
 
 def _old_enough(manifest: dict, now: datetime, min_age_h: float) -> bool:

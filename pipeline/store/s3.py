@@ -198,6 +198,26 @@ class S3Store:
         return sorted(o.key[: -len(MANIFEST) - 1] for o in self.listing(SNAPSHOTS) if o.key.endswith("/" + MANIFEST)
                       and o.key.count("/") == 1)
 
+    def multipart_uploads(self) -> Iterator[tuple[str, str, datetime]]:
+        """(key, upload id, when it began) of each multipart upload under the prefix neither completed nor aborted:
+        a publisher killed during an upload leaves its parts stored (and billed) until the upload is aborted."""
+        base = self.url.key() + "/" if self.url.prefix else ""
+        with self.errors("list the multipart uploads under", base or None):
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.url.bucket, Prefix=base):
+                for u in page.get("Uploads", []):
+                    yield u["Key"], u["UploadId"], u["Initiated"]
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """Abort a multipart upload: its parts are deleted (gone already: nothing to do)."""
+        from botocore.exceptions import ClientError
+
+        with self.errors("abort the multipart upload of", key):
+            try:
+                self.client.abort_multipart_upload(Bucket=self.url.bucket, Key=key, UploadId=upload_id)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
+                    raise
+
     def download(self, key: str, dest: Path) -> int:
         """Write the object ``key`` to ``dest``; returns its size."""
         from boto3.s3.transfer import TransferConfig

@@ -299,6 +299,10 @@ def test_retention_leaves_young_unreferenced_objects_to_a_running_publisher(wh, 
     store.put_bytes(store.object_key("0" * 64), b"uploaded by a publisher that has not written its manifest yet")
     assert apply_store_retention(store, keep=1, grace_s=3600)["objects_deleted"] == 0
     assert "0" * 64 in store.object_names() and store.current()[0] == r1["snapshot_id"]
+    # past the grace it goes; a key under objects/ that is not a sha256 is not retention's to delete
+    store.put_bytes(store.url.key("objects", "notes.txt"), b"put there by hand")
+    assert apply_store_retention(store, keep=1, grace_s=0)["objects_deleted"] == 1
+    assert "0" * 64 not in store.object_names() and store.get_bytes(store.url.key("objects", "notes.txt"))
 
 
 def _cli(*args: str, env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -616,11 +620,11 @@ def _publish_damaged_copy(store, of: str, new_id: str) -> str:
     return bad
 
 
-def test_a_damaged_snapshot_in_the_store_leaves_the_last_good_one_served(wh, store_url, tmp_path, caplog):
+def test_a_damaged_snapshot_in_the_store_leaves_the_last_good_one_served(wh, store_url, tmp_path, caplog, monkeypatch):
     """CURRENT moved to a snapshot with a damaged object: a running server goes on serving the snapshot it served,
     /api/health says why (200, "degraded"), the damaged object is downloaded once, not per request, and
     /api/snapshots lists the store's snapshots (that one damaged). A server started afterwards on the same host
-    serves the snapshot of its cache. CURRENT moved back: "ok" again."""
+    serves the snapshot of its cache. CURRENT moved back: "ok" again; the store unreachable: "degraded" again."""
     from fastapi.testclient import TestClient
 
     from pipeline.serve.app import create_app
@@ -656,6 +660,9 @@ def test_a_damaged_snapshot_in_the_store_leaves_the_last_good_one_served(wh, sto
         _, etag = store.current()
         store.swap_current(good, etag, bad_id)  # (what `paperkb snapshots rollback` would do in the store)
         assert c.get("/api/health").json() == {"status": "ok", "snapshot_id": good}
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # the store unreachable
+        h = c.get("/api/health").json()
+        assert h["status"] == "degraded" and h["snapshot_id"] == good and "cannot reach" in h["detail"], h
 
 
 def test_the_next_publish_aborts_a_killed_publishers_multipart_upload(wh, store_url):

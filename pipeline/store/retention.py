@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pipeline.store.leases import read_pins
-from pipeline.store.s3 import OBJECTS, S3Store, StoreError
+from pipeline.store.s3 import DIGEST, OBJECTS, S3Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,8 @@ def apply_store_retention(store: S3Store, keep: int, min_age_h: float = 0.0, *, 
     for s, why in kept.items():
         log.info("store retention: kept %s: %s", s, why)
     referenced = {sha for s, m in manifests.items() if s not in doomed for sha in (m.get("files") or {}).values()}
-    garbage = [o for o in store.listing(OBJECTS) if "/" not in o.key and o.key not in referenced
-               and (now - o.modified).total_seconds() >= grace_s]
+    garbage = [o for o in store.listing(OBJECTS) if DIGEST.fullmatch(o.key) and o.key not in referenced
+               and (now - o.modified).total_seconds() >= grace_s]  # (what is not named by a sha256 is not ours)
     store.delete([store.object_key(o.key) for o in garbage] + stale)
     freed = sum(o.size for o in garbage)
     out = {"removed": doomed, "kept_pinned": kept, "objects_deleted": len(garbage), "bytes_deleted": freed,

@@ -146,7 +146,7 @@ class S3Store:
 
     def object_names(self) -> set[str]:
         """The sha256 of every object the store holds."""
-        return {o.key for o in self.listing(OBJECTS) if "/" not in o.key}
+        return {o.key for o in self.listing(OBJECTS) if DIGEST.fullmatch(o.key)}
 
     def get_bytes(self, key: str) -> bytes | None:
         """The object's bytes, None when there is none."""

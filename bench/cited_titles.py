@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         titles = [t for lst in cited.values() for _, t in lst]
         query = rng.choice(titles) if titles else "no title at all"
         named_queries.append(query)
-        runs = [("join", lambda: con.execute(JOIN, [pick]).fetchall()),
-                ("lookups", lambda: reading.cited_titles(con, pick)),
-                ("named", lambda: reading.cited_works_named(con, query, pick)),
-                ("references", lambda: reading.references(con, pick[0], limit=20))]
+        runs = [("join", lambda pick=pick: con.execute(JOIN, [pick]).fetchall()),
+                ("lookups", lambda pick=pick: reading.cited_titles(con, pick)),
+                ("named", lambda query=query, pick=pick: reading.cited_works_named(con, query, pick)),
+                ("references", lambda pick=pick: reading.references(con, pick[0], limit=20))]
         rng.shuffle(runs)  # the order changes round by round
         for name, fn in runs:
             times.setdefault(name, []).append(_ms(fn))
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, q in (("search: a paper's title", title_of[rng.choice(papers)] or "none"),
                             ("search: a cited work's title", rng.choice(named_queries))):
                 times.setdefault(name, []).append(
-                    _ms(lambda: client.get("/api/search", params={"q": q, "k": 10}).raise_for_status()))
+                    _ms(lambda q=q: client.get("/api/search", params={"q": q, "k": 10}).raise_for_status()))
     stats = {k: {"median_ms": round(statistics.median(v), 2),
                  "p90_ms": round(sorted(v)[max(0, int(0.9 * len(v)) - 1)], 2)} for k, v in times.items()}
     counts = json.loads((root / sid / "manifest.json").read_text())["counts"]

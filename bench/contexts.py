@@ -74,13 +74,13 @@ def main() -> None:
                 "coverage": round(len(covered) / len(printed), 3) if printed else None,
                 "mentions_mean": round(sum(mentions) / len(mentions), 2) if mentions else None,
                 "mentions_max": max(mentions, default=0),
-                "all_ms": round(1000 * _best(lambda: reading.references(con, pid, limit=200), args.repeat), 1),
-                "all_ms_without": round(1000 * _best(lambda: reading._listing(
+                "all_ms": round(1000 * _best(lambda pid=pid: reading.references(con, pid, limit=200), args.repeat), 1),
+                "all_ms_without": round(1000 * _best(lambda pid=pid, works=works: reading._listing(
                     con, reading._REFERENCES, [works, pid], limit=200, offset=0, sort="order"), args.repeat), 1),
-                "page_ms": round(1000 * _best(lambda: reading.references(con, pid, limit=10), args.repeat), 1),
-                "page_ms_without": round(1000 * _best(lambda: reading._listing(
+                "page_ms": round(1000 * _best(lambda pid=pid: reading.references(con, pid, limit=10), args.repeat), 1),
+                "page_ms_without": round(1000 * _best(lambda pid=pid, works=works: reading._listing(
                     con, reading._REFERENCES, [works, pid], limit=10, offset=0, sort="order"), args.repeat), 1),
-                "cited_by_ms": round(1000 * _best(lambda: reading.cited_by(con, pid, limit=10), args.repeat), 1),
+                "cited_by_ms": round(1000 * _best(lambda pid=pid: reading.cited_by(con, pid, limit=10), args.repeat), 1),
             })
             drawn += [(pid, r.raw, c.text) for r in covered for c in r.contexts]
         con.close()

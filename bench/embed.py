@@ -60,7 +60,10 @@ def cisi_docs(n: int, copies: int = 1) -> str:
     head = text[: starts[n] if n < len(starts) else len(text)]
     out = [head]
     for k in range(1, max(1, copies)):
-        c = re.sub(r"^\.I (\d+)", lambda m: f".I {int(m.group(1)) + 10000 * k}", head, flags=re.M)
+        def renumbered(m: re.Match, k: int = k) -> str:  # (k bound now: B023)
+            return f".I {int(m.group(1)) + 10000 * k}"
+
+        c = re.sub(r"^\.I (\d+)", renumbered, head, flags=re.M)
         out.append(re.sub(r"^\.W\n", f".W\ncopy {k}: ", c, flags=re.M))
     return "".join(out)
 

@@ -113,10 +113,10 @@ def main() -> int:
     texts = [t for name in topics for t in topics[name][0].values()][: a.latency_queries]
     lat: dict[str, list[float]] = {"cisi alone": [], "cranfield alone": [], "merged, threads": [], "merged, sequential": []}
     for text in texts:
-        for label, fn in (("cisi alone", lambda: by_name["cisi"].search(text, k=10)),
-                          ("cranfield alone", lambda: by_name["cranfield"].search(text, k=10)),
-                          ("merged, threads", lambda: ms.search(text, k=10)),
-                          ("merged, sequential", lambda: ms.search(text, k=10))):
+        for label, fn in (("cisi alone", lambda text=text: by_name["cisi"].search(text, k=10)),
+                          ("cranfield alone", lambda text=text: by_name["cranfield"].search(text, k=10)),
+                          ("merged, threads", lambda text=text: ms.search(text, k=10)),
+                          ("merged, sequential", lambda text=text: ms.search(text, k=10))):
             ms.parallel = label != "merged, sequential"
             for one in ms.searchers:  # every call encodes its query, as a new query would
                 one._qcache.clear()

@@ -57,7 +57,7 @@ class StageClock:
         self._patched: list[tuple[Any, str, Any]] = []
 
     def __enter__(self) -> StageClock:
-        import pipeline.steps.catalog as catalog
+        import pipeline.steps.catalog.build as catalog  # where build_catalog looks its table writers up
         import pipeline.steps.publish as publish
 
         for name in STAGES:

@@ -178,8 +178,8 @@ def run(folder: Path, n_queries: int, warmup: int) -> dict:
     for i, q in enumerate(todo[warmup:]):
         # Rotate who goes first: the first call of a query reads the index partitions and rows it touches,
         # and the later ones find them in the OS page cache, which favoured whichever side always ran later.
-        sides = [("off", lambda: s.search(q, k=10, expand="off", rerank=False)),
-                 ("default", lambda: s.search(q, k=10, rerank=False)), ("bare", lambda: bare(q))]
+        sides = [("off", lambda q=q: s.search(q, k=10, expand="off", rerank=False)),
+                 ("default", lambda q=q: s.search(q, k=10, rerank=False)), ("bare", lambda q=q: bare(q))]
         r = i % 3
         for name, call in sides[r:] + sides[:r]:
             t = time.perf_counter(); call(); dt = (time.perf_counter() - t) * 1000
@@ -267,7 +267,8 @@ def timing_child(folder: Path, n_queries: int, warmup: int) -> dict:
     dflt: list[float] = []
     off: list[float] = []
     for i, q in enumerate(todo[warmup:]):
-        sides = [(dflt, lambda: s.search(q, k=10, rerank=False)), (off, lambda: s.search(q, k=10, expand="off", rerank=False))]
+        sides = [(dflt, lambda q=q: s.search(q, k=10, rerank=False)),
+                 (off, lambda q=q: s.search(q, k=10, expand="off", rerank=False))]
         for acc, call in sides if i % 2 == 0 else sides[::-1]:
             t = time.perf_counter(); call(); acc.append((time.perf_counter() - t) * 1000)
     return {"default_p50_ms": _pct(dflt, 50), "default_p95_ms": _pct(dflt, 95), "off_p50_ms": _pct(off, 50),

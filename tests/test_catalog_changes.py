@@ -89,7 +89,7 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     from pipeline.steps import catalog
     from pipeline.steps.graph import run_graph
 
-    monkeypatch.setattr(catalog, "MIN_PART_ROWS", 16)  # CACM's 2,000 lists in ~64 partitions, as a large table is cut
+    monkeypatch.setattr(catalog.partitions, "MIN_PART_ROWS", 16)  # CACM's 2,000 lists in ~64 partitions, as a large table is cut
     snaps = tmp_path / "snaps"
     snaps.mkdir()
     import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
@@ -131,12 +131,12 @@ def test_a_graph_night_publishes_related_by_its_changes_as_a_full_scan_would(set
     # rows, so the same files
     ranged = catalog.RANGED_WRITES
     assert rel["written"] <= ranged
-    monkeypatch.setattr(catalog, "RANGED_WRITES", 0)
+    monkeypatch.setattr(catalog.files, "RANGED_WRITES", 0)
     scan3 = _catalog(settings, snaps / "s3-scan", snaps / "s2", forget_log=True)
     assert scan3["files"]["related"]["written"] == rel["written"]
     assert _names(snaps / "s3", "related") == _names(snaps / "s3-scan", "related")
     assert rel["parts"] == scan3["files"]["related"]["parts"] and _same_rows(settings, snaps / "s3-scan")
-    monkeypatch.setattr(catalog, "RANGED_WRITES", ranged)
+    monkeypatch.setattr(catalog.files, "RANGED_WRITES", ranged)
 
     # a write the log does not know of: the row count gives it away, and the table is scanned whole
     with duckdb.connect(str(settings.db_path)) as con:
@@ -214,7 +214,7 @@ def test_every_steps_writes_are_published_by_their_changes_as_a_full_scan_would(
     from pipeline.steps.fulltext import run_fulltext
     from pipeline.steps.graph import run_graph
 
-    monkeypatch.setattr(catalog, "MIN_PART_ROWS", 16)  # a few hundred rows a table in several partitions
+    monkeypatch.setattr(catalog.partitions, "MIN_PART_ROWS", 16)  # a few hundred rows a table in several partitions
     settings = settings.model_copy(update={"arxiv_pdf_url": "http://127.0.0.1:9/no-network"})
     pdfs = sorted(p.name for p in (shared_data / "arxiv" / "pdf").glob("*.pdf"))
     snaps = tmp_path / "snaps"

@@ -29,6 +29,7 @@ KILL_EMBED = textwrap.dedent("""
     import os, signal, sys, threading
     from lancedb.table import LanceTable
     from pipeline.steps import embed
+    from pipeline.steps.embed import sync as embed_sync  # where sync_lancedb looks its helpers up
     from pipeline.settings import Settings
 
     point = sys.argv[1]
@@ -45,7 +46,7 @@ KILL_EMBED = textwrap.dedent("""
 
     kind, _, arg = point.partition("+")
     if kind == "sync":        # some time after the sync of the first table starts
-        timer_on_first(embed, "repair_table", float(arg))
+        timer_on_first(embed_sync, "repair_table", float(arg))
     elif kind == "create":    # during the first create_table (fresh LanceDB)
         import lancedb.db
         timer_on_first(lancedb.db.LanceDBConnection, "create_table", float(arg))
@@ -56,13 +57,13 @@ KILL_EMBED = textwrap.dedent("""
     elif kind == "optimize":  # during compaction / cleanup of old versions
         timer_on_first(LanceTable, "optimize", float(arg))
     elif kind == "after":     # right after one table's sync committed, before the next
-        orig = embed.sync_table
+        orig = embed_sync.sync_table
         def sync(db, name, *a, **k):
             out = orig(db, name, *a, **k)
             if name == arg:
                 die()
             return out
-        embed.sync_table = sync
+        embed_sync.sync_table = sync
     embed.run_embed(Settings())
 """)
 

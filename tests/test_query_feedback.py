@@ -100,7 +100,7 @@ def test_the_resident_index_answers_every_cisi_query_as_bm25(searcher, table, re
         got = dict(zip(rids.tolist(), scores.tolist()))
         assert set(got) == set(want)
         assert [got[r] for r in want] == pytest.approx(list(want.values()), rel=1e-6)
-        top = lambda d: sorted(d, key=lambda r: (-round(d[r], 4), r))[:50]  # noqa: E731
+        top = lambda d: sorted(d, key=lambda rid: (-round(d[rid], 4), rid))[:50]  # noqa: E731
         assert top(got) == top(want)
         agree_with_lancedb(got, _index_scores(searcher, MatchQuery(q, "text"), len(rowids)), q[:40])
 

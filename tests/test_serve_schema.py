@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, given, settings as hsettings  # noqa: E402
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st  # noqa: E402
 from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis.checks import (  # noqa: E402
     content_type_conformance,
@@ -48,9 +48,9 @@ def test_schema_and_server_agree(cisi_snapshot):
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
             strategy = op.as_strategy(generation_mode=mode)
 
-            @given(case=strategy)
+            @given(case=strategy, mode=st.just(mode))  # the mode bound here, not read from the loop
             @hsettings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-            def check(case):
+            def check(case, mode):
                 response = case.call(timeout=300)
                 where = f"{mode.value} {case.method} {case.formatted_path} {case.query}"
                 try:

@@ -417,12 +417,12 @@ def test_two_serve_processes_follow_the_stores_current(wh, store_url, shared_dat
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
             bases.append(f"http://127.0.0.1:{port}")
         for base, p in zip(bases, procs):
-            h = _wait_for(lambda: p.poll() is None and _health(base) or (p.poll() is not None and {"exit": p.poll()}),
+            h = _wait_for(lambda p=p, base=base: p.poll() is None and _health(base) or (p.poll() is not None and {"exit": p.poll()}),
                           f"{base} to serve")
             assert h.get("snapshot_id") == r1["snapshot_id"], (h, p.stderr.read() if p.poll() is not None else "")
         r2 = _night(wh, shared_data, 33)
         for base in bases:
-            _wait_for(lambda: (_health(base) or {}).get("snapshot_id") == r2["snapshot_id"], f"{base} to switch")
+            _wait_for(lambda base=base: (_health(base) or {}).get("snapshot_id") == r2["snapshot_id"], f"{base} to switch")
         live = read_pins(_store(store_url))[0]
         assert len(live.get(r2["snapshot_id"], [])) == 2 and r1["snapshot_id"] not in live
     finally:

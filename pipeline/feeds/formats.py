@@ -1,4 +1,4 @@
-"""A :class:`~pipeline.feeds.write.Feed` as Atom 1.0 (feedgen), JSON Feed 1.1, and a Markdown or HTML digest.
+"""A :class:`~pipeline.feeds.feed.Feed` as Atom 1.0 (feedgen), JSON Feed 1.1, and a Markdown or HTML digest.
 
 Entry ids are the paper's canonical URL (arXiv abstract page, DOI, its own URL) when it has one, else
 the ``tag:`` URI ``tag:paperkb,2026:paper/<id>``, so a reader that saw a paper in an earlier feed
@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-from pipeline.feeds.write import Feed, FeedItem
+from pipeline.feeds.feed import Feed, FeedItem
 
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 SUMMARY_CHARS = 600

@@ -29,12 +29,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.errors import UserError
+from pipeline.feeds.feed import Feed, FeedItem
 from pipeline.feeds.interests import Interest, read_interests
 from pipeline.vectors import l2_normalise
 
@@ -51,40 +51,6 @@ FORMATS = {
 }
 _IN_BATCH = 500  # paper ids per LanceDB where-clause
 _REFERENCES = re.compile(r"^\s*([0-9A-Z]{1,3}\.?\s+)?(references|bibliography|literature cited|works cited)\s*$", re.IGNORECASE)
-
-
-@dataclass
-class FeedItem:
-    paper_id: str
-    title: str | None
-    authors: list[str]
-    year: int | None
-    published: str | None
-    url: str | None
-    abstract: str | None
-    similarity: float  # the matching cosine (query: best of abstract and passages; seeds: nearest seed)
-    why: str
-    passage: str | None = None  # query interests: the passage nearest the query
-    page: int | None = None
-    seed: str | None = None  # seed interests: the nearest seed (or the one it cites)
-
-
-@dataclass
-class Feed:
-    name: str
-    kind: str
-    description: str
-    threshold: float
-    snapshot_id: str
-    created_at: str  # the snapshot's publication time (ISO)
-    previous_snapshot_id: str | None
-    new_papers: int  # papers new in the snapshot (matching or not)
-    matched: int  # new papers that match (items may be fewer: feed_max_items)
-    items: list[FeedItem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 # ---- new papers -------------------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def bib_records(con, ids: list[str]) -> list[BibRecord]:
                 categories=list(cats or []) if source == "arxiv" else [], journal=jref or venue or None,
                 abstract=abstract, source=source)
     if work_ids:
-        from pipeline.query.reading import work_cards
+        from pipeline.query.reading.cards import work_cards
 
         # the authors as Semantic Scholar or, for a work only reference lists name, as one of them prints them
         cards = work_cards(con, work_ids)

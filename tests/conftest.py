@@ -258,3 +258,15 @@ def cisi30_embedded(shared_data, tmp_path_factory):
             import_cisi_subset(settings, shared_data, 30)
             run_embed(settings)
     return settings
+
+
+@pytest.fixture(scope="session")
+def paperkb_wheel(tmp_path_factory) -> Path:
+    """The wheel a user installs (``pip wheel --no-deps .``), built once per run for the packaging and deployment
+    tests (two ``pip wheel`` of the one checkout at once would share its build folders)."""
+    import celery_cluster
+
+    with _once_per_run(tmp_path_factory, "paperkb_wheel") as (folder, build):
+        if build:
+            celery_cluster.build_wheel(folder)
+    return max(folder.glob("paperkb-*.whl"))

@@ -37,6 +37,13 @@ SHARED_DATA = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO_ROOT.parent / "sha
 LONGEST_FIRST = ("test_deployment.py", "test_airflow_e2e.py", "test_fault_injection.py", "test_packaging.py")
 
 
+def pytest_configure(config):
+    # pytest-xdist (3.x) hands out --dist loadfile/loadscope units sorted by their number of tests unless told not to
+    # (--no-loadscope-reorder): that order put the 6-test deployment file near the end of the run, not first
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
@@ -113,9 +120,10 @@ def _vector_cache(request) -> Path | None:
     return request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
 
 
-def _snapshot_of(tmp_path_factory, request, shared_data: Path, name: str, collection: str):
-    """Settings of a warehouse where ``collection`` was imported, the graph computed, embedded (torch fp32,
-    vectors cached under .pytest_cache) and published; built once per test run (``_once_per_run``)."""
+def _snapshot_of(tmp_path_factory, request, shared_data: Path, name: str, collection: str, first: int | None = None):
+    """Settings of a warehouse where ``collection`` (its ``first`` records only, when given) was imported, the graph
+    computed, embedded (torch fp32, vectors cached under .pytest_cache) and published; built once per test run
+    (``_once_per_run``)."""
     with _once_per_run(tmp_path_factory, name) as (folder, build):
         settings = isolated_settings(folder / "warehouse", embed_cache_dir=_vector_cache(request),
                                      embed_backend=SNAPSHOT_BACKEND)
@@ -125,7 +133,13 @@ def _snapshot_of(tmp_path_factory, request, shared_data: Path, name: str, collec
             from pipeline.steps.graph import run_graph
             from pipeline.steps.publish import run_publish
 
-            import_collection(settings, shared_data / "collections" / collection)
+            path = shared_data / "collections" / collection
+            if first is not None:  # a folder named after the collection, holding its documents' first records
+                from embed_helpers import smart_head
+                from pipeline.sources.local_corpus import resolve_collection
+
+                path = smart_head(resolve_collection(path, "smart", None)[0], folder / collection, first).parent
+            import_collection(settings, path)
             run_graph(settings)
             run_embed(settings)
             run_publish(settings)
@@ -194,9 +208,65 @@ def cisi_snapshot_as_before(cisi_snapshot, tmp_path_factory):
     return isolated_settings(wh, embed_cache_dir=cisi_snapshot.embed_cache_dir)
 
 
+# Cranfield's first 200 papers (of 1,400): what the tests of several indexes need is a second collection on another
+# subject (aeronautics beside CISI's library science); its quality on the whole collection is the benchmarks'.
+CRANFIELD_TEST_PAPERS = 200
+
+
 @pytest.fixture(scope="session")
 def cranfield_snapshot(shared_data, tmp_path_factory, request):
-    """Settings of a warehouse where Cranfield 1400 was imported, embedded and published (no citation
-    links: the graph gives every paper the same weight). Session-scoped and read-only, like ``cisi_snapshot``;
-    vectors cached under .pytest_cache."""
-    return _snapshot_of(tmp_path_factory, request, shared_data, "cranfield_snapshot", "cranfield")
+    """Settings of a warehouse where Cranfield's first ``CRANFIELD_TEST_PAPERS`` papers were imported, embedded and
+    published (no citation links: the graph gives every paper the same weight). Session-scoped and read-only, like
+    ``cisi_snapshot``; vectors cached under .pytest_cache."""
+    return _snapshot_of(tmp_path_factory, request, shared_data, "cranfield_snapshot", "cranfield",
+                        first=CRANFIELD_TEST_PAPERS)
+
+
+@pytest.fixture(scope="session")
+def pdf_library(shared_data, tmp_path_factory):
+    """(settings, graph summary) of a warehouse where the 10 recorded arXiv PDFs were imported as a local library,
+    extracted (chunks, figures, reference lists) and the graph computed; no Semantic Scholar, no vectors.
+    Session-scoped (shared by the run's xdist workers, built once): treat it as read-only."""
+    import json
+
+    with _once_per_run(tmp_path_factory, "pdf_library") as (folder, build):
+        settings = isolated_settings(folder / "warehouse")
+        if build:
+            from pipeline.library.pdf_folder import import_pdfs
+            from pipeline.steps.fulltext import run_fulltext
+            from pipeline.steps.graph import run_graph
+
+            import_pdfs(settings, shared_data / "arxiv" / "pdf")
+            run_fulltext(settings)
+            summary = run_graph(settings)
+            (folder / "graph.json").write_text(json.dumps(summary, default=str), encoding="utf-8")
+    return settings, json.loads((folder / "graph.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def cisi30_embedded(shared_data, tmp_path_factory):
+    """Settings of a warehouse of the first 30 real CISI documents, imported and embedded with the default backend
+    (no graph, no snapshot). Session-scoped (built once per run): tests that change it work on a copy
+    (``embed_helpers.clone_settings``)."""
+    from embed_helpers import import_cisi_subset, make_settings
+
+    with _once_per_run(tmp_path_factory, "cisi30_embedded") as (folder, build):
+        settings = make_settings(folder)
+        if build:
+            from pipeline.steps.embed import run_embed
+
+            import_cisi_subset(settings, shared_data, 30)
+            run_embed(settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def paperkb_wheel(tmp_path_factory) -> Path:
+    """The wheel a user installs (``pip wheel --no-deps .``), built once per run for the packaging and deployment
+    tests (two ``pip wheel`` of the one checkout at once would share its build folders)."""
+    import celery_cluster
+
+    with _once_per_run(tmp_path_factory, "paperkb_wheel") as (folder, build):
+        if build:
+            celery_cluster.build_wheel(folder)
+    return max(folder.glob("paperkb-*.whl"))

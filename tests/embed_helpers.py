@@ -20,6 +20,17 @@ def cisi_subset(shared_data: Path, out_dir: Path, n: int) -> Path:
     return f
 
 
+def smart_head(src: Path, out_dir: Path, n: int) -> Path:
+    """The first ``n`` records of the SMART file ``src`` (a test collection's documents), written under ``out_dir``
+    with the same file name."""
+    text = src.read_text(encoding="utf-8", errors="replace")
+    starts = [m.start() for m in re.finditer(r"^\.I ", text, flags=re.M)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    f = out_dir / src.name
+    f.write_text(text[:starts[n]] if n < len(starts) else text, encoding="utf-8")
+    return f
+
+
 def cacm_without_last(shared_data: Path, out_dir: Path, drop: int) -> Path:
     """The real CACM without its last ``drop`` records, written as a SMART file under ``out_dir`` (a folder
     ``import-collection`` reads as CACM)."""

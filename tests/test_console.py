@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SNAPSHOT_BACKEND
 from pipeline import progress
 from pipeline.cli.console import RichReporter, short, wrap
 
-from conftest import SNAPSHOT_BACKEND
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -171,7 +171,7 @@ def test_read_commands_fit_80_columns_and_keep_stderr_empty(cacm_cli, shared_dat
     assert res.stderr == "", res.stderr  # no INFO lines, no "Loading weights" or "Batches" bars
 
 
-def test_summaries_print_once_and_fit(shared_data, tmp_path, request, cacm_snapshot):
+def test_summaries_print_once_and_fit(shared_data, tmp_path, cacm_snapshot):
     """A step prints its summary once (no INFO line repeating it), wrapped to 80 columns, and refresh one
     summary per step; -v turns the logs on. (``cacm_snapshot``: CACM's vectors are in the run's vector cache.)"""
     wh = tmp_path / "wh"
@@ -181,10 +181,9 @@ def test_summaries_print_once_and_fit(shared_data, tmp_path, request, cacm_snaps
     graph = _cli(wh, "graph")
     assert graph.returncode == 0 and graph.stderr == "", graph.stderr
     assert graph.stdout.count("graph: ") == 1 and len(graph.stdout.splitlines()) >= 2 and _too_wide(graph.stdout) == []
-    cache = request.config.cache.mkdir("paperkb-vector-cache")  # CACM's vectors, as the fixtures encode them
-    # ... with the fixtures' backend: the CPU default is bf16 where the CPU has native bfloat16, another vector space,
-    # which would encode all of CACM again (minutes, with progress lines) on such a CPU only
-    refresh = _cli(wh, "refresh", "--replay", PAPERKB_EMBED_CACHE_DIR=str(cache), PAPERKB_EMBED_BACKEND=SNAPSHOT_BACKEND)
+    # CACM's vectors as cacm_snapshot encoded them (its backend, its cache): the refresh reads them, encodes none
+    refresh = _cli(wh, "refresh", "--replay", PAPERKB_EMBED_CACHE_DIR=str(cacm_snapshot.embed_cache_dir or wh / "cache"),
+                   PAPERKB_EMBED_BACKEND=SNAPSHOT_BACKEND)
     assert refresh.returncode == 0 and refresh.stderr == "", refresh.stderr
     steps = [line.split()[1] for line in refresh.stdout.splitlines() if line.startswith("[")]
     assert steps == ["harvest", "enrich", "fulltext", "graph", "embed", "publish"] and _too_wide(refresh.stdout) == []

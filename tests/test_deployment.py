@@ -121,12 +121,12 @@ def _wait(predicate, what: str, timeout_s: float, on_tick=None):
 
 
 @pytest.fixture(scope="module")
-def scenario(shared_data, tmp_path_factory):
+def scenario(shared_data, tmp_path_factory, request):
     missing = celery_cluster.missing_tools()
     if missing:
         pytest.skip(f"the deployment test needs {', '.join(missing)} (the guide's deploy=packages block installs them)")
     root = tmp_path_factory.mktemp("deployment") / "cluster"
-    wheel = celery_cluster.build_wheel(tmp_path_factory.mktemp("dist"))
+    wheel = request.getfixturevalue("paperkb_wheel")  # built once per run (tests/conftest.py)
     env = {  # the test's values of settings the guide names (it gives these values too)
         "PAPERKB_ARXIV_DELAY_S": "0", "PAPERKB_S2_DELAY_S": "0",
         "PAPERKB_AIRFLOW_RETRY_DELAY_S": "2",

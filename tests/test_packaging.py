@@ -127,8 +127,8 @@ def test_the_base_profile_holds_no_airflow_no_crawler_and_no_encoders():
 
 
 @pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> Path:
-    return celery_cluster.build_wheel(tmp_path_factory.mktemp("dist"))
+def wheel(paperkb_wheel) -> Path:
+    return paperkb_wheel
 
 
 def test_the_wheel_carries_sql_dags_and_page(wheel):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from conftest import isolated_settings
 
 # Which of the 10 recorded PDFs cite which, read by hand from their reference lists (citing, cited).
 # Traps: U-Net cites another Dosovitskiy paper (not ViT), BERT cites a reading-comprehension "U-net"
@@ -46,16 +45,10 @@ AUTHORS = {  # as printed on each first page
 
 
 @pytest.fixture(scope="module")
-def pdf_warehouse(shared_data, tmp_path_factory):
-    """The 10 PDFs imported, extracted and the graph computed (no Semantic Scholar, no vectors)."""
-    from pipeline.library.pdf_folder import import_pdfs
-    from pipeline.steps.fulltext import run_fulltext
-    from pipeline.steps.graph import run_graph
-
-    settings = isolated_settings(tmp_path_factory.mktemp("pdf_parts") / "warehouse")
-    import_pdfs(settings, shared_data / "arxiv" / "pdf")
-    run_fulltext(settings)
-    summary = run_graph(settings)
+def pdf_warehouse(pdf_library):
+    """The 10 PDFs imported, extracted and the graph computed (no Semantic Scholar, no vectors): tests/conftest.py's
+    ``pdf_library``, built once per run, opened read-only."""
+    settings, summary = pdf_library
     con = duckdb.connect(str(settings.db_path), read_only=True)
     yield con, summary
     con.close()

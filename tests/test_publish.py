@@ -14,25 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from embed_helpers import clone_settings, import_cisi_subset, make_settings
+from embed_helpers import clone_settings, import_cisi_subset
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def embedded_wh(shared_data, tmp_path_factory):
-    """30 real CISI documents imported and embedded once; each test works on its own copy."""
-    from pipeline.steps.embed import run_embed
-
-    s = make_settings(tmp_path_factory.mktemp("pub"))
-    import_cisi_subset(s, shared_data, 30)
-    run_embed(s)
-    return s
-
-
 @pytest.fixture
-def wh(embedded_wh, tmp_path):
-    return clone_settings(embedded_wh, tmp_path)
+def wh(cisi30_embedded, tmp_path):
+    """30 real CISI documents imported and embedded (built once per run, tests/conftest.py): a copy per test."""
+    return clone_settings(cisi30_embedded, tmp_path)
 
 
 def _visible(settings):

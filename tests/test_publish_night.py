@@ -14,21 +14,26 @@ from pathlib import Path
 import pytest
 
 from bench.publish_night import new_bytes, run_cisi
+from conftest import SNAPSHOT_BACKEND
 from embed_helpers import clone_settings
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def night(tmp_path_factory, request):
-    """Both CISI nights (vectors cached under .pytest_cache like ``cisi_snapshot``'s)."""
+def night(cisi_snapshot, tmp_path_factory):
+    """Both CISI nights, embedded as ``cisi_snapshot`` is (torch fp32, its vector cache): the vectors of CISI, made
+    once per run for ``cisi_snapshot``, are read back from the cache, not encoded again."""
     from pipeline.settings import Settings
 
-    cache = request.config.cache.mkdir("paperkb-vector-cache")
-    os.environ["PAPERKB_BENCH_VECTOR_CACHE"] = str(cache)
+    cache = cisi_snapshot.embed_cache_dir or tmp_path_factory.mktemp("night-vectors")
     work = tmp_path_factory.mktemp("night")
-    res = run_cisi(work, 0.01)
-    res["settings"] = Settings(warehouse=work / "warehouse", embed_cache_dir=cache, snapshot_keep=10)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAPERKB_BENCH_VECTOR_CACHE", str(cache))
+        mp.setenv("PAPERKB_EMBED_BACKEND", SNAPSHOT_BACKEND)
+        res = run_cisi(work, 0.01)
+    res["settings"] = Settings(warehouse=work / "warehouse", embed_cache_dir=cache, snapshot_keep=10,
+                               embed_backend=SNAPSHOT_BACKEND)
     return res
 
 

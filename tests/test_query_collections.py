@@ -71,27 +71,11 @@ def _cacm_links(shared_data) -> dict[str, set[str]]:
 
 
 @pytest.mark.slow
-def test_related_on_cacm(shared_data, tmp_path_factory, request):
-    """CACM imported, graph computed, embedded, published: `related` fuses CCBC with semantic similarity."""
+def test_related_on_cacm(shared_data, cacm_snapshot, request):
+    """CACM imported, graph computed, embedded, published (the shared ``cacm_snapshot``, built once per run):
+    `related` fuses CCBC with semantic similarity."""
     pytest.importorskip("pipeline.steps.graph")
-    from pipeline.sources.local_corpus import import_collection
-    from pipeline.steps.embed import run_embed
-    from pipeline.steps.graph import run_graph
-    from pipeline.steps.publish import run_publish
-    from pipeline.settings import Settings
-
-    cache = request.config.cache.mkdir("paperkb-vector-cache") if getattr(request.config, "cache", None) else None
-    with pytest.MonkeyPatch.context() as mp:
-        import os
-
-        for key in list(os.environ):
-            if key.startswith("PAPERKB_") and key != "PAPERKB_SHARED_DATA":
-                mp.delenv(key, raising=False)
-        settings = Settings.load(warehouse=tmp_path_factory.mktemp("cacm") / "warehouse", embed_cache_dir=cache)
-    import_collection(settings, shared_data / "collections" / "cacm")
-    run_graph(settings)
-    run_embed(settings)
-    run_publish(settings)
+    settings = cacm_snapshot
     s = Searcher(open_snapshot(settings), settings)
 
     links = _cacm_links(shared_data)

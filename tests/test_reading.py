@@ -9,7 +9,6 @@ from dataclasses import asdict
 import duckdb
 import pytest
 
-from conftest import isolated_settings
 from pipeline.errors import AmbiguousName, UnknownPaper, UserError
 from pipeline.query import reading
 
@@ -242,17 +241,10 @@ def test_cards_for_papers_and_works(cacm):
 
 # ---- the 10 arXiv PDFs: references as printed -----------------------------------------------------
 @pytest.fixture(scope="module")
-def pdfs(shared_data, tmp_path_factory):
-    """The 10 PDFs imported, extracted and the graph computed (no Semantic Scholar, no vectors); the
-    warehouse holds the catalog's tables."""
-    from pipeline.library.pdf_folder import import_pdfs
-    from pipeline.steps.fulltext import run_fulltext
-    from pipeline.steps.graph import run_graph
-
-    settings = isolated_settings(tmp_path_factory.mktemp("reading_pdfs") / "warehouse")
-    import_pdfs(settings, shared_data / "arxiv" / "pdf")
-    run_fulltext(settings)
-    run_graph(settings)
+def pdfs(pdf_library):
+    """The 10 PDFs imported, extracted and the graph computed (no Semantic Scholar, no vectors; tests/conftest.py's
+    ``pdf_library``, built once per run); the warehouse holds the catalog's tables."""
+    settings, _summary = pdf_library
     con = duckdb.connect(str(settings.db_path), read_only=True)
     yield con
     con.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from embed_helpers import clone_settings, import_cisi_subset, make_settings
+from embed_helpers import clone_settings, import_cisi_subset
 
 pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
@@ -62,20 +62,9 @@ def store_url(s3_endpoint, monkeypatch, tmp_path) -> str:
     return f"s3://{bucket}/nightly"
 
 
-@pytest.fixture(scope="module")
-def embedded_wh(shared_data, tmp_path_factory):
-    """30 real CISI documents imported and embedded once; each test works on its own copy."""
-    from pipeline.steps.embed import run_embed
-
-    s = make_settings(tmp_path_factory.mktemp("store"))
-    import_cisi_subset(s, shared_data, 30)
-    run_embed(s)
-    return s
-
-
 @pytest.fixture
-def wh(embedded_wh, tmp_path, store_url):
-    return clone_settings(embedded_wh, tmp_path, snapshot_store=store_url, snapshot_keep=5, snapshot_min_age_h=0,
+def wh(cisi30_embedded, tmp_path, store_url):
+    return clone_settings(cisi30_embedded, tmp_path, snapshot_store=store_url, snapshot_keep=5, snapshot_min_age_h=0,
                           snapshot_cache=tmp_path / "cache", snapshot_store_poll_s=0)
 
 

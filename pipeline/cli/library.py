@@ -48,10 +48,14 @@ def import_pdfs_cmd(
     `paperkb fulltext` extracts them without the network. Unusable files, and library entries without a
     PDF or with a missing one, go to rejects (and each such entry is listed).
     """
-    from pipeline.library.pdf_folder import entry_lines, import_pdfs, lookup_imported, summary_line
+    from pipeline.sources.pdf.worker import for_import
 
     settings = get_settings(ctx)
-    s = import_pdfs(settings, folder)
+    # the worker that reads the PDFs starts first: its imports run beside this process's own
+    with for_import(settings) as worker:
+        from pipeline.library.pdf_folder import entry_lines, import_pdfs, lookup_imported, summary_line
+
+        s = import_pdfs(settings, folder, worker=worker)
     echo(summary_line(s))
     for line in entry_lines(s):
         echo(line, indent="      ")

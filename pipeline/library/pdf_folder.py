@@ -50,6 +50,7 @@ from pipeline.sources.pdf.front import first_page_authors, title_case
 from pipeline import catalog_changes, progress
 from pipeline.errors import UserError
 from pipeline.sources.pdf.text import PdfRejected
+from pipeline.sources.pdf.worker import PdfWorker
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
@@ -308,13 +309,21 @@ def read_limited(path: Path, max_bytes: int) -> bytes:
     return data
 
 
+def pdf_worker(settings: Settings) -> PdfWorker:
+    """The worker process that reads each PDF within ``PAPERKB_PDF_TIMEOUT_S`` (:mod:`pipeline.sources.pdf.worker`)."""
+    from pipeline.sources.pdf.worker import for_import
+
+    return for_import(settings)
+
+
 _METADATA_RANK = {METADATA_SOURCE: 0, "library": 1}  # a row written from these may be overwritten by a better one
 
 
 @writes("import-pdfs")
-def import_pdfs(settings: Settings, folder: str | Path) -> dict:
+def import_pdfs(settings: Settings, folder: str | Path, worker: PdfWorker | None = None) -> dict:
     """Import every PDF under ``folder`` (or that the library file ``folder`` points at) as a paper
-    (see the module doc). Idempotent.
+    (see the module doc). Idempotent. Each file is read in ``worker`` (:func:`pdf_worker` when None) within
+    ``PAPERKB_PDF_TIMEOUT_S``: one it cannot read in time is rejected (``timeout``), and the others go on.
 
     Returns a summary: files, papers, arxiv, local, rejected, ignored, upserts per table,
     pdfs_stored (new or changed bytes in the raw zone), refetch (fulltext rows dropped), run_id, seconds;
@@ -327,6 +336,9 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     from pipeline.sources.pdf.client import raw_relpath
     from pipeline.warehouse import Warehouse
 
+    if worker is None:
+        with pdf_worker(settings) as own:  # (it starts while the folder is listed)
+            return import_pdfs(settings, folder, worker=own)
     t0 = time.perf_counter()
     lib = library_pdfs(folder) if is_library_file(Path(folder)) else None
     items: list[tuple[Path, Any]]  # (file, its library entry or None)
@@ -346,13 +358,16 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
             bar.update(completed=n)
             try:
                 data = read_limited(f, settings.pdf_max_bytes)
-                paper = read_pdf(data, f.name)
+                paper = worker.call(read_pdf, data, f.name)
                 if entry is not None:
                     paper = apply_entry(paper, entry)
             except PdfRejected as rej:
                 rejects.append({"record_key": str(f), "reason": rej.reason, "detail": rej.detail})
             except OSError as exc:
                 rejects.append({"record_key": str(f), "reason": "unreadable", "detail": f"{type(exc).__name__}: {exc}"})
+            except Exception as exc:  # noqa: BLE001 - a file our reader fails on is rejected; the rest go on
+                log.warning("import-pdfs: reading %s failed: %s: %s", f, type(exc).__name__, exc)
+                rejects.append({"record_key": str(f), "reason": "read_error", "detail": f"{type(exc).__name__}: {exc}"})
             else:
                 if paper.paper_id in papers:
                     rejects.append({"record_key": str(f), "reason": "duplicate_paper",

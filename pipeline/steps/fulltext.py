@@ -19,6 +19,7 @@ the merged part files.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import logging
@@ -599,11 +600,13 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
     from pipeline.warehouse import Warehouse
 
     t0 = time.perf_counter()
-    with pdf_worker(settings) as worker, Warehouse(settings) as wh:  # (the worker starts while the step plans)
+    with contextlib.ExitStack() as stack, Warehouse(settings) as wh:
         wh.init()
         with wh.run(STEP) as run:
             batches = plan_batches(settings, batch_size, replay=replay, con=wh.con)
             ids = [pid for b in batches for pid in b]
+            # the worker that reads the PDFs (when there are any) starts while the first batch downloads
+            worker = stack.enter_context(pdf_worker(settings)) if ids else None
             versions = _versions(wh.con, ids)  # (a replay reads each paper's newest PDF up to its latest version)
             targets = {} if replay else _targets(wh.con, ids, settings, versions)
             totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches),

@@ -121,6 +121,11 @@ class PdfWorker:
             return
         self._ready = False
         self.started += 1
+        assert self._proc.stdin is not None
+        try:  # its warm-up (or none), made before it says it is ready: beside this process's own work
+            _write(self._proc.stdin.fileno(), pickle.dumps(self.warm_up, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:
+            pass  # (gone already: _wait_ready says why)
 
     def _give_up(self, why: str) -> None:
         """Read in-process from now on (no budget), after a worker that could not start."""
@@ -146,16 +151,6 @@ class PdfWorker:
             self._give_up(f"exit code {code}" if code is not None else f"no answer in {START_TIMEOUT_S:g} s")
             return False
         self._ready = True
-        if self.warm_up is not None:
-            from pipeline.sources.pdf.text import PdfRejected
-
-            try:
-                self._call(*self.warm_up, timeout_s=START_TIMEOUT_S)
-            except PdfRejected as exc:  # it timed out or died: the worker is gone
-                self._give_up(f"its warm-up: {exc}")
-                return False
-            except Exception as exc:  # noqa: BLE001 - the files' own calls meet the same error, if it is one
-                log.debug("the PDF worker's warm-up failed: %s: %s", type(exc).__name__, exc)
         return True
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -168,14 +163,14 @@ class PdfWorker:
                 return self._call(fn, args)
         return fn(*args)
 
-    def _call(self, fn: Callable[..., T], args: tuple, timeout_s: float | None = None) -> T:
+    def _call(self, fn: Callable[..., T], args: tuple) -> T:
         from pipeline.sources.pdf.text import PdfRejected
 
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         level = min(logging.getLogger(name).getEffectiveLevel() for name in ("pipeline", "pymupdf"))
         payload = pickle.dumps((fn, args, level), protocol=pickle.HIGHEST_PROTOCOL)
-        limit = timeout_s or self.timeout_s
+        limit = self.timeout_s
         assert limit is not None
         t0 = time.monotonic()
         try:
@@ -255,8 +250,8 @@ class _Collect(logging.Handler):
 
 
 def serve(preload: list[str]) -> None:
-    """The worker's loop: read ``(fn, args, log level)``, answer ``(kind, value, log records)``, until the input
-    closes. Its stdout is the answer pipe; anything else printed to stdout goes to stderr."""
+    """The worker's loop: make the warm-up call the parent sends first, say ``"ready"``, then read ``(fn, args, log
+    level)`` and answer ``(kind, value, log records)``, until the input closes. Its stdout is the answer pipe; anything else printed to stdout goes to stderr."""
     import importlib
 
     # PyMuPDF 2.0 imports its pymupdf.layout on import (ONNX Runtime and a layout model: two thirds of the worker's
@@ -278,7 +273,16 @@ def serve(preload: list[str]) -> None:
     handler = _Collect()
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    _write(out, pickle.dumps("ready"))
+    warm_up = _read(0)  # the parent's first message: a call to make before any file (loading a tokenizer), or None
+    if warm_up is not None:
+        try:
+            warm_up[0](*warm_up[1])
+        except Exception:  # noqa: BLE001 - the files' own calls meet the same error, if it is one
+            pass
+    try:
+        _write(out, pickle.dumps("ready"))
+    except BrokenPipeError:  # the parent is gone
+        return
     while True:
         msg = _read(0)
         if msg is None:
@@ -301,4 +305,7 @@ def serve(preload: list[str]) -> None:
             text = reply[1][1] if reply[0] == "error" else traceback.format_exc()
             what = f"{type(reply[1][0]).__name__}: {reply[1][0]}" if reply[0] == "error" else f"{type(exc).__name__}: {exc}"
             data = pickle.dumps(("error", (what, text), handler.records))
-        _write(out, data)
+        try:
+            _write(out, data)
+        except BrokenPipeError:
+            return

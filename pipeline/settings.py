@@ -115,6 +115,10 @@ class Settings(BaseSettings):
         default=None, description="tokenizer name or path for chunking (None = the embed_model, else bundled all-MiniLM-L6-v2)")
     fulltext_batch_size: int = Field(default=50, ge=1, description="papers per fetch/extract batch (one staging part each)")
     pdf_max_bytes: int = Field(default=100_000_000, description="larger downloads are rejected (reason too_large)")
+    pdf_timeout_s: float = Field(
+        default=120.0, ge=0, description="the time one PDF may take to read (import-pdfs, fulltext, extract), in a "
+        "worker process; past it the file is rejected (reason timeout) and the next one read; 0 = no budget, read in "
+        "the step's own process")
 
     # --- graph (issue 5) ----------------------------------------------------------------------
     graph_damping: float = Field(default=0.85, gt=0, lt=1, description="PageRank damping factor")

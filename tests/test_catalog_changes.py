@@ -221,7 +221,7 @@ def test_every_steps_writes_are_published_by_their_changes_as_a_full_scan_would(
     snaps.mkdir()
 
     def night(names: list[str]) -> None:
-        import_pdfs(settings, _pdf_folder(shared_data, tmp_path / f"lib{len(names)}", names))
+        import_pdfs(settings, _pdf_folder(shared_data, tmp_path / f"lib{len(names)}", names), follow_links=True)
         run_fulltext(settings)
         run_graph(settings)
 

@@ -62,7 +62,7 @@ def test_import_real_pdfs_then_fulltext_without_network(settings, shared_data, t
     folder = _library(shared_data, tmp_path / "library")
     settings = settings.model_copy(update={"arxiv_pdf_url": NO_NETWORK})
 
-    s = import_pdfs(settings, folder)
+    s = import_pdfs(settings, folder, follow_links=True)  # (links to the real PDFs, outside the folder)
     assert (s["files"], s["papers"], s["arxiv"], s["local"], s["rejected"], s["ignored"]) == (12, 10, 10, 0, 2, 1)
     assert s["upserts"]["papers"]["inserted"] == 10 and s["pdfs_stored"] == 10
     with _con(settings) as con:
@@ -96,7 +96,7 @@ def test_import_real_pdfs_then_fulltext_without_network(settings, shared_data, t
     assert e.bytes == (shared_data / "arxiv/pdf/1706.03762.pdf").stat().st_size
 
     # a rerun writes nothing: no rows, no raw-zone copies, no second reject rows
-    again = import_pdfs(settings, folder)
+    again = import_pdfs(settings, folder, follow_links=True)
     assert again["upserts"]["papers"] == {"inserted": 0, "updated": 0, "unchanged": 10}
     assert again["pdfs_stored"] == 0 and again["rejected"] == 2 and again.get("rejects_recorded", 0) == 0
     with _con(settings) as con:
@@ -144,7 +144,7 @@ def test_local_ids_stamp_over_file_name_duplicates_and_kept_metadata(settings, s
                                       "title": ["Deep Residual Learning for Image Recognition"],
                                       "metadata_source": ["oai:arXivRaw"]}), keys=["paper_id"])
 
-    s = import_pdfs(settings, folder)
+    s = import_pdfs(settings, folder, follow_links=True)  # (links to the real PDFs, outside the folder)
     import hashlib
 
     local_id = "local:" + hashlib.sha256(mine).hexdigest()[:16]

@@ -57,6 +57,8 @@ def _report(exc: BaseException) -> int:
         traceback.print_exception(exc, file=sys.stderr)
     elif code == 1:
         line += " (paperkb -v ... shows the traceback)"
-    print(f"paperkb: error: {line}", file=sys.stderr)
+    from pipeline.terminal import printable
+
+    print(f"paperkb: error: {printable(line, one_line=True)}", file=sys.stderr)
     return code
 

@@ -8,6 +8,9 @@
 - :func:`echo` prints human lines wrapped to the terminal's width (80 when piped, or ``COLUMNS``),
   continuation lines indented; documents (JSON, CSV, BibTeX, ...) are printed as they are, elsewhere, and
   so are the one-line warnings and errors on stderr.
+- Every human line, warning and error is :func:`pipeline.terminal.printable`: a title or a file name that holds ESC,
+  NUL or a newline prints as ``\x1b``, ``\x00``, ``\n`` (one-line messages escape line breaks too); :func:`out` prints
+  the views (``show``, ``papers``, ``author``, ``ask``) the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import textwrap
 from typing import Any
 
 from pipeline import progress
+from pipeline.terminal import printable
 
 PIPE_INTERVAL_S = 30.0
 
@@ -39,7 +43,7 @@ def configure(verbose: bool) -> None:
     # the handler's own level too: a library logger set to INFO (werkzeug's, say) reaches the root's
     # handlers whatever the root's level
     handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _OneLine())
+    handler.setFormatter(_Verbose("%(levelname)s %(name)s: %(message)s") if verbose else _OneLine())
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     logging.captureWarnings(True)  # libraries' warnings.warn: a log record like the others ...
@@ -80,11 +84,18 @@ class _OneLine(logging.Formatter):
     """``paperkb: warning: <message>``: the shape of the CLI's other lines on stderr."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return f"paperkb: {record.levelname.lower()}: {record.getMessage()}"
+        return f"paperkb: {record.levelname.lower()}: {printable(record.getMessage(), one_line=True)}"
+
+
+class _Verbose(logging.Formatter):
+    """``-v``'s records: level, logger, message, traceback (its lines kept), printable."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
 
 
 def _stderr_line(line: str) -> None:
-    print(f"paperkb: {line}", file=sys.stderr, flush=True)
+    print(f"paperkb: {printable(line, one_line=True)}", file=sys.stderr, flush=True)
 
 
 def width() -> int:
@@ -116,11 +127,17 @@ def short(text: str | None, n: int) -> str:
 
 def echo(text: str = "", *, err: bool = False, indent: str | None = None) -> None:
     """Print ``text`` wrapped to the terminal (:func:`wrap`) on stdout; with ``err``, as it is on stderr (a
-    warning or an error is one line, whatever its length: logs and tests read it whole)."""
+    warning or an error is one line, whatever its length: logs and tests read it whole). Either way
+    :func:`~pipeline.terminal.printable` (on stderr, line breaks escaped too)."""
     if err:
-        print(text, file=sys.stderr, flush=True)
+        print(printable(text, one_line=True), file=sys.stderr, flush=True)
         return
-    print(wrap(text, width(), indent))
+    print(wrap(printable(text), width(), indent))
+
+
+def out(text: str) -> None:
+    """Print a view laid out by its own code (lines already fit), :func:`~pipeline.terminal.printable`."""
+    print(printable(text))
 
 
 class RichReporter:

@@ -40,6 +40,8 @@ def import_pdfs_cmd(
                                    "file, or a library (.bib, .json CSL-JSON, .ris) whose entries point at PDFs."),
     lookup: bool = typer.Option(True, "--lookup/--no-lookup", help="Then ask the arXiv API for the arXiv papers, so "
                                 "their authors, title and dates are arXiv's own (the PDF's stay when it cannot be reached)."),
+    follow_links: bool = typer.Option(False, "--follow-links", help="Read the PDFs that symbolic links in the folder "
+                                      "point at outside it (by default each such link is skipped, with a line saying so)."),
 ) -> None:
     """Bring your own library: add local PDFs as papers (arXiv id from the side stamp or file name, else local:<sha256>).
 
@@ -48,10 +50,14 @@ def import_pdfs_cmd(
     `paperkb fulltext` extracts them without the network. Unusable files, and library entries without a
     PDF or with a missing one, go to rejects (and each such entry is listed).
     """
-    from pipeline.library.pdf_folder import entry_lines, import_pdfs, lookup_imported, summary_line
+    from pipeline.sources.pdf.worker import for_import
 
     settings = get_settings(ctx)
-    s = import_pdfs(settings, folder)
+    # the worker that reads the PDFs starts first: its imports run beside this process's own
+    with for_import(settings) as worker:
+        from pipeline.library.pdf_folder import entry_lines, import_pdfs, lookup_imported, summary_line
+
+        s = import_pdfs(settings, folder, worker=worker, follow_links=follow_links)
     echo(summary_line(s))
     for line in entry_lines(s):
         echo(line, indent="      ")

@@ -216,7 +216,7 @@ def author_lines(profile: dict[str, Any], cols: int) -> list[str]:
 def print_answer(answer, cols: int | None = None) -> None:
     """``paperkb ask``: the checked answer (each sentence with its citations), then the numbered evidence:
     paper, authors, year, page and section, the passage wrapped."""
-    from pipeline.cli.console import width
+    from pipeline.cli.console import out, width
 
     cols = cols or width()
     lines = ["Q: " + q if i == 0 else "   " + q for i, q in enumerate(_wrap(answer.question, cols - 3))]
@@ -238,4 +238,4 @@ def print_answer(answer, cols: int | None = None) -> None:
         lines += _wrap(where, cols, pad)
         lines += _wrap(e.text, cols, pad)
         lines.append("")
-    print("\n".join(lines).rstrip())
+    out("\n".join(lines).rstrip())

@@ -437,7 +437,7 @@ def show_cmd(
     """One paper: metadata, authors, abstract, metrics, links, references and cited-by (each with the sentence that
     cites it, from the PDFs), figures, sections (a work the papers cite, outside the corpus: what is known of it, how
     their reference lists print it, the papers citing it, the works cited with it)."""
-    from pipeline.cli.console import width
+    from pipeline.cli.console import out, width
     from pipeline.cli.paper_views import show_lines, work_lines
     from pipeline.query.paper_detail import paper_detail, work_detail
     from pipeline.query.records import resolve_ids
@@ -454,9 +454,9 @@ def show_cmd(
         print(json.dumps({"snapshot_id": snap.snapshot_id, **detail}, indent=2, default=str))
         return
     if kind == "work":
-        print("\n".join(work_lines(detail, width())))
+        out("\n".join(work_lines(detail, width())))
         return
-    print("\n".join(show_lines(detail["paper"], detail["facts"], detail["references"], detail["cited_by"],
+    out("\n".join(show_lines(detail["paper"], detail["facts"], detail["references"], detail["cited_by"],
                                detail["figures"], detail["metrics"], width())))
 
 
@@ -474,7 +474,7 @@ def papers_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The snapshot's papers, sorted by PageRank, citations, date or title, filtered by author, category, years."""
-    from pipeline.cli.console import width
+    from pipeline.cli.console import out, width
     from pipeline.cli.paper_views import papers_lines
     from pipeline.query.reading import list_papers
 
@@ -489,7 +489,7 @@ def papers_cmd(
         print(json.dumps({"snapshot_id": snap.snapshot_id, **page}, indent=2, default=str))
         return
     what = "papers" + "".join(f" {k} {v!r}" for k, v in (("by", author), ("in", category)) if v)
-    print("\n".join(papers_lines(page, width(), what)))
+    out("\n".join(papers_lines(page, width(), what)))
 
 
 @app.command("author", rich_help_panel=PANEL)
@@ -502,7 +502,7 @@ def author_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """An author: papers in the snapshot, co-authors, years, citations and h-index."""
-    from pipeline.cli.console import width
+    from pipeline.cli.console import out, width
     from pipeline.cli.paper_views import author_lines
     from pipeline.query.reading import author_profile
 
@@ -515,4 +515,4 @@ def author_cmd(
     if as_json:
         print(json.dumps({"snapshot_id": snap.snapshot_id, **profile}, indent=2, default=str))
         return
-    print("\n".join(author_lines(profile, width())))
+    out("\n".join(author_lines(profile, width())))

@@ -102,10 +102,14 @@ def extract(
 ) -> None:
     """Show what the pipeline would store for one PDF: pages, sections, chunks, figure legends."""
 
-    from pipeline.steps.fulltext import extract_file
+    from pipeline.sources.pdf.worker import for_extraction
 
     settings = get_settings(ctx)
-    result = extract_file(settings, pdf, paper_id=paper_id)
+    # the worker that reads the PDF starts first: its imports run beside this process's own
+    with for_extraction(settings) as worker:
+        from pipeline.steps.fulltext import extract_file
+
+        result = extract_file(settings, pdf, paper_id=paper_id, worker=worker)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=1))
         return

@@ -50,7 +50,9 @@ from pipeline.sources.pdf.front import first_page_authors, title_case
 from pipeline import catalog_changes, progress
 from pipeline.errors import UserError
 from pipeline.sources.pdf.text import PdfRejected
+from pipeline.sources.pdf.worker import PdfWorker
 from pipeline.settings import Settings
+from pipeline.terminal import printable, storable
 from pipeline.warehouse import scalar
 from pipeline.writer_lock import writes
 
@@ -270,28 +272,35 @@ def read_pdf(data: bytes, file_name: str) -> PdfPaper:
 # the folder (I/O at the edges)
 
 
-def find_pdfs(folder: str | Path) -> tuple[list[Path], int]:
-    """(``*.pdf`` files under ``folder`` in path order, count of other files ignored); a single PDF
-    file is accepted too. ``UserError`` for a missing folder or one without PDFs."""
+def find_pdfs(folder: str | Path, follow_links: bool = False) -> tuple[list[Path], int, list[Path]]:
+    """(``*.pdf`` files under ``folder`` in path order, count of other files ignored, links skipped); a single PDF
+    file is accepted too. A symbolic link to a file outside ``folder`` is skipped (listed third) unless
+    ``follow_links``: a folder is what its owner put in it, not whatever its links point at (links within the folder,
+    and links to folders, which are not walked, change nothing). ``UserError`` for a missing folder or one without
+    PDFs."""
     p = Path(folder)
     if not p.exists():
         raise UserError(f"{p}: no such folder")
     if p.is_file():
         if p.suffix.lower() != ".pdf":
             raise UserError(f"{p}: not a folder, a .pdf file or a library (.bib, .json CSL-JSON, .ris)")
-        return [p], 0
-    files, other = [], 0
+        return [p], 0, []
+    files, other, skipped = [], 0, []
+    root = p.resolve()
     for f in sorted(p.rglob("*")):
         rel = f.relative_to(p)
         if any(part.startswith(".") for part in rel.parts) or not f.is_file():
             continue
-        if f.suffix.lower() == ".pdf":
-            files.append(f)
-        else:
+        if f.suffix.lower() != ".pdf":
             other += 1
+        elif f.is_symlink() and not follow_links and not f.resolve().is_relative_to(root):
+            skipped.append(f)
+        else:
+            files.append(f)
     if not files:
-        raise UserError(f"{p}: no .pdf files in this folder" + (f" ({other} other files)" if other else ""))
-    return files, other
+        links = f", {len(skipped)} links to files outside it skipped (--follow-links reads them)" if skipped else ""
+        raise UserError(f"{p}: no .pdf files in this folder" + (f" ({other} other files{links})" if other or skipped else ""))
+    return files, other, skipped
 
 
 def read_limited(path: Path, max_bytes: int) -> bytes:
@@ -308,13 +317,23 @@ def read_limited(path: Path, max_bytes: int) -> bytes:
     return data
 
 
+def pdf_worker(settings: Settings) -> PdfWorker:
+    """The worker process that reads each PDF within ``PAPERKB_PDF_TIMEOUT_S`` (:mod:`pipeline.sources.pdf.worker`)."""
+    from pipeline.sources.pdf.worker import for_import
+
+    return for_import(settings)
+
+
 _METADATA_RANK = {METADATA_SOURCE: 0, "library": 1}  # a row written from these may be overwritten by a better one
 
 
 @writes("import-pdfs")
-def import_pdfs(settings: Settings, folder: str | Path) -> dict:
+def import_pdfs(settings: Settings, folder: str | Path, worker: PdfWorker | None = None,
+                follow_links: bool = False) -> dict:
     """Import every PDF under ``folder`` (or that the library file ``folder`` points at) as a paper
-    (see the module doc). Idempotent.
+    (see the module doc). Idempotent. Each file is read in ``worker`` (:func:`pdf_worker` when None) within
+    ``PAPERKB_PDF_TIMEOUT_S``: one it cannot read in time is rejected (``timeout``), and the others go on. A link to
+    a file outside the folder is skipped (``links_skipped``) unless ``follow_links`` (:func:`find_pdfs`).
 
     Returns a summary: files, papers, arxiv, local, rejected, ignored, upserts per table,
     pdfs_stored (new or changed bytes in the raw zone), refetch (fulltext rows dropped), run_id, seconds;
@@ -327,14 +346,20 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
     from pipeline.sources.pdf.client import raw_relpath
     from pipeline.warehouse import Warehouse
 
+    if worker is None:
+        with pdf_worker(settings) as own:  # (it starts while the folder is listed)
+            return import_pdfs(settings, folder, worker=own, follow_links=follow_links)
     t0 = time.perf_counter()
     lib = library_pdfs(folder) if is_library_file(Path(folder)) else None
     items: list[tuple[Path, Any]]  # (file, its library entry or None)
+    links: list[Path] = []
     if lib is not None:
         items, ignored = [(e.path, e.entry) for e in lib.pdfs], 0
     else:
-        files, ignored = find_pdfs(folder)
+        files, ignored, links = find_pdfs(folder, follow_links)
         items = [(f, None) for f in files]
+        for link in links:
+            log.info("import-pdfs: %s skipped: a link to a file outside the folder (--follow-links reads it)", link)
     raw = RawZone(settings.raw_dir)
     papers: dict[str, tuple[PdfPaper, Path, bytes]] = {}
     rejects: list[dict] = [{"record_key": f"{lib.source}#{n['index']}", "reason": n["reason"],
@@ -346,13 +371,16 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
             bar.update(completed=n)
             try:
                 data = read_limited(f, settings.pdf_max_bytes)
-                paper = read_pdf(data, f.name)
+                paper = worker.call(read_pdf, data, f.name)
                 if entry is not None:
                     paper = apply_entry(paper, entry)
             except PdfRejected as rej:
                 rejects.append({"record_key": str(f), "reason": rej.reason, "detail": rej.detail})
             except OSError as exc:
                 rejects.append({"record_key": str(f), "reason": "unreadable", "detail": f"{type(exc).__name__}: {exc}"})
+            except Exception as exc:  # noqa: BLE001 - a file our reader fails on is rejected; the rest go on
+                log.warning("import-pdfs: reading %s failed: %s: %s", f, type(exc).__name__, exc)
+                rejects.append({"record_key": str(f), "reason": "read_error", "detail": f"{type(exc).__name__}: {exc}"})
             else:
                 if paper.paper_id in papers:
                     rejects.append({"record_key": str(f), "reason": "duplicate_paper",
@@ -371,7 +399,8 @@ def import_pdfs(settings: Settings, folder: str | Path) -> dict:
                          {"file": r["record_key"], "reason": r["reason"], "detail": r["detail"]} for r in rejects],
                      "arxiv": sum(1 for p, _, _ in papers.values() if p.source == "arxiv"),
                      "local": sum(1 for p, _, _ in papers.values() if p.source == LOCAL_SOURCE),
-                     "pdfs_stored": 0, "refetch": 0, "paper_ids": sorted(papers)}
+                     "pdfs_stored": 0, "refetch": 0, "paper_ids": sorted(papers),
+                     "links_skipped": [str(link) for link in links]}
     if lib is not None:
         summary.update(library=lib.source, format=lib.format, entries=lib.entries, problems=lib.problems,
                        imported=imported, not_imported=sorted(not_imported, key=lambda n: n["index"]))
@@ -481,12 +510,14 @@ def _write_rows(wh, papers: list[PdfPaper]) -> dict:
 
 
 def _add_rejects(wh, rows: list[dict], run_id: str) -> int:
-    """Record each rejected file once: a rerun over the same bad file adds no row."""
+    """Record each rejected file once: a rerun over the same bad file adds no row. A file name that is not UTF-8 is
+    recorded with its odd bytes as ``\\xff`` (:func:`~pipeline.terminal.storable`)."""
     from datetime import timezone
 
     n = 0
     now = datetime.now(timezone.utc)
     for r in rows:
+        r = {**r, "record_key": storable(r["record_key"]), "detail": storable(r["detail"] or "")}
         rid = hashlib.sha256(f"{STEP}\0{r['record_key']}\0{r['reason']}\0{r['detail']}".encode()).hexdigest()[:32]
         if scalar(wh.con, "SELECT count(*) FROM rejects WHERE reject_id = ?", [rid]):
             continue
@@ -500,10 +531,12 @@ def _add_rejects(wh, rows: list[dict], run_id: str) -> int:
 def summary_line(s: dict) -> str:
     """One line for the CLI: counts in, out, rejected."""
     up = s.get("upserts", {}).get("papers", {})
-    head, tail = "import-pdfs:", f", {s.get('ignored', 0)} other files ignored"
+    skipped = len(s.get("links_skipped", []))
+    head, tail = "import-pdfs:", f", {s.get('ignored', 0)} other files ignored" + (
+        f", {skipped} links to files outside the folder skipped" if skipped else "")
     if s.get("library"):
         left = s.get("not_imported", [])
-        head = (f"import-pdfs {Path(s['library']).name} ({s['format']}, {s['entries']} entries, "
+        head = (f"import-pdfs {printable(Path(s['library']).name, one_line=True)} ({s['format']}, {s['entries']} entries, "
                 f"{sum(n['reason'] == 'no_pdf' for n in left)} without a PDF, "
                 f"{sum(n['reason'] == 'missing_file' for n in left)} with a missing file):")
         tail = f", {len(s['problems'])} unparsable blocks" if s.get("problems") else ""
@@ -516,8 +549,15 @@ def summary_line(s: dict) -> str:
 
 def entry_lines(s: dict) -> list[str]:
     """One line per library entry that was not imported (and per unparsable block), and per file of a
-    folder that was rejected, with the reason: nothing is dropped silently."""
-    lines = [f"  not imported #{n['index']:<4} {n['key'] or '-'}: {n['reason']}: {n['detail']}"
-             + (f" [{n['title']}]" if n.get("title") else "") for n in s.get("not_imported", [])]
-    lines += [f"  rejected {r['file']}: {r['reason']}: {r['detail']}" for r in s.get("rejected_files", [])]
-    return lines + [f"  unparsable   {p}" for p in s.get("problems", [])]
+    folder that was rejected, with the reason: nothing is dropped silently. One line each whatever a file name or a
+    title holds: a newline, ESC or NUL in it prints as ``\\n``, ``\\x1b``, ``\\x00``
+    (:func:`~pipeline.terminal.printable`)."""
+    def one(value: object) -> str:
+        return printable(value, one_line=True)
+
+    lines = [f"  not imported #{n['index']:<4} {one(n['key'] or '-')}: {n['reason']}: {one(n['detail'])}"
+             + (f" [{one(n['title'])}]" if n.get("title") else "") for n in s.get("not_imported", [])]
+    lines += [f"  rejected {one(r['file'])}: {r['reason']}: {one(r['detail'])}" for r in s.get("rejected_files", [])]
+    lines += [f"  skipped {one(link)}: a link to a file outside the folder (--follow-links reads it)"
+              for link in s.get("links_skipped", [])]
+    return lines + [f"  unparsable   {one(p)}" for p in s.get("problems", [])]

@@ -8,11 +8,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from pipeline.query.author_names import short_byline
+from pipeline.terminal import printable
 
 
 def _short(text: str | None, n: int = 160) -> str:
-    """``text`` on one line, at most ``n`` characters, cut between words (`` …`` marks the cut)."""
-    t = " ".join((text or "").split())
+    """``text`` on one line, at most ``n`` characters, cut between words (`` …`` marks the cut), printable
+    (:func:`~pipeline.terminal.printable`: a title's ESC or NUL prints as ``\\x1b``, ``\\x00``)."""
+    t = printable(" ".join((text or "").split()), one_line=True)
     if len(t) <= n:
         return t
     cut = t[: n - 2]
@@ -54,9 +56,9 @@ def print_search(resp, console: Console | None = None, wide: bool | None = None)
     table.add_column("best passage")
     for r in resp.results:
         where = _where(r)
-        head = f"[bold]{_short(r.title, 90)}[/bold]\n{escape(_index(r))}{escape(_byline(r))}"
+        head = f"[bold]{escape(_short(r.title, 90))}[/bold]\n{escape(_index(r))}{escape(_byline(r))}"
         table.add_row(str(r.rank), head, f"{r.score:.3f}", *[f"{r.signals.get(n, 0.0):.3f}" for n in sig_names],
-                      f"[dim]{where}[/dim] {_short(r.excerpt or r.passage)}")
+                      f"[dim]{escape(where)}[/dim] {escape(_short(r.excerpt or r.passage))}")
     console.print(table)
     _print_footer(resp, console)
 
@@ -73,14 +75,14 @@ def _index(r) -> str:
 def _byline(r) -> str:
     """``1706.03762 · Vaswani et al. (2017)``: the id, the authors as a citation names them, the year."""
     who = short_byline(getattr(r, "authors", None) or [])
-    return r.paper_id + (f" · {who}" if who else "") + (f" ({r.year})" if r.year else "")
+    return printable(r.paper_id + (f" · {who}" if who else "") + (f" ({r.year})" if r.year else ""), one_line=True)
 
 
 def _where(r) -> str:
     """Where the best passage is: page, and the part of the paper when it is not the body ('p.12 appendix')."""
     where = f"p.{r.page}" if r.page is not None else (r.section or "")
     role = getattr(r, "role", None)
-    return f"{where} {role}".strip() if role and role not in ("body", "abstract") else where
+    return printable(f"{where} {role}".strip() if role and role not in ("body", "abstract") else where, one_line=True)
 
 
 def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> None:
@@ -101,11 +103,11 @@ def _print_compact(resp, console: Console, sig_names: list[str], title: str) -> 
 
 
 def _print_footer(resp, console: Console) -> None:
-    console.print(f"queries used ({resp.expand}): " + " | ".join(resp.queries))
+    console.print(escape(f"queries used ({resp.expand}): " + " | ".join(printable(q, one_line=True) for q in resp.queries)))
     console.print(f"fusion {resp.fusion}, rerank {'on' if resp.rerank else 'off'}, title boosts {'on' if resp.title_boost else 'off'}, "
                   f"{resp.took_ms} ms")
     for note in resp.notes:
-        console.print(f"note: {note}")
+        console.print(escape(f"note: {printable(note, one_line=True)}"))
 
 
 def print_named_works(works, console: Console | None = None) -> None:
@@ -121,8 +123,8 @@ def print_named_works(works, console: Console | None = None) -> None:
     for w in works:
         who = short_byline(w.authors)
         byline = ", ".join(filter(None, [who, str(w.year) if w.year else ""]))
-        table.add_row(escape(w.work_id), f"[bold]{escape(_short(w.title, 160))}[/bold]\n"
-                      + escape(f"{byline + ' · ' if byline else ''}cited by {w.cited_here} paper"
+        table.add_row(escape(printable(w.work_id, one_line=True)), f"[bold]{escape(_short(w.title, 160))}[/bold]\n"
+                      + escape(f"{printable(byline, one_line=True) + ' · ' if byline else ''}cited by {w.cited_here} paper"
                                f"{'' if w.cited_here == 1 else 's'} here"))
     console.print(table)
 
@@ -136,7 +138,7 @@ def print_related(searcher, paper_id: str, items, console: Console | None = None
     elif wide and console.width < WIDE_COLUMNS:
         console.width = WIDE_COLUMNS
     center = searcher.paper(paper_id)["paper"]
-    title = f"related to {center['paper_id']}: {_short(center.get('title'), 80)}"
+    title = escape(f"related to {printable(center['paper_id'], one_line=True)}: {_short(center.get('title'), 80)}")
     if not wide:
         table = Table(title=title, show_lines=True, expand=True)
         table.add_column("#", justify="right", no_wrap=True)
@@ -145,7 +147,7 @@ def print_related(searcher, paper_id: str, items, console: Console | None = None
         for r in items:
             cites = (f", {r.citation_count} citation{'' if r.citation_count == 1 else 's'}"
                      if r.citation_count is not None else "")
-            ident = f"{r.paper_id or r.work_id}" + (f" ({r.year}{cites})" if r.year else (f" ({cites[2:]})" if cites else ""))
+            ident = printable(f"{r.paper_id or r.work_id}", one_line=True) + (f" ({r.year}{cites})" if r.year else (f" ({cites[2:]})" if cites else ""))
             parts = (f"ccbc_w={r.ccbc_weighted:.3f}  ccbc={r.ccbc_naive:.3g}  sem={r.semantic:.3f}  "
                      f"fused={r.fused:.3f}  quality={r.quality:.3f}")
             comp = "  ".join(f"{k[:3]}={v:.2f}" for k, v in r.components.items())
@@ -159,7 +161,7 @@ def print_related(searcher, paper_id: str, items, console: Console | None = None
         table.add_column(col, justify="left" if col in ("paper", "components") else "right", overflow="fold")
     for r in items:
         comp = "\n".join(f"{k[:3]} {v:.2f}" for k, v in r.components.items())
-        table.add_row(str(r.rank), f"{_short(r.title, 60)}\n[dim]{r.paper_id or r.work_id}[/dim]", str(r.year or ""),
+        table.add_row(str(r.rank), f"{escape(_short(r.title, 60))}\n[dim]{escape(printable(r.paper_id or r.work_id, one_line=True))}[/dim]", str(r.year or ""),
                       str(r.citation_count if r.citation_count is not None else ""), f"{r.ccbc_weighted:.3f}",
                       f"{r.ccbc_naive:.3g}", f"{r.semantic:.3f}", f"{r.fused:.3f}", f"{r.quality:.3f}", comp, f"{r.score:.3f}")
     console.print(table)

@@ -30,6 +30,7 @@ from pathlib import Path
 from pipeline import catalog_changes
 from pipeline.errors import UserError
 from pipeline.sources.smart import SmartRecord, iter_smart_records, normalise_docno
+from pipeline.terminal import storable
 from pipeline.writer_lock import writes
 
 log = logging.getLogger(__name__)
@@ -151,8 +152,52 @@ def _month_key(p: dict):
 # ================================================================================================
 # JSONL (pure)
 # ================================================================================================
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MIN_YEAR, MAX_YEAR = 1, 9999  # what a date can hold (and the warehouse's INTEGER column, with room to spare)
+
+
+def _jsonl_text(value: object, name: str) -> str | None:
+    """A JSONL text field: None, or a string without an unpaired surrogate (``"\\ud800"`` is valid JSON, but no
+    UTF-8 text: the warehouse cannot store it). ``ValueError`` says which field and why."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name!r} must be text, not {type(value).__name__}")
+    bad = _SURROGATE.search(value)
+    if bad:
+        raise ValueError(f"{name!r} holds an unpaired surrogate (\\u{ord(bad.group()):04x}, character {bad.start() + 1})")
+    return value
+
+
+def _jsonl_id(value: object, name: str) -> str:
+    """An id (a paper's or a reference's): text or a whole number, as text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"{name!r} must be text or a whole number, not {type(value).__name__}")
+    return (_jsonl_text(value, name) if isinstance(value, str) else str(value)).strip()  # type: ignore[union-attr]
+
+
+def _jsonl_year(value: object) -> int | None:
+    """A year: a whole number (or its text) from :data:`MIN_YEAR` to :data:`MAX_YEAR`; None when absent."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"'year' must be a number, not {type(value).__name__}")
+    shown = storable(value if isinstance(value, str) else repr(value))[:40]
+    try:
+        year = int(value)
+    except (ValueError, OverflowError):  # "soon", NaN, Infinity (Python's json reads those two)
+        raise ValueError(f"'year' {shown} is not a year") from None
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        raise ValueError(f"'year' {shown} is not a year from {MIN_YEAR} to {MAX_YEAR}")
+    return year
+
+
 def parse_jsonl(text: str) -> tuple[list[dict], list[dict]]:
-    """Lines ``{id, title, abstract, authors?, year?, references?}`` -> (papers, rejects)."""
+    """Lines ``{id, title, abstract, authors?, year?, references?}`` -> (papers, rejects).
+
+    A line that is not such a record is rejected (reason ``bad_jsonl_line``, the detail says which field and why), and
+    the others are read: not JSON, no id, a field of the wrong type, text with an unpaired surrogate, a year that is
+    not one (10**30, Infinity)."""
     papers, rejects = [], []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -161,25 +206,29 @@ def parse_jsonl(text: str) -> tuple[list[dict], list[dict]]:
             obj = json.loads(line)
             if not isinstance(obj, dict) or obj.get("id") in (None, ""):
                 raise ValueError("missing 'id'")
+            docno = _jsonl_id(obj["id"], "id")
+            if not docno:
+                raise ValueError("missing 'id'")
             authors = obj.get("authors") or []
             if isinstance(authors, str):
                 authors = [authors]
+            if not isinstance(authors, list):
+                raise ValueError("'authors' must be a list of names")
             refs = obj.get("references") or []
             if not isinstance(refs, list):
                 raise ValueError("'references' must be a list of ids")
-            year = obj.get("year")
             papers.append({
-                "docno": str(obj["id"]).strip(),
-                "title": obj.get("title"),
-                "abstract": obj.get("abstract"),
-                "authors": [str(a).strip() for a in authors if str(a).strip()],
+                "docno": docno,
+                "title": _jsonl_text(obj.get("title"), "title"),
+                "abstract": _jsonl_text(obj.get("abstract"), "abstract"),
+                "authors": [n.strip() for n in (_jsonl_text(a, "authors") for a in authors if a is not None) if n and n.strip()],
                 "published": None,
-                "year": int(year) if year not in (None, "") else None,
+                "year": _jsonl_year(obj.get("year")),
                 "venue_text": None,
                 "categories": [],
-                "references": [str(r).strip() for r in refs if str(r).strip()],
+                "references": [r for r in (_jsonl_id(r, "references") for r in refs) if r],
             })
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:  # (json's own errors are ValueErrors)
             rejects.append({"record_key": f"line {i}", "reason": "bad_jsonl_line", "detail": f"{exc}: {line[:300]}"})
     return papers, rejects
 
@@ -263,8 +312,9 @@ def import_collection(settings, path: str | Path, fmt: str = "smart", name: str 
         external = {r: None for _, r in edges if r not in seen}
     for r in rejects:
         r["raw_path"] = entry.path
-    if not papers:
-        raise UserError(f"{doc_file}: no {fmt} records found")
+    if not papers:  # (nothing to import: the lines' reasons are not stored, the first is told)
+        first = f" ({len(rejects)} rejected, {rejects[0]['record_key']}: {rejects[0]['detail'][:200]})" if rejects else ""
+        raise UserError(f"{doc_file}: no {fmt} records found{first}")
 
     pid = lambda docno: f"{nm}:{docno}"  # noqa: E731
     cited_n: dict[str, int] = {}

@@ -19,6 +19,7 @@ the merged part files.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import logging
@@ -36,6 +37,7 @@ from pipeline.embedding.chunking import Segment, chunk_records, content_hash
 from pipeline.sources.pdf.figures import FigureLegend, find_figures
 from pipeline.sources.pdf.references import RefString, parse_reference, reference_entries
 from pipeline.sources.pdf.text import PdfRejected, abstract_text, assign_kinds, layout, open_pdf
+from pipeline.sources.pdf.worker import PdfWorker
 from pipeline import catalog_changes, progress
 from pipeline.settings import Settings
 from pipeline.warehouse import scalar
@@ -170,6 +172,13 @@ def extract_pdf(data: bytes, paper_id: str, settings: Settings, *, chunk: bool =
     return Extraction(paper_id=paper_id, n_pages=laid.n_pages, body=body, abstract=abstract_text(list(laid.blocks())),
                       pages=pages, sections=sections, chunks=chunks, figures=figures, dropped=laid.n_dropped,
                       references=reference_rows(paper_id, entries))
+
+
+def pdf_worker(settings: Settings) -> PdfWorker:
+    """The worker process that reads each PDF within ``PAPERKB_PDF_TIMEOUT_S`` (:mod:`pipeline.sources.pdf.worker`)."""
+    from pipeline.sources.pdf.worker import for_extraction
+
+    return for_extraction(settings)
 
 
 def reference_rows(paper_id: str, entries: list[RefString]) -> list[dict]:
@@ -345,15 +354,21 @@ def fetch_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: 
 
 
 def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failures: list[dict] | None = None,
-                  replay: bool = False, versions: dict[str, int] | None = None, bar: progress.Task | None = None) -> dict:
+                  replay: bool = False, versions: dict[str, int] | None = None, bar: progress.Task | None = None,
+                  worker: PdfWorker | None = None) -> dict:
     """Extract the batch's PDFs from the raw zone into one staging Parquet part (the CPU half of a batch).
 
     Reads only the raw zone (no network, no DuckDB): each paper's newest PDF there, up to its latest version
     ``versions`` names (:func:`stored_pdf`: a version fetched again is read, not the one before it). ``failures`` come from :func:`fetch_batch`: a permanent one is
     recorded as rejected (for a newer version: the text of the version before stays, the row says why the new one
     could not be used), any other as to retry next run; a paper whose PDF is not in the raw zone (and did not fail)
-    is retried next run too. ``bar``: a progress task, advanced per paper.
+    is retried next run too. ``bar``: a progress task, advanced per paper. Each PDF is read in ``worker`` (one for
+    this batch when None) within ``PAPERKB_PDF_TIMEOUT_S``: one it cannot read in time is rejected (``timeout``).
     """
+    if worker is None:
+        with pdf_worker(settings) as own:
+            return extract_batch(settings, paper_ids, part, failures=failures, replay=replay, versions=versions, bar=bar,
+                                 worker=own)
     from pipeline.raw import RawZone
     from pipeline.sources.pdf.client import stored_pdf
     from pipeline.warehouse import write_staging
@@ -392,7 +407,7 @@ def extract_batch(settings: Settings, paper_ids: list[str], part: str, *, failur
         data = raw.read(raw_path)  # parse only from the raw zone
         sha = hashlib.sha256(data).hexdigest()
         try:
-            ex = extract_pdf(data, pid, settings)
+            ex = worker.call(extract_pdf, data, pid, settings)
         except PdfRejected as rej:
             rejects.append({"paper_id": pid, "raw_path": raw_path, "reason": rej.reason, "detail": rej.detail})
             docs.append(_doc_row(pid, "rejected", rej.reason, raw_path=raw_path, raw_sha256=sha, pdf_version=version))
@@ -435,12 +450,12 @@ def _each(items: list[str], bar: progress.Task | None):
 
 def fetch_extract_batch(settings: Settings, paper_ids: list[str], part: str, *, replay: bool = False,
                         targets: dict[str, str] | None = None, versions: dict[str, tuple[int, bool]] | None = None,
-                        bar: progress.Task | None = None) -> dict:
+                        bar: progress.Task | None = None, worker: PdfWorker | None = None) -> dict:
     """:func:`fetch_batch` then :func:`extract_batch`: download (unless in the raw zone already, or
-    ``replay``), extract, write staging Parquet. No DuckDB writes. ``bar`` advances one per paper."""
+    ``replay``), extract (in ``worker``), write staging Parquet. No DuckDB writes. ``bar`` advances one per paper."""
     fetched = fetch_batch(settings, paper_ids, part, replay=replay, targets=targets, versions=versions, bar=bar)
     stats = extract_batch(settings, paper_ids, part, failures=fetched["failures"], replay=replay,
-                          versions=fetched["versions"], bar=bar)
+                          versions=fetched["versions"], bar=bar, worker=worker)
     stats.update(downloaded=fetched["downloaded"], from_raw=fetched["from_raw"],
                  seconds=round(fetched["seconds"] + stats["seconds"], 3))
     return stats
@@ -585,11 +600,13 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
     from pipeline.warehouse import Warehouse
 
     t0 = time.perf_counter()
-    with Warehouse(settings) as wh:
+    with contextlib.ExitStack() as stack, Warehouse(settings) as wh:
         wh.init()
         with wh.run(STEP) as run:
             batches = plan_batches(settings, batch_size, replay=replay, con=wh.con)
             ids = [pid for b in batches for pid in b]
+            # the worker that reads the PDFs (when there are any) starts while the first batch downloads
+            worker = stack.enter_context(pdf_worker(settings)) if ids else None
             versions = _versions(wh.con, ids)  # (a replay reads each paper's newest PDF up to its latest version)
             targets = {} if replay else _targets(wh.con, ids, settings, versions)
             totals: dict[str, Any] = {"papers": len(ids), "batches": len(batches),
@@ -598,7 +615,7 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
             with progress.task("fulltext: PDFs", total=len(ids), unit="papers") as bar:
                 for k, batch in enumerate(batches):
                     s = fetch_extract_batch(settings, batch, f"{stamp}-{os.getpid()}-{k:05d}", replay=replay, targets=targets,
-                                            versions=versions, bar=bar)
+                                            versions=versions, bar=bar, worker=worker)
                     for key in ("downloaded", "from_raw", "extracted", "rejected", "retry_later", "pages", "chunks", "figures",
                                 "references"):
                         totals[key] = totals.get(key, 0) + s[key]
@@ -616,15 +633,22 @@ def run_fulltext(settings: Settings, replay: bool = False, batch_size: int | Non
     return totals
 
 
-def extract_file(settings: Settings, path: Path | str, paper_id: str | None = None) -> Extraction:
-    """``paperkb extract``: one local PDF; a missing or unusable file is a ``UserError``."""
+def extract_file(settings: Settings, path: Path | str, paper_id: str | None = None,
+                 worker: PdfWorker | None = None) -> Extraction:
+    """``paperkb extract``: one local PDF, read in ``worker`` (:func:`pdf_worker` when None); a missing or unusable
+    file (one not read within ``PAPERKB_PDF_TIMEOUT_S`` too) is a ``UserError``."""
+    if worker is None:
+        with pdf_worker(settings) as own:
+            return extract_file(settings, path, paper_id, worker=own)
     from pipeline.errors import UserError
+
+    from pipeline.library.pdf_folder import read_limited
 
     p = Path(path)
     if not p.is_file():
         raise UserError(f"no such PDF file: {p}")
     try:
-        return extract_pdf(p.read_bytes(), paper_id or p.stem, settings)
+        return worker.call(extract_pdf, read_limited(p, settings.pdf_max_bytes), paper_id or p.stem, settings)
     except PdfRejected as rej:
         raise UserError(f"{p} cannot be used: {rej}") from rej
 

@@ -137,6 +137,8 @@ _REJECTIONS = {
     "encrypted": "the PDF is password-protected",
     "no_text": "the PDF has no text to extract (a scan?)",
     "too_large": "the PDF is over the size limit (PAPERKB_PDF_MAX_BYTES)",
+    "timeout": "the PDF took longer to read than the time allowed (PAPERKB_PDF_TIMEOUT_S)",
+    "crashed": "the PDF reader stopped on it",
     "download_failed": "the download failed",
     "no_pdf_url": "no address of its PDF is known",
 }

@@ -83,6 +83,9 @@ class PdfRejected(Exception):
         self.reason = reason
         self.detail = detail
 
+    def __reduce__(self):  # pickled as (reason, detail), not as its message (the PDF worker sends it back)
+        return (type(self), (self.reason, self.detail))
+
 
 @dataclass(slots=True)
 class Line:

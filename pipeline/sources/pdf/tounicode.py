@@ -10,12 +10,18 @@ a sound map agrees with its letters, and a map that is wrong everywhere is not a
 is unknown, and ligatures (one code, several characters), keep what the map says. The PDF's bytes are not
 changed: the document is repaired in memory (a new ToUnicode stream for that font), and only the text read from
 it differs. On the 10 real PDFs of ``../shared/data``, the seven TeX fonts of one PDF are repaired and no other (tests).
+
+A map is anyone's input, so reading it is bounded: at most :data:`MAX_CMAP_BYTES` of its stream are decoded, it is
+read in one pass, and it may assign at most :data:`MAX_CMAP_CODES` codes, a range at most 256 (a map past these
+bounds is left to MuPDF, unrepaired). A few kilobytes of hostile map once cost minutes (a range per line spanning a
+million codes; 20,000 unclosed ``beginbfchar``, each a scan to the end of the stream).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import zlib
 
 import pymupdf
 
@@ -33,12 +39,20 @@ TEX_NAMES = {
     "Delta": "\u0394", "Omega": "\u03a9", "mu": "\u03bc",
 }
 
-_DIFFERENCES = re.compile(r"/Differences\s*\[(.*?)\]", re.S)
 _TOKEN = re.compile(r"/([^\s/\[\]<>()]+)|(\d+)")
-_BFCHAR = re.compile(r"beginbfchar(.*?)endbfchar", re.S)
-_BFRANGE = re.compile(r"beginbfrange(.*?)endbfrange", re.S)
-_PAIR = re.compile(r"<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f]*)>")
-_RANGE = re.compile(r"<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f]+)>\s*(?:<([0-9A-Fa-f]*)>|\[([^\]]*)\])")
+# one pass over a CMap: hex strings, array brackets and the bf block operators, nothing else
+_CMAP_TOKEN = re.compile(r"<([0-9A-Fa-f]*)>|(\[)|(\])|\b(beginbfchar|endbfchar|beginbfrange|endbfrange)\b")
+
+# Bounds on what a ToUnicode map may cost to read (a map is a font's, and a PDF is anyone's): a simple font's
+# map is a few kilobytes (at most 2,050 bytes in the 10 real PDFs), so these only ever refuse hostile maps.
+MAX_CMAP_BYTES = 1 << 20  # the decoded stream: a flate bomb is cut here, never decoded whole
+MAX_CMAP_CODES = 65_536  # codes a map may assign in all (a two-byte font's whole code space)
+MAX_CODE_BYTES = 4  # a source code's width (the CMap spec's codespace ranges are 1 to 4 bytes)
+MAX_DST_BYTES = 512  # a destination string's (the CMap spec's limit for bfchar and bfrange)
+
+
+class CMapRefused(ValueError):
+    """A ToUnicode map that is not read: larger than the bounds above, or not of the kind asked for."""
 
 
 # the sizes of TeX's extension font (CMEX): parenleftBigg, summationdisplay, radicalbig, tildewide are ( ∑ √ ~
@@ -54,14 +68,26 @@ def glyph_text(name: str) -> str:
 
 
 def differences(encoding: str) -> dict[int, str]:
-    """code -> glyph name of an ``/Encoding`` dictionary's ``/Differences`` array (its PDF source)."""
-    m = _DIFFERENCES.search(encoding)
+    """code -> glyph name of an ``/Encoding`` dictionary's ``/Differences`` array (its PDF source); codes above
+    0xFFFF are left out (no font has them). One pass over the source, whatever it holds."""
+    at = encoding.find("/Differences")
+    while at >= 0:  # the first /Differences followed by an array
+        rest = encoding[at + len("/Differences"):at + len("/Differences") + 64].lstrip()
+        if rest.startswith("["):
+            break
+        at = encoding.find("/Differences", at + 1)
+    if at < 0:
+        return {}
+    start = encoding.index("[", at) + 1
+    end = encoding.find("]", start)
+    if end < 0:
+        return {}
     out: dict[int, str] = {}
     code = 0
-    for name, number in _TOKEN.findall(m.group(1) if m else ""):
+    for name, number in _TOKEN.findall(encoding, start, end):
         if number:
-            code = int(number)
-        else:
+            code = int(number) if len(number) <= 5 else 1 << 16
+        elif code <= 0xFFFF:
             out[code] = name
             code += 1
     return out
@@ -72,23 +98,103 @@ def _utf16(hexstr: str) -> str:
     return data.decode("utf-16-be", errors="replace") if data else ""
 
 
-def cmap_entries(cmap: str) -> dict[int, str]:
-    """code -> text of a ToUnicode CMap's bfchar and bfrange entries (one-byte and two-byte codes alike)."""
+def cmap_entries(cmap: str, *, max_code: int = 0xFFFFFFFF) -> dict[int, str]:
+    """code -> text of a ToUnicode CMap's bfchar and bfrange entries (one-byte and two-byte codes alike), read in
+    one pass over the map, later entries over earlier ones.
+
+    Bounded whatever the map holds: :class:`CMapRefused` for a map longer than :data:`MAX_CMAP_BYTES`, one that
+    assigns more than :data:`MAX_CMAP_CODES` codes, or one with a code above ``max_code`` (a caller that wants a
+    simple font's one-byte map passes 0xFF). A range covers at most 256 codes, the CMap spec's rule that its ends
+    differ in the last byte only (``<0000> <FFFF>`` reads as ``<0000> <00FF>``); an entry whose source code is wider
+    than 4 bytes, whose destination is longer than 512 bytes, or whose range ends are out of order, is skipped. An
+    unclosed block or array ends at the next operator, as a parser that reads on would."""
+    if len(cmap) > MAX_CMAP_BYTES:
+        raise CMapRefused(f"a map of {len(cmap)} bytes > {MAX_CMAP_BYTES}")
     out: dict[int, str] = {}
-    for block in _BFCHAR.findall(cmap):
-        for src, dst in _PAIR.findall(block):
-            out[int(src, 16)] = _utf16(dst)
-    for block in _BFRANGE.findall(cmap):
-        for lo, hi, start, array in _RANGE.findall(block):
-            codes = range(int(lo, 16), int(hi, 16) + 1)
-            if array:
-                for code, dst in zip(codes, re.findall(r"<([0-9A-Fa-f]*)>", array)):
-                    out[code] = _utf16(dst)
-            elif start:
-                text = _utf16(start)
-                for i, code in enumerate(codes):  # the last character counts up (PDF 32000-1, 9.10.3)
-                    out[code] = text[:-1] + chr(ord(text[-1]) + i) if text else ""
+    left = MAX_CMAP_CODES
+    block: str | None = None  # inside beginbfchar ("char") or beginbfrange ("range")
+    held: list[str] = []  # the hex strings of the entry being read
+    array: list[str] | None = None  # a range's [<dst> ...], while it is read
+
+    def code(hexstr: str) -> int | None:
+        if not hexstr or len(hexstr) > 2 * MAX_CODE_BYTES:
+            return None
+        value = int(hexstr, 16)
+        if value > max_code:
+            raise CMapRefused(f"code {value:#x} above {max_code:#x}")
+        return value
+
+    def put(c: int, text: str) -> None:
+        nonlocal left
+        left -= 1
+        if left < 0:
+            raise CMapRefused(f"more than {MAX_CMAP_CODES} codes")
+        out[c] = text
+
+    def put_range(lo_hex: str, hi_hex: str, dsts: list[str] | str) -> None:
+        lo, hi = code(lo_hex), code(hi_hex)
+        if lo is None or hi is None or hi < lo:
+            return
+        hi = min(hi, lo | 0xFF)  # within one last byte
+        if isinstance(dsts, list):
+            for c, dst in zip(range(lo, hi + 1), dsts):
+                if len(dst) <= 2 * MAX_DST_BYTES:
+                    put(c, _utf16(dst))
+            return
+        if len(dsts) > 2 * MAX_DST_BYTES:
+            return
+        text = _utf16(dsts)
+        for i, c in enumerate(range(lo, hi + 1)):  # the last character counts up (PDF 32000-1, 9.10.3)
+            if not text:
+                put(c, "")
+            elif ord(text[-1]) + i <= 0x10FFFF:
+                put(c, text[:-1] + chr(ord(text[-1]) + i))
+
+    for m in _CMAP_TOKEN.finditer(cmap):
+        hexstr, opening, closing, op = m.groups()
+        if op:
+            block = {"beginbfchar": "char", "beginbfrange": "range"}.get(op)
+            held, array = [], None
+        elif block is None:
+            continue
+        elif opening:
+            if block == "range" and len(held) == 2 and array is None:
+                array = []
+        elif closing:
+            if array is not None:
+                put_range(held[0], held[1], array)
+                held, array = [], None
+        elif array is not None:
+            if len(array) < 256:  # no range spans more
+                array.append(hexstr)
+        else:
+            held.append(hexstr)
+            if block == "char" and len(held) == 2:
+                src = code(held[0])
+                if src is not None and len(held[1]) <= 2 * MAX_DST_BYTES:
+                    put(src, _utf16(held[1]))
+                held = []
+            elif block == "range" and len(held) == 3:
+                put_range(held[0], held[1], held[2])
+                held = []
     return out
+
+
+def cmap_text(doc: pymupdf.Document, xref: int) -> str:
+    """The decoded source of stream ``xref`` (a ToUnicode map), decoded by us so that at most
+    :data:`MAX_CMAP_BYTES` of it are ever made: :class:`CMapRefused` for a longer one, or one that is not Flate
+    or not compressed (MuPDF still reads such a map; it is only not repaired)."""
+    kind, filt = doc.xref_get_key(xref, "Filter")
+    raw = doc.xref_stream_raw(xref)
+    if kind == "null":
+        data = raw[:MAX_CMAP_BYTES + 1]
+    elif filt.strip("[] ") == "/FlateDecode" and doc.xref_get_key(xref, "DecodeParms")[0] == "null":
+        data = zlib.decompressobj().decompress(raw, MAX_CMAP_BYTES + 1)
+    else:
+        raise CMapRefused(f"a stream with the filter {filt}")
+    if len(data) > MAX_CMAP_BYTES:
+        raise CMapRefused(f"a map of more than {MAX_CMAP_BYTES} bytes")
+    return data.decode("latin-1")
 
 
 def corrected(names: dict[int, str], mapped: dict[int, str]) -> dict[int, str] | None:
@@ -157,11 +263,12 @@ def repair_tounicode(doc: pymupdf.Document) -> list[str]:
             names = differences(_object(doc, xref, "Encoding")[1])
             if not names:
                 continue
-            try:
-                mapped = cmap_entries(doc.xref_stream(int(tounicode.split()[0])).decode("latin-1"))
-            except Exception:  # noqa: BLE001 - an unreadable map stays as it is (MuPDF reads what it can)
+            try:  # a simple font's map: one-byte codes
+                mapped = cmap_entries(cmap_text(doc, int(tounicode.split()[0])), max_code=0xFF)
+            except Exception as exc:  # noqa: BLE001 - an unreadable or refused map stays as it is (MuPDF reads what it can)
+                log.debug("PDF: the ToUnicode map of font %d is left as it is: %s: %s", xref, type(exc).__name__, exc)
                 continue
-            fixed = corrected(names, mapped) if max(mapped, default=0) <= 0xFF else None  # (simple fonts: 1 byte)
+            fixed = corrected(names, mapped)
             if fixed is None:
                 continue
             new = doc.get_new_xref()

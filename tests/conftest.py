@@ -31,10 +31,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("PAPERKB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
-# The files that take longest (minutes each: a Celery cluster, an Airflow scheduler, a kill -9 loop, fresh
-# virtualenvs) are collected first, so that under ``make test``'s two workers (--dist loadfile) they start early
-# and the run does not end with one worker alone on one of them.
-LONGEST_FIRST = ("test_deployment.py", "test_airflow_e2e.py", "test_fault_injection.py", "test_packaging.py")
+# The files that take longest (minutes each: a Celery cluster, an Airflow scheduler, model exports, a kill -9 loop,
+# fresh virtualenvs), longest first, are handed out first, so that under ``make test``'s two workers (--dist loadfile)
+# the deployment starts at once, the other worker takes the rest, and the run ends on short files on both workers
+# rather than one worker alone on a long one (the order: the slowest files of a full run, 8 Dec; pytest-xdist would
+# sort them by their number of tests instead, which pytest_configure below turns off).
+LONGEST_FIRST = ("test_deployment.py", "test_airflow_e2e.py", "test_embed_backends.py", "test_snapshot_store.py",
+                 "test_packaging.py", "test_feeds.py", "test_fault_injection.py", "test_embed_crash.py", "test_embed.py",
+                 "test_ask.py", "test_unreachable.py")
 
 
 def pytest_configure(config):

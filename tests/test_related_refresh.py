@@ -259,23 +259,46 @@ def _no_run(lists):
     return {p: [r[:-1] for r in rows] for p, rows in lists.items()}
 
 
-def test_a_cacm_night_computes_new_lists_as_a_full_run_would_and_the_rest_in_turn(settings, shared_data, tmp_path,
-                                                                                   capsys):
-    from pipeline.cli import main
+@pytest.fixture(scope="module")
+def cacm_night(shared_data, tmp_path_factory):
+    """CACM without its last 32 papers through a first graph run (its lists kept), then all of CACM imported and
+    copied as it is (``exact``), the night's graph run on the warehouse, and a full run on the copy: the same graph,
+    every list computed. Built once for the tests below; each runs more nights on its own copy of the warehouse
+    (``exact`` is read only)."""
+    from conftest import isolated_settings
     from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
 
-    import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
+    tmp = tmp_path_factory.mktemp("cacm_night")
+    settings = isolated_settings(tmp / "warehouse")
+    import_collection(settings, cacm_without_last(shared_data, tmp / "head", 32), fmt="smart", name="cacm")
     first = run_graph(settings)
-    assert first["related_full"] and first["related_papers"] == first["corpus_papers"] == 3204 - 32
     before = _lists(settings)
-
     import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
-    exact = settings.model_copy(update={"warehouse": tmp_path / "exact"})
+    exact = settings.model_copy(update={"warehouse": tmp / "exact"})
     exact.warehouse.mkdir()
     shutil.copy2(settings.db_path, exact.db_path)  # the same warehouse, for a full run to compare with
-
     night = run_graph(settings)
+    full = run_graph(exact, full=True)
+    return {"warehouse": settings.warehouse, "first": first, "before": before, "night": night, "exact": exact,
+            "full": full}
+
+
+def _night_copy(cacm_night, settings):
+    """``settings`` (a fresh warehouse) made a copy of the CACM night's warehouse."""
+    shutil.rmtree(settings.warehouse, ignore_errors=True)
+    shutil.copytree(cacm_night["warehouse"], settings.warehouse)
+    return cacm_night["first"], cacm_night["night"], cacm_night["exact"]
+
+
+def test_a_cacm_night_computes_new_lists_as_a_full_run_would_and_the_rest_in_turn(settings, cacm_night, capsys):
+    from pipeline.cli import main
+    from pipeline.steps.graph import run_graph
+
+    first, night, exact = _night_copy(cacm_night, settings)  # CACM but its last 32 papers, graph, all CACM, graph
+    assert first["related_full"] and first["related_papers"] == first["corpus_papers"] == 3204 - 32
+    before = cacm_night["before"]  # the lists after the first run
+
     assert not night["related_full"] and night["corpus_papers"] == 3204
     after = _lists(settings)
     new = set(after) - set(before)
@@ -295,7 +318,7 @@ def test_a_cacm_night_computes_new_lists_as_a_full_run_would_and_the_rest_in_tur
     assert night["related"] == sum(len(r) for r in after.values()) > night["related_written"]
 
     # the lists the night computed are exactly what a full run on the same graph gives those papers
-    full = run_graph(exact, full=True)
+    full = cacm_night["full"]  # run_graph(exact, full=True)
     assert full["related_full"] and full["related_papers"] == 3204
     assert _no_run(_lists(exact, recomputed)) == _no_run({p: after[p] for p in recomputed})
 
@@ -331,7 +354,7 @@ def test_graph_related_refresh_runs_1_recomputes_every_list_every_run(settings, 
     assert {rows[0][-1] for rows in _lists(settings).values()} == {s["run_id"]}
 
 
-def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_incoming(settings, shared_data, tmp_path):
+def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_incoming(settings, cacm_night):
     """The entries of the lists a night computed for new and changed papers, keyed by run and the paper they name
     (``related_incoming``): each scores its pair as a full run on the same graph does (CCBC is symmetric), related
     papers read them with the named paper's older list, and they go once every list is newer than their run."""
@@ -339,18 +362,11 @@ def test_a_new_paper_enters_older_lists_the_night_it_arrives_through_related_inc
 
     from pipeline.query.recommend import related_edges
     from pipeline.query.related import graph_neighbours
-    from pipeline.sources.local_corpus import import_collection
     from pipeline.steps.graph import run_graph
 
-    import_collection(settings, cacm_without_last(shared_data, tmp_path / "head", 32), fmt="smart", name="cacm")
-    first = run_graph(settings)
+    # CACM but its last 32 papers, graph, all CACM, graph; and the same graph with every list (run_graph(exact, full=True))
+    first, night, exact = _night_copy(cacm_night, settings)
     assert first["related_full"] and first["related_incoming"] == 0
-    import_collection(settings, shared_data / "collections" / "cacm", fmt="smart", name="cacm")
-    exact = settings.model_copy(update={"warehouse": tmp_path / "exact"})
-    exact.warehouse.mkdir()
-    shutil.copy2(settings.db_path, exact.db_path)
-    night = run_graph(settings)
-    run_graph(exact, full=True)
     with duckdb.connect(str(settings.db_path), read_only=True) as con:
         incoming = con.execute("SELECT entry_key, related_paper_id, paper_id, work_id, ccbc_weighted, cites, cited_by, "
                                "run_id FROM related_incoming ORDER BY entry_key").fetchall()

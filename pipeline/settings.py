@@ -224,9 +224,15 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(default=None, description="chat model used for query expansion")
     llm_api_key: str | None = Field(default=None, validation_alias=AliasChoices("PAPERKB_LLM_API_KEY", "OPENAI_API_KEY"))
     llm_subqueries: int = Field(default=3, ge=1, le=10, description="sub-queries the LLM writes besides the original")
-    llm_timeout_s: float = Field(default=8.0, gt=0, description="after this the LLM is abandoned for the offline expander")
-    llm_answer_timeout_s: float = Field(default=60.0, gt=0, description="paperkb ask: after this the LLM's answer is abandoned (the evidence alone)")
+    llm_timeout_s: float = Field(default=8.0, gt=0, description="seconds, wall clock, the whole LLM exchange of a query "
+                                                                 "expansion may take before the offline expander is used")
+    llm_answer_timeout_s: float = Field(default=60.0, gt=0, description="paperkb ask: seconds, wall clock, the whole LLM "
+                                                                        "exchange may take before the evidence alone is given")
     llm_answer_tokens: int = Field(default=200, ge=16, le=4096, description="paperkb ask: the most tokens the LLM's answer may take")
+    llm_answer_max_chars: int = Field(default=20_000, ge=100, description="paperkb ask: the LLM's answer is cut to this many "
+                                                                          "characters before it is checked (the answer says so)")
+    llm_response_max_bytes: int = Field(default=1_048_576, ge=1024, description="the most bytes read of an LLM endpoint's "
+                                                                                "answer (expansion and ask); a longer one fails")
     query_rerank_model: str | None = Field(default=None, description="sentence-transformers CrossEncoder name or path for --rerank")
     query_rerank_top: int = Field(default=50, ge=1, description="papers the cross-encoder re-scores")
     query_resident_mb: float = Field(

@@ -42,9 +42,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pipeline.errors import DamagedSnapshot, UserError
 
@@ -300,29 +301,75 @@ def check_or_raise(folder: Path | str, manifest: dict | None = None, *, need_fts
 CATALOG = "catalog.duckdb"
 
 
+#: DuckDB settings every catalog connection opens with: no extension is installed or loaded behind the caller's back
+#: (those paperkb needs, parquet, json and icu, are built into the duckdb wheel)
+CONNECT_CONFIG: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False,
+                                                               "autoload_known_extensions": False}
+
+
+_OPENING = threading.Lock()
+
+
 def open_catalog(folder: Path | str):
     """The one way to open a snapshot's catalog: a read-only DuckDB connection to ``<folder>/catalog.duckdb``
     whose relative Parquet paths resolve inside ``folder`` (DuckDB resolves them against its
     ``file_search_path``, else the process's working directory). The caller closes it. UserError when the
-    snapshot has no catalog. Works for schema 1 catalogs (tables in the file itself) too."""
+    snapshot has no catalog. Works for schema 1 catalogs (tables in the file itself) too.
+
+    The connection reads the snapshot's own files and nothing else (:func:`lock_down`), because the catalog's
+    views are whatever its file says, and a snapshot may come from a store (``pipeline.store``): a view over
+    ``read_csv('/etc/passwd')`` is refused, as are ``COPY ... TO``, ``EXPORT DATABASE``, ``ATTACH``, ``INSTALL`` and
+    ``LOAD``, and changing any of these settings. Open it from the working directory the process keeps: DuckDB
+    checks a view's relative path (``catalog/papers/*.parquet``) against the working directory of the moment."""
     import duckdb
 
     folder = Path(folder).resolve()
     path = folder / CATALOG
     if not path.is_file():
         raise UserError(f"snapshot {folder.name} has no {CATALOG}")
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        # GLOBAL: cursors (what serve and mcp hand each request) are new connections and would not see a session setting
-        con.execute(f"SET GLOBAL file_search_path = '{sql_quote(str(folder))}'")
-        # each query of a view reads the footers of its table's ~60 partition files again without it (13 ms for a
-        # count of papers at 100,000 papers, 1.4 ms with it; a paper page's requests ~20% faster: BENCHMARKS.md). A
-        # snapshot's files never change; DuckDB reads a file's footer again when its modification time changes
-        con.execute("SET GLOBAL parquet_metadata_cache = true")
-    except BaseException:
-        con.close()
-        raise
+    # One opening at a time in a process: DuckDB gives every connection to the same file one database, and a second
+    # opening must not find it half configured (nor try to configure it once the first has locked it)
+    with _OPENING:
+        con = duckdb.connect(str(path), read_only=True, config=CONNECT_CONFIG)
+        try:
+            if not locked(con):  # else a connection of this process has it open, configured (DuckDB shares it)
+                # GLOBAL: cursors (what serve and mcp hand each request) are new connections and would not see a session
+                # setting
+                con.execute(f"SET GLOBAL file_search_path = '{sql_quote(str(folder))}'")
+                # each query of a view reads the footers of its table's ~60 partition files again without it (13 ms for
+                # a count of papers at 100,000 papers, 1.4 ms with it; a paper page's requests ~20% faster: BENCHMARKS.md).
+                # A snapshot's files never change; DuckDB reads a file's footer again when its modification time changes
+                con.execute("SET GLOBAL parquet_metadata_cache = true")
+                lock_down(con, [folder], view_globs(folder))
+        except BaseException:
+            con.close()
+            raise
     return con
+
+
+def view_globs(folder: Path) -> list[str]:
+    """The relative paths the views of a catalog written by ``pipeline.steps.catalog`` read: ``catalog/<table>/*.parquet``
+    for each table folder the snapshot has (none for a schema 1 catalog)."""
+    files = folder / "catalog"
+    return sorted(f"catalog/{d.name}/*.parquet" for d in files.iterdir() if d.is_dir()) if files.is_dir() else []
+
+
+def locked(con) -> bool:
+    """Whether the DuckDB database of ``con`` runs locked down already (:func:`lock_down`)."""
+    return bool(con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0])
+
+
+def lock_down(con, directories: Sequence[Path], paths: Sequence[str] = ()) -> None:
+    """Limit the DuckDB database of ``con`` (every connection and cursor on it) to reading the files under
+    ``directories`` and the relative ``paths`` (DuckDB makes them absolute against the working directory; its own
+    database file is allowed anyway): external access off (no other file, no URL, no ATTACH, no COPY ... TO, no
+    EXPORT, no INSTALL or LOAD of extensions), and the configuration locked, so no statement turns it back on."""
+    listed = ", ".join(f"'{sql_quote(str(d).rstrip('/') + '/')}'" for d in directories)
+    con.execute(f"SET GLOBAL allowed_directories = [{listed}]")
+    if paths:
+        con.execute("SET GLOBAL allowed_paths = [" + ", ".join(f"'{sql_quote(p)}'" for p in paths) + "]")
+    con.execute("SET GLOBAL enable_external_access = false")
+    con.execute("SET GLOBAL lock_configuration = true")
 
 
 def sql_quote(text: str) -> str:

@@ -2,7 +2,12 @@
 
 A snapshot's catalog is opened with :func:`pipeline.snapshots.open_catalog` (read-only; its tables are views over
 Parquet files inside the snapshot folder, found through DuckDB's ``file_search_path``); ``--warehouse-db`` opens
-the working warehouse read-only instead.
+the working warehouse read-only instead. Read-only means more than DuckDB's ``read_only``: the connection reads
+that database (and a snapshot's own Parquet files) and nothing else (:func:`pipeline.snapshots.lock_down`). No
+other file or URL is read (``read_csv('/etc/passwd')``, ``glob``), none is written (``COPY ... TO``, ``EXPORT
+DATABASE``), no database is attached (an ``ATTACH`` of the warehouse would write it past the writer lock), no
+extension is installed or loaded, and those settings cannot be changed: such a statement is refused in one line
+that says why. Temporary tables and views (``CREATE TEMP TABLE``) work; they live in memory until the end.
 
 The command-line build of DuckDB on the package index cannot read this DuckDB version's files, so the
 project's own ``duckdb`` module runs the SQL. Statements are split with DuckDB's own parser
@@ -40,11 +45,22 @@ class SqlError(Exception):
     """A statement DuckDB refused: ``str()`` is one line."""
 
 
+#: why a statement that reaches beyond the catalog is refused, after DuckDB's own words
+CONFINED = ("paperkb sql reads the opened database and its own files only: no other file or URL, no ATTACH, COPY ... TO, "
+            "EXPORT DATABASE, INSTALL or LOAD, no change to those settings")
+
+
 def error_line(exc: BaseException) -> str:
     """DuckDB's message on one line: its first paragraph (``Catalog Error: ... Did you mean "papers"?``),
-    without the ``LINE 1: ...`` excerpt and its caret."""
+    without the ``LINE 1: ...`` excerpt and its caret; a statement refused because the connection is confined to its
+    own files (:func:`pipeline.snapshots.lock_down`) says so."""
+    import duckdb
+
     first = str(exc).strip().split("\n\n")[0]
-    return " ".join(part.strip() for part in first.splitlines() if part.strip() and not part.startswith("LINE "))
+    line = " ".join(part.strip() for part in first.splitlines() if part.strip() and not part.startswith("LINE "))
+    if isinstance(exc, duckdb.PermissionException) or "the configuration has been locked" in line:
+        line += f" ({CONFINED})"
+    return line
 
 
 def statements(sql: str) -> list[tuple[str, bool]]:

@@ -51,7 +51,7 @@ def test_every_kept_claim_cites_only_listed_passages():
     ]
     assert dropped == ["Sure!", "Here is what the passages say.", "This sentence cites nothing.",
                        "A claim citing only an unlisted passage [9]."]
-    assert removed == [7, 9]
+    assert removed == ["[7]", "[9]"]
 
 
 def test_markers_alone_on_a_line_cite_the_sentence_before_and_reasoning_is_dropped():
@@ -124,6 +124,46 @@ def test_an_answer_citing_nothing_listed_keeps_only_the_evidence(cisi_snapshot, 
     for e in data["evidence"]:  # the model was given every numbered passage and the question
         assert f"[{e['n']}] " + e["text"][:PROMPT_PASSAGE_CHARS // 2] in sent
     assert sent.index("Question: " + QUESTION) < sent.index("[1] ") < sent.index("[5] ")
+
+
+def test_citations_in_other_forms_of_unlisted_passages_are_never_shown(cisi_snapshot, httpserver, monkeypatch,
+                                                                       capsys):
+    """Issue 64: with k=3 an answer kept [7] written as ［7］, 【7】, [S7], [^7], ⁷, <sup>7</sup>, [7a], [-7], [0x7]:
+    only ASCII [n] was checked. Every citation-like marker is now checked or removed."""
+    forms = ["［7］", "【7】", "[S7]", "[^7]", "⁷", "<sup>7</sup>", "[7a]", "[-7]", "[0x7]"]
+    content = " ".join(f"Titles mislead readers {f} and [1]." for f in forms) + " Indexing helps ［2］【3】 [S1][^2]."
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_json(
+        {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": content}}]})
+    _llm_env(monkeypatch, httpserver.url_for("/v1"))
+    data = json.loads(_ask(cisi_snapshot, capsys, "-k", "3", "--json", "--expand", "off"))
+    texts = [c["text"] for c in data["claims"]]
+    assert texts == ["Titles mislead readers and [1]."] * len(forms) + ["Indexing helps [2][3] [1][2]."]
+    assert all("7" not in t for t in texts) and [c["cites"] for c in data["claims"]][-1] == [2, 3, 1]
+    assert data["notes"] == ["citations of passages that were not listed were removed: [7], ⁷, <sup>7</sup>, [7a], "
+                             "[-7], [0x7]"]
+    out = _ask(cisi_snapshot, capsys, "-k", "3", "--expand", "off")
+    answer = out[out.index("Answer ("):out.index("note: citations")]
+    assert not any(f in answer for f in forms), answer
+
+
+def test_an_answer_longer_than_the_cap_is_cut_and_says_so(cisi_snapshot, httpserver, monkeypatch, capsys):
+    """Issue 64: a 10 MB answer became 26.7 MB of JSON with 249,661 claims. An answer is read up to
+    llm_answer_max_chars (20,000) characters, one over llm_response_max_bytes (1 MiB) not at all."""
+    sentence = "Titles mislead readers [1]. "
+    httpserver.expect_ordered_request("/v1/chat/completions", method="POST").respond_with_json(
+        {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": sentence * 30_000}}]})
+    httpserver.expect_ordered_request("/v1/chat/completions", method="POST").respond_with_json(
+        {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": sentence * 400_000}}]})
+    _llm_env(monkeypatch, httpserver.url_for("/v1"))
+    out = _ask(cisi_snapshot, capsys, "-k", "3", "--json", "--expand", "off")  # 840,000 characters, 820 KB of JSON
+    data = json.loads(out)
+    assert len(out) < 100_000 and len(data["claims"]) == 20_000 // len(sentence) and data["dropped"] == []
+    assert data["notes"] == ["the answer was longer than 20,000 characters (llm_answer_max_chars): only its sentences "
+                             "within them were read"]
+    data = json.loads(_ask(cisi_snapshot, capsys, "-k", "3", "--json", "--expand", "off"))  # 11 MB
+    assert data["claims"] == [] and data["notes"] == [
+        "the LLM answer failed (the answer was longer than 1,048,576 bytes (PAPERKB_LLM_RESPONSE_MAX_BYTES)): the "
+        "evidence alone"]
 
 
 # ---- a real model -----------------------------------------------------------------------------------

@@ -228,6 +228,25 @@ def test_docs_name_every_tool_and_argument_and_the_readme_gives_the_http_url():
     assert http["type"] == "http" and http["url"].endswith(HTTP_PATH)
 
 
+def test_offsets_are_bounded_as_the_http_apis(tmp_path):
+    """Issue 64: get_passages / get_citations with offset >= 2**63 answered only "Error executing tool" (DuckDB's
+    OFFSET overflowed): the tools' schemas bound it as the HTTP API does (100,000), so the error names the argument."""
+    from pipeline.agents.server import MAX_OFFSET, build_server
+    from pipeline.serve.app import MAX_OFFSET as HTTP_MAX_OFFSET
+
+    assert MAX_OFFSET == HTTP_MAX_OFFSET == 100_000
+
+    async def scenario():
+        async with Client(build_server(isolated_settings(tmp_path / "nothing published"))) as c:
+            schemas = {t.name: t.input_schema for t in (await c.list_tools()).tools}
+            for tool in ("get_passages", "get_citations"):
+                assert schemas[tool]["properties"]["offset"]["maximum"] == MAX_OFFSET
+                line = _error_line(await c.call_tool(tool, {"paper_id": "cisi:1", "offset": 2**63}))
+                assert line.startswith(f"invalid arguments for {tool}: offset: ") and "100000" in line, line
+
+    _run(scenario)
+
+
 def test_a_missing_mcp_sdk_names_the_install_profile():
     from pipeline.cli import install_profile_of
 
@@ -268,6 +287,11 @@ def test_http_citation_paths_and_the_host_rule(cacm_snapshot):
             assert r.status_code == status, (headers, r.text)
             detail = r.json()["detail"]
             assert detail.startswith(word) and "PAPERKB_SERVE_ALLOWED_HOSTS" in detail and "\n" not in detail
+        # issue 64: of two Origin headers the last alone was checked
+        r = httpx.post(url, headers=[("Origin", "http://attacker.example"), ("Origin", "http://127.0.0.1"),
+                                     ("Content-Type", "application/json"), ("Accept", "application/json")],
+                       content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        assert r.status_code == 403 and r.json()["detail"].startswith("origin 'http://attacker.example'"), r.text
 
         async def scenario():
             async with Client(url) as c:
@@ -369,6 +393,8 @@ def test_passages_by_section_and_page_range(pdf_snapshot):
             assert "'1 INTRODUCTION'" in missing and "pages 1-15" in missing
             assert "pages 1-15" in _error_line(await c.call_tool("get_passages", {"paper_id": PDF, "page_from": 40}))
             assert "page_from" in _error_line(await c.call_tool("get_passages", {"paper_id": PDF, "page_from": 0}))
+            for tool in ("get_passages", "get_citations"):  # issue 64: was "Error executing tool" (DuckDB's OFFSET)
+                assert "offset" in _error_line(await c.call_tool(tool, {"paper_id": PDF, "offset": 2**63}))
 
             hits = (await c.call_tool("search", {"query": "soft alignment model of the decoder over source annotations",
                                                  "k": 2})).structured_content

@@ -50,6 +50,14 @@ def test_links_from_what_is_known():
     assert none.s2 is None and none.arxiv is None and none.pdf == "https://example.org/x.pdf"
 
 
+def test_a_pdf_address_is_linked_only_when_it_is_http():
+    """Issue 64: Semantic Scholar's openAccessPdf.url is data; any scheme reached the page's link chips' href."""
+    for url in ("javascript:alert(document.domain)", "JavaScript:alert(1)", "data:text/html,<script>alert(1)</script>",
+                "vbscript:x", "file:///etc/passwd", "//evil.example/x.pdf", "https://example.org/a b.pdf", " "):
+        assert reading.make_links(pdf_url=url).pdf is None, url
+    assert reading.make_links(pdf_url=" HTTP://example.org/x.pdf ").pdf == "HTTP://example.org/x.pdf"
+
+
 def test_h_index_and_example_queries():
     assert reading.h_index([10, 8, 5, 4, 3]) == 4 and reading.h_index([]) == 0 and reading.h_index([0, 0]) == 0
     assert reading.example_query("Attention Is All You Need") == "attention is all you need"

@@ -363,3 +363,79 @@ def test_model_and_snapshot_are_loaded_before_the_first_request(cisi_snapshot):
         cur = app.state.holder._current
         assert cur is not None
         assert "_encode" in cur.searcher.__dict__  # the query encoder is loaded (a cached_property)
+
+
+def _raw_get(base: str, path: str, headers: list[tuple[str, str]]) -> tuple[int, bytes]:
+    """GET ``path`` over a plain socket with exactly ``headers`` (an HTTP client library sends one Host)."""
+    import socket
+
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers)
+        s.sendall(f"GET {path} HTTP/1.1\r\n{head}Connection: close\r\n\r\n".encode("latin-1"))
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    return status, data.split(b"\r\n\r\n", 1)[1]
+
+
+def test_a_request_with_more_than_one_host_header_is_refused(cisi_snapshot):
+    """Issue 64: with two Host headers the guard checked the last one only, so ``Host: attacker.example`` then
+    ``Host: 127.0.0.1`` was answered (a server or proxy in front may route by the first)."""
+    from live_server import served
+
+    with served(cisi_snapshot) as base:
+        assert _raw_get(base, "/api/health", [("Host", "127.0.0.1")])[0] == 200
+        for hosts in (["attacker.example", "127.0.0.1"], ["127.0.0.1", "attacker.example"], ["127.0.0.1", "127.0.0.1"]):
+            status, body = _raw_get(base, "/api/health", [("Host", h) for h in hosts])
+            assert status == 400, (hosts, body)
+            assert body.endswith(b'{"detail":"2 Host headers: a request names one host"}'), body
+
+
+def test_a_catalog_view_over_other_files_is_refused_on_the_serve_path(cisi_snapshot, tmp_path):
+    """Issue 64: a snapshot's catalog (a snapshot store can supply it: its views are whatever its file says) is opened
+    by serve, MCP, feeds and the API with DuckDB's external access off, file access limited to the snapshot's own
+    files, no extension autoloaded and the configuration locked: a view over /etc/passwd is refused, the snapshot's
+    own views (read_parquet of its files) read."""
+    import json
+
+    import duckdb
+
+    from pipeline import snapshots
+    from pipeline.agents.catalogs import Catalogs
+    from pipeline.settings import Settings
+
+    root = tmp_path / "wh"
+    shutil.copytree(cisi_snapshot.warehouse / "snapshots", root / "snapshots", symlinks=True)  # copies: no links
+    sid = (root / "snapshots" / "CURRENT").read_text().strip()
+    folder = root / "snapshots" / sid
+    catalog = folder / snapshots.CATALOG
+    with duckdb.connect(str(catalog)) as con:  # as a store's snapshot could have it, its manifest to match
+        con.execute("CREATE VIEW leak AS SELECT * FROM read_csv('/etc/passwd', header = false, sep = ':')")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][snapshots.CATALOG] = snapshots.sha256_file(catalog)
+    manifest.setdefault("sizes", {})[snapshots.CATALOG] = catalog.stat().st_size
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+    app = create_app(Settings.load(warehouse=root))
+    with TestClient(app) as client:
+        assert client.get("/api/papers/cisi:1").json()["paper_id"] == "cisi:1"  # the snapshot's own views
+        snap = app.state.holder.get().searcher.snap
+        serve_con = snap.catalog()  # what serve's catalog cursors are made from
+        catalogs = Catalogs()  # what the MCP tools read through
+        try:
+            with catalogs.cursor(snap) as mcp_cursor:
+                for con in (serve_con.cursor(), mcp_cursor):
+                    assert con.execute("SELECT count(*) FROM papers").fetchall()[0][0] > 1000
+                    for sql in ("SELECT * FROM leak", "SELECT * FROM read_csv('/etc/passwd')",
+                                "SELECT * FROM glob('/etc/*')", f"COPY (SELECT 1) TO '{tmp_path}/out.csv'",
+                                f"ATTACH '{tmp_path}/new.duckdb' AS other", "INSTALL httpfs", "LOAD httpfs"):
+                        with pytest.raises(duckdb.PermissionException):
+                            con.execute(sql).fetchall()
+                    with pytest.raises(duckdb.InvalidInputException, match="locked"):
+                        con.execute("SET enable_external_access = true")
+        finally:
+            catalogs.close()
+            serve_con.close()
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "new.duckdb").exists()

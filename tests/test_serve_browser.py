@@ -158,3 +158,41 @@ def test_api_docs_work_offline_under_the_csp(base_url, page):
     # made (ReDoc hides the image on error). Anything else the policy had to stop is a bug of ours.
     assert not [v for v in violations if "cdn.redoc.ly/redoc/logo-mini.svg" not in v], violations
     assert not blocked, blocked
+
+
+def test_the_tex_scan_is_linear_in_the_texts_length(base_url, page):
+    """Issue 64: static/math.js's scan was quadratic on unclosed "\\(" (60k characters: 266 ms; 240k: seconds). Each
+    case here is 240,000 characters without a closed span; the TeX it finds is as before."""
+    page.goto(base_url + "/")
+    page.wait_for_selector("#q")
+    found = page.evaluate("""async () => {
+      const { texMatches } = await import("/static/math.js");
+      const cases = { parens: "\\\\(".repeat(120000), brackets: "\\\\[".repeat(120000), mixed: "\\\\[\\\\(".repeat(60000),
+                      open_paren_text: "\\\\(a".repeat(80000), one_long: "\\\\(" + "a".repeat(239998) };
+      const out = {};
+      for (const [name, text] of Object.entries(cases)) {
+        const t0 = performance.now();
+        out[name] = [text.length, texMatches(text).length, performance.now() - t0];
+      }
+      out.tex = texMatches("$^{11}$Be, $\\\\alpha_s$ and \\\\(a+b\\\\), \\\\[x^2\\\\] at $12,732; for $10,044").map((m) => m[0]);
+      return out;
+    }""")
+    assert found.pop("tex") == ["$^{11}$", "$\\alpha_s$", "\\(a+b\\)", "\\[x^2\\]"]
+    for name, (length, spans, ms) in found.items():
+        assert length == 240_000 and spans == 0, (name, length, spans)
+        assert ms < 1000, (name, ms)  # before: parens ~16 s (quadratic); now a few ms
+
+
+def test_link_chips_link_http_addresses_only(base_url, page):
+    """Issue 64: the link chips put any scheme of Semantic Scholar's openAccessPdf.url into href."""
+    page.goto(base_url + "/")
+    page.wait_for_selector("#q")
+    hrefs = page.evaluate("""async () => {
+      const { linkChips } = await import("/static/common.js");
+      const box = document.createElement("div");
+      box.innerHTML = linkChips({ arxiv: "https://arxiv.org/abs/1706.03762", pdf: "javascript:alert(document.domain)",
+                                  doi: "data:text/html,<script>alert(1)</script>", s2: " javascript:alert(2)" })
+        + linkChips({ pdf: "HTTP://example.org/x.pdf", doi: "vbscript:x" });
+      return [...box.querySelectorAll("a")].map((a) => [a.textContent, a.getAttribute("href")]);
+    }""")
+    assert hrefs == [["arXiv", "https://arxiv.org/abs/1706.03762"], ["PDF", "HTTP://example.org/x.pdf"]]

@@ -84,6 +84,79 @@ def test_snapshots_module_is_light():
     assert out.strip() == "[]"
 
 
+def _catalog_with_views(folder: Path, outside: Path) -> None:
+    """A catalog as a store could supply one: a table's view over its own Parquet files, and views over other files."""
+    import duckdb
+
+    (folder / "catalog" / "t").mkdir(parents=True)
+    duckdb.connect().execute(f"COPY (SELECT range AS a FROM range(3)) TO '{folder}/catalog/t/p.parquet' (FORMAT parquet)")
+    duckdb.connect().execute(f"COPY (SELECT 9 AS a) TO '{outside}/outside.parquet' (FORMAT parquet)")
+    (outside / "catalog").mkdir()
+    (outside / "catalog" / "only_here.csv").write_text("a\n42\n")
+    cwd = os.getcwd()
+    os.chdir(folder)  # the views' relative paths bind against the snapshot folder, as publish writes them
+    try:
+        with duckdb.connect(str(folder / snapshots.CATALOG)) as con:
+            con.execute("CREATE VIEW t AS SELECT * FROM read_parquet('catalog/t/*.parquet')")
+            con.execute("CREATE VIEW leak AS SELECT * FROM read_csv('/etc/passwd', header = false, sep = ':')")
+            con.execute(f"CREATE VIEW up AS SELECT * FROM read_parquet('{outside}/outside.parquet')")
+            con.execute("CREATE VIEW up_relative AS SELECT * FROM read_parquet('../outside/outside.parquet')")
+    finally:
+        os.chdir(cwd)
+
+
+def test_open_catalog_reads_the_snapshots_files_and_nothing_else(tmp_path, monkeypatch):
+    """Issue 64: a catalog's views are whatever its file says (a snapshot store can supply it). Opened by
+    open_catalog (serve, MCP, feeds, the API, paperkb sql) it reads its own Parquet files, and nothing else: not a
+    file a view names, not a relative path DuckDB would find in the working directory, no COPY ... TO, no ATTACH,
+    no setting changed back. Many threads opening it at once all get it configured."""
+    import threading
+
+    import duckdb
+
+    folder, outside = tmp_path / "snap", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    _catalog_with_views(folder, outside)
+    monkeypatch.chdir(outside)  # holds catalog/only_here.csv: DuckDB falls back to the working directory
+    con = snapshots.open_catalog(folder)
+    try:
+        assert con.execute("SELECT sum(a) FROM t").fetchall() == [(3,)]
+        assert con.cursor().execute("SELECT count(*) FROM t").fetchall() == [(3,)]
+        for sql in ("SELECT * FROM leak", "SELECT * FROM up", "SELECT * FROM up_relative",
+                    "SELECT * FROM read_csv('catalog/only_here.csv')", "SELECT * FROM read_csv('/etc/passwd')",
+                    f"COPY (SELECT 1) TO '{tmp_path}/x.csv'", f"ATTACH '{tmp_path}/x.duckdb' AS x"):
+            with pytest.raises(duckdb.PermissionException):
+                con.execute(sql).fetchall()
+        with pytest.raises(duckdb.InvalidInputException, match="locked"):
+            con.execute("SET enable_external_access = true")
+        again = snapshots.open_catalog(folder)  # the same database, already configured
+        assert again.execute("SELECT count(*) FROM t").fetchall() == [(3,)]
+        again.close()
+    finally:
+        con.close()
+
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            c = snapshots.open_catalog(folder)
+            try:
+                assert c.execute("SELECT count(*) FROM t").fetchall() == [(3,)]
+            finally:
+                c.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    for _ in range(5):  # each round opens the database afresh (every connection closed), from 8 threads at once
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert errors == []
+
+
 def test_cisi_snapshot_fixture(cisi_snapshot):
     """The shared fixture: all of CISI's 1,460 abstracts embedded and published, vectors from the model."""
     import lancedb

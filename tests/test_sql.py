@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import time
@@ -161,6 +162,32 @@ def test_query_formats_and_errors(cacm_snapshot, tmp_path):
                       (("--warehouse-db", "--snapshot", "x", "SELECT 1"), "either"), (("  ",), "no SQL given")):
         res = _sql(wh, *args)
         assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and msg in res.stderr, (args, res.stderr)
+
+
+def test_sql_reads_the_database_and_nothing_else(cacm_snapshot, tmp_path):
+    """Issue 64: `paperkb sql` refused CREATE and INSERT, but COPY ... TO, EXPORT DATABASE, read_csv('/etc/passwd'),
+    glob and ATTACH ... (READ_WRITE) worked, and through an ATTACH of the warehouse a DELETE FROM run_log sidestepped
+    the writer lock. Each is refused now, in one line that says why; a temporary table still works."""
+    wh = cacm_snapshot.warehouse
+    other = tmp_path / "warehouse.duckdb"
+    shutil.copy(wh / "warehouse.duckdb", other)  # what the ATTACHes name: the shared warehouse is never at risk
+    with duckdb.connect(str(other), read_only=True) as con:
+        logged = con.execute("SELECT count(*) FROM run_log").fetchall()[0][0]
+    assert logged > 0
+    for args in (("SELECT * FROM read_csv('/etc/passwd')",), ("SELECT * FROM glob('/etc/*')",),
+                 (f"COPY (SELECT 1 AS a) TO '{tmp_path}/out.csv'",), (f"EXPORT DATABASE '{tmp_path}/export'",),
+                 (f"ATTACH '{other}' AS w (READ_WRITE); DELETE FROM w.run_log",), ("INSTALL httpfs",),
+                 ("SET enable_external_access = true",),
+                 ("--warehouse-db", f"ATTACH '{other}' AS w (READ_WRITE); DELETE FROM w.run_log"),
+                 ("--warehouse-db", "SELECT * FROM read_csv('/etc/passwd')")):
+        res = _sql(wh, *args)
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, (args, res.stdout, res.stderr)
+        assert res.stderr.rstrip().endswith(f"({sql_shell.CONFINED})") and "root:" not in res.stdout, res.stderr
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "export").exists()
+    with duckdb.connect(str(other), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM run_log").fetchall()[0][0] == logged
+    temp = _sql(wh, "--warehouse-db", "CREATE TEMP TABLE x AS SELECT count(*) AS n FROM run_log; FROM x", "--format", "csv")
+    assert temp.returncode == 0 and temp.stdout.splitlines()[1].isdigit(), temp.stderr
 
 
 def test_the_shells_dot_commands_run_from_the_command_line(cacm_snapshot):

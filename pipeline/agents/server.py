@@ -45,6 +45,7 @@ MANIFEST_URI = "paperkb://snapshot/manifest"
 HTTP_PATH = "/mcp"
 MAX_K = 100
 MAX_IDS = 100
+MAX_OFFSET = 100_000  # paging (get_passages, get_citations): the HTTP API's bound (pipeline.serve.app.MAX_OFFSET)
 INSTRUCTIONS = (
     "Offline search over a published paperkb snapshot of scientific papers (full-text passages with their pages "
     "and sections, the citation graph). Start with `search`; read a paper with `get_paper` and its text with "
@@ -217,7 +218,7 @@ def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServe
         page_from: Annotated[int | None, Field(ge=1, description="only passages on this PDF page or later")] = None,
         page_to: Annotated[int | None, Field(ge=1, description="only passages on this PDF page or earlier")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="at most this many passages")] = 50,
-        offset: Annotated[int, Field(ge=0, description="skip this many (to page through `total`)")] = 0,
+        offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="skip this many (to page through `total`)")] = 0,
     ) -> answers.PassagesAnswer:
         return await run(lambda cur: tools.get_passages(cur, paper_id, section=section, page_from=page_from,
                                                         page_to=page_to, limit=limit, offset=offset))
@@ -232,7 +233,7 @@ def build_server(settings: Settings, snapshot_id: str | None = None) -> MCPServe
                                           "the default for cited_by), year (newest first) or, for references, "
                                           "mentions (the most cited in the paper's own text first)")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="at most this many papers")] = 20,
-        offset: Annotated[int, Field(ge=0, description="skip this many (to page through `total`)")] = 0,
+        offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="skip this many (to page through `total`)")] = 0,
     ) -> answers.CitationsAnswer:
         return await run(lambda cur: tools.get_citations(cur, paper_id, direction, limit=limit, offset=offset, sort=sort))
 
@@ -309,12 +310,16 @@ class OriginCheck:
         from pipeline.serve.app import host_allowed
 
         if scope["type"] == "http":
-            origin = dict(scope.get("headers") or []).get(b"origin", b"").decode("latin-1").strip()
-            host = (urlsplit(origin).hostname or "") if origin and origin != "null" else ""
-            if origin and not (host and host_allowed(host.lower(), self.allowed)):
-                detail = (f"origin {origin!r} is not served here: add its host to the setting "
-                          "PAPERKB_SERVE_ALLOWED_HOSTS to serve it")
-                return await JSONResponse(status_code=403, content={"detail": detail})(scope, receive, send)
+            origins = [v.decode("latin-1").strip() for k, v in scope.get("headers") or [] if k.lower() == b"origin"]
+            for origin in origins:  # every one (a request has one; were there several, none may be foreign)
+                try:
+                    host = (urlsplit(origin).hostname or "") if origin and origin != "null" else ""
+                except ValueError:  # "http://[::1": no host it names is served
+                    host = ""
+                if origin and not (host and host_allowed(host.lower(), self.allowed)):
+                    detail = (f"origin {origin!r} is not served here: add its host to the setting "
+                              "PAPERKB_SERVE_ALLOWED_HOSTS to serve it")
+                    return await JSONResponse(status_code=403, content={"detail": detail})(scope, receive, send)
         await self.app(scope, receive, send)
 
 

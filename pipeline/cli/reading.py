@@ -313,8 +313,10 @@ def sql_cmd(
 ) -> None:
     """SQL on a snapshot's catalog (DuckDB), read-only: a query, a script, or a shell (.tables, .schema NAME).
 
-    The catalog is opened as every reader opens it: its tables are views over the snapshot's Parquet files,
-    whose relative paths resolve inside the snapshot folder. .schema NAME lists a table's columns and types."""
+    Read-only: nothing is written, and nothing but the database and its own files is read (no other file or URL,
+    ATTACH, COPY ... TO, EXPORT DATABASE, INSTALL or LOAD; temporary tables work). The catalog is opened as every
+    reader opens it (``pipeline.snapshots.open_catalog``: its tables are views over the snapshot's Parquet files,
+    whose relative paths resolve inside the snapshot folder). .schema NAME lists a table's columns and types."""
     import duckdb
 
     from pipeline import sql_shell
@@ -338,7 +340,14 @@ def sql_cmd(
         db = settings.warehouse / "warehouse.duckdb"
         if not db.is_file():
             raise UserError(f"no warehouse database at {db}")
-        con, what = duckdb.connect(str(db), read_only=True), f"warehouse {db}"
+        from pipeline.snapshots import CONNECT_CONFIG, lock_down
+
+        con, what = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG), f"warehouse {db}"
+        try:
+            lock_down(con, [])  # its own file alone, as a snapshot's catalog (sql_shell's doc says what that covers)
+        except BaseException:
+            con.close()
+            raise
     else:
         from pipeline.query import open_snapshot
 
@@ -346,7 +355,7 @@ def sql_cmd(
         con, what = snap.catalog(), f"snapshot {snap.snapshot_id}"
     try:
         if query is None:
-            print(f"paperkb sql: {what}, read-only; statements end with ';'; .help, .quit")
+            print(f"paperkb sql: {what}, read-only (no other file is read or written); statements end with ';'; .help, .quit")
             with sql_shell.history() as remember:
                 sql_shell.shell(con, fmt=fmt, width=width, max_rows=max_rows, remember=remember)
             return

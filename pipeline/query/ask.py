@@ -5,8 +5,13 @@ and section. With an LLM configured (``PAPERKB_LLM_BASE_URL`` and ``PAPERKB_LLM_
 ``llm`` expansion uses, :mod:`pipeline.query.chat`) the model is given the numbered passages and the
 question and asked to cite a passage number after every sentence; its answer is then checked
 (:func:`checked_claims`): each sentence is a claim, citation numbers that point at no listed passage are
-removed, and a claim left citing nothing listed is dropped (the answer says how many were). Without an LLM,
-or when it fails or times out (``llm_answer_timeout_s``), the answer is the evidence alone, with a note
+removed, and a claim left citing nothing listed is dropped (the answer says how many were). A citation is
+read from ``[n]`` in ASCII, full-width (``［n］``) or lenticular (``【n】``) brackets, with lists, ranges and a
+word or sign before the numbers (``[1, 3]``, ``[2-4]``, ``[Passage 2]``, ``[S2]``, ``[^2]``); any other marker
+that looks like a citation (a bracket holding a digit, such as ``[7a]`` or ``[0x7]``, superscript digits, ``<sup>``)
+is removed, never shown, since it was not checked. The model's answer is read up to ``llm_answer_max_chars``
+characters (the answer says when it was cut there). Without an LLM, or when it fails or times out
+(``llm_answer_timeout_s``, wall clock for the whole exchange), the answer is the evidence alone, with a note
 saying why. The model never decides what the evidence is: the search does.
 """
 
@@ -31,12 +36,26 @@ PROMPT = (
     "the sources it uses in brackets, like [1] or [2][3]. If the sources do not answer the question, say so."
 )
 
-# "[1]", "[1, 3]", "[2-4]", "[Passage 2]", "[source 1; 3]": one citation marker and the numbers in it
-_MARKER = re.compile(r"\[\s*(?:(?:passages?|sources?|evidence|doc(?:ument)?s?)\s*)?"
+# "[1]", "[1, 3]", "[2-4]", "[Passage 2]", "[source 1; 3]", "[S2]", "[^2]": one citation marker and the numbers in it
+_MARKER = re.compile(r"\[\s*(?:(?:passages?|sources?|evidence|doc(?:ument)?s?|refs?\.?|s|\^|#)\s*)?"
                      r"(\d+(?:\s*(?:[,;]|-|\u2013|and)\s*\d+)*)\s*\]", re.IGNORECASE)
+# brackets models cite with besides ASCII ones (full-width, lenticular, tortoise shell, white): read as [ ]
+_BRACKETS = str.maketrans({"\uff3b": "[", "\uff3d": "]", "\u3010": "[", "\u3011": "]", "\u3014": "[", "\u3015": "]",
+                           "\u3016": "[", "\u3017": "]", "\u27e6": "[", "\u27e7": "]"})
+# what is left after the checked markers that still looks like a citation: a bracket holding a digit ("[7a]",
+# "[-7]", "[0x7]", "[[7]]"'s remains), superscript digits ("\u2077", "\u00b9\u02d2\u00b3"), <sup>...</sup>; removed
+_SUPERSCRIPT = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+_UNCHECKED = re.compile(r"\[([^\[\]\n\x00\x01]{1,80})\]|<sup\b[^<>]{0,40}>([^<>]{0,40})</sup\s*>"
+                        rf"|[{_SUPERSCRIPT}]+(?:[\u207b\u02d2,\u2013-]?[{_SUPERSCRIPT}]+)*", re.IGNORECASE)
+_EMPTY_BRACKETS = re.compile(r"\[\s*\]")
+# a checked citation while the rest of the sentence is cleaned: \x00n\x01 (those characters are removed first)
+_KEPT = re.compile(r"\x00(\d+)\x01")
+_WRAPPED = re.compile(r"\[[\s,;]*((?:\x00\d+\x01[\s,;]*)+)\]")  # "[[1]]", "[[1], [7]]": brackets around checked ones
 _RANGE = re.compile(r"(\d+)\s*(?:-|\u2013)\s*(\d+)")
 # a sentence ends at . ! ? (then its citation markers, if any) followed by white space or the line's end
 _SENTENCE_END = re.compile(r"(?<=[.!?])((?:\s*\[[^\]]{1,40}\])*)(?:\s+|$)")
+# the end of a whole sentence (and its citation markers), where an answer over the cap is cut
+_WHOLE_SENTENCE = re.compile(r"[.!?](?:\s*\[[^\]\n]{1,40}\])*(?=\s)")
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 
@@ -111,7 +130,7 @@ def _numbers(marker_body: str) -> list[int]:
 def sentences(content: str) -> list[str]:
     """The model's answer as sentences: reasoning (``<think>``) and list bullets removed, a sentence's
     trailing citation markers kept with it."""
-    text = _THINK.sub("", content or "")
+    text = _THINK.sub("", content or "").translate(_BRACKETS)
     out: list[str] = []
     for line in text.splitlines():
         line = _BULLET.sub("", line).strip()
@@ -131,13 +150,14 @@ def sentences(content: str) -> list[str]:
     return merged
 
 
-def checked_claims(content: str, n_evidence: int) -> tuple[list[Claim], list[str], list[int]]:
-    """(claims, dropped sentences, citation numbers removed). Every claim keeps only the citation numbers
-    1..``n_evidence``; a sentence with none left is dropped (it cites nothing listed). Pure."""
+def checked_claims(content: str, n_evidence: int) -> tuple[list[Claim], list[str], list[str]]:
+    """(claims, dropped sentences, citations removed as shown in the note: ``[7]``, or an unchecked marker as
+    written). Every claim keeps only the citation numbers 1..``n_evidence``, written ``[n]``; every other
+    citation-like marker is removed; a sentence with no citation left is dropped (it cites nothing listed). Pure."""
     claims: list[Claim] = []
     dropped: list[str] = []
-    removed: list[int] = []
-    for sentence in sentences(content):
+    removed: list[str] = []
+    for sentence in sentences(content.replace("\x00", "").replace("\x01", "")):
         cites: list[int] = []
 
         def keep_valid(m: re.Match) -> str:
@@ -148,10 +168,19 @@ def checked_claims(content: str, n_evidence: int) -> tuple[list[Claim], list[str
                     if k not in cites:
                         cites.append(k)
                 else:
-                    removed.append(k)
-            return "".join(f"[{k}]" for k in dict.fromkeys(valid))
+                    removed.append(f"[{k}]")
+            return "".join(f"\x00{k}\x01" for k in dict.fromkeys(valid))
 
-        text = " ".join(_MARKER.sub(keep_valid, sentence).split())
+        def unchecked(m: re.Match) -> str:
+            inside = m.group(1) if m.group(1) is not None else m.group(2)
+            if inside is not None and not any(c.isdigit() for c in inside):
+                return m.group(0)  # "[sic]", "<sup>a</sup>": no number, no citation
+            removed.append(m.group(0))
+            return ""
+
+        text = _UNCHECKED.sub(unchecked, _WRAPPED.sub(lambda m: re.sub(r"[\s,;]", "", m.group(1)), _MARKER.sub(keep_valid, sentence)))
+        text = _KEPT.sub(r"[\1]", _EMPTY_BRACKETS.sub("", text))
+        text = " ".join(text.split())
         text = re.sub(r"\s+([.,;:!?])", r"\1", text)
         if cites:
             claims.append(Claim(text=text, cites=cites))
@@ -196,6 +225,11 @@ def _written(ans: Answer, settings) -> Answer:
         log.warning("the LLM answer failed (%s); giving the evidence alone", reason)
         ans.notes.append(f"the LLM answer failed ({reason}): the evidence alone")
         return ans
+    cap = settings.llm_answer_max_chars
+    over = len(content) > cap
+    if over:  # a model (or an endpoint) that writes on and on: its whole sentences within the cap, no further
+        ends = [m.end() for m in _WHOLE_SENTENCE.finditer(content, 0, cap + 1)]
+        content, truncated = (content[:ends[-1]], False) if ends else (content[:cap], True)
     claims, dropped, removed = checked_claims(content, len(ans.evidence))
     uncited = len(dropped)
     cut = truncated and not content.rstrip().endswith((".", "]", "!", "?"))
@@ -203,11 +237,15 @@ def _written(ans: Answer, settings) -> Answer:
         dropped.append(claims.pop().text)  # cut at the token limit mid-sentence: not a whole claim
     ans.model, ans.claims, ans.dropped = settings.llm_model, claims, dropped
     if removed:
-        ans.notes.append("citations of passages that were not listed were removed: "
-                         + ", ".join(f"[{k}]" for k in dict.fromkeys(removed)))
+        shown = list(dict.fromkeys(removed))
+        ans.notes.append("citations of passages that were not listed were removed: " + ", ".join(shown[:20])
+                         + (f" and {len(shown) - 20} more" if len(shown) > 20 else ""))
     if uncited:
         ans.notes.append(f"{uncited} sentence(s) dropped: they cited no listed passage")
-    if cut:
+    if over:
+        ans.notes.append(f"the answer was longer than {cap:,} characters (llm_answer_max_chars): only its sentences "
+                         "within them were read")
+    elif cut:
         ans.notes.append(f"the answer was cut at {settings.llm_answer_tokens} tokens (llm_answer_tokens): its last "
                          "sentence was dropped")
     if not claims:

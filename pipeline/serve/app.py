@@ -133,7 +133,7 @@ class ErrorDetail(BaseModel):
 
 _ERROR_TEXT = {
     400: "a rule across parameters that a schema cannot state (year_from after year_to, a seed both positive and "
-         "negative, over 100 ids in all), or a Host header the server does not answer",
+         "negative, over 100 ids in all), or a Host header the server does not answer (or more than one)",
     404: "no such paper (or feed) in the snapshot",
     422: "a parameter breaks a rule this schema states (one line: which one and why, e.g. 'query parameter k: must "
          "be <= 100')",
@@ -164,7 +164,8 @@ def host_allowed(host: str, allowed: list[str]) -> bool:
 
 class Guard:
     """Pure ASGI middleware (no per-request task, unlike ``BaseHTTPMiddleware``): refuses Host headers
-    outside ``allowed_hosts`` with a one-line 400, and adds the security headers to every response."""
+    outside ``allowed_hosts``, and a request with more than one (servers and proxies disagree on which one
+    counts), with a one-line 400, and adds the security headers to every response."""
 
     def __init__(self, app, allowed_hosts: list[str]):
         self.app, self.allowed = app, list(allowed_hosts)
@@ -172,8 +173,13 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        raw = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        hosts = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k.lower() == b"host"]
+        raw = hosts[0] if hosts else ""
         host = _host_of(raw)
+        if len(hosts) > 1:
+            detail = f"{len(hosts)} Host headers: a request names one host"
+            response = JSONResponse(status_code=400, content={"detail": detail})
+            return await self._with_headers(response, scope, receive, send)
         if not host or not host_allowed(host, self.allowed):
             detail = (f"host {raw or '(none)'!r} is not served here: add it to the setting "
                       "PAPERKB_SERVE_ALLOWED_HOSTS to serve it")

@@ -10,6 +10,7 @@ from pipeline.query.reading.models import Links, PaperCard
 
 
 ARXIV_ABS = "https://arxiv.org/abs/{}"
+_WEB_URL = re.compile(r"https?://\S+", re.IGNORECASE)
 ARXIV_PDF = "https://arxiv.org/pdf/{}"
 DOI_URL = "https://doi.org/{}"
 S2_URL = "https://www.semanticscholar.org/paper/{}"
@@ -22,9 +23,16 @@ def make_links(*, arxiv_id: str | None = None, doi: str | None = None, s2_id: st
     arxiv_id = (arxiv_id or "").strip() or None
     doi = (doi or "").strip() or None
     s2_id = s2_id if s2_id and _S2_ID.fullmatch(s2_id) else None
-    pdf = ARXIV_PDF.format(arxiv_id) if arxiv_id else ((pdf_url or "").strip() or None)
+    pdf = ARXIV_PDF.format(arxiv_id) if arxiv_id else web_url(pdf_url)
     return Links(arxiv=ARXIV_ABS.format(arxiv_id) if arxiv_id else None, pdf=pdf,
                  doi=DOI_URL.format(doi) if doi else None, s2=S2_URL.format(s2_id) if s2_id else None)
+
+
+def web_url(url: str | None) -> str | None:
+    """``url`` when it is an http(s) address (white space around it removed), else None: Semantic Scholar's
+    open-access PDF address is data, and a ``javascript:`` or ``data:`` one must never become a link."""
+    url = (url or "").strip()
+    return url if _WEB_URL.fullmatch(url) else None
 
 
 # Each part filtered to the ids first (a correlated subquery would aggregate the whole table, then join)

@@ -59,9 +59,12 @@ export function authorLinks(names, max = 8, linked = true) {
 }
 const LINK_NAMES = [["arxiv", "arXiv", "the arXiv abstract page"], ["pdf", "PDF", "the PDF"], ["doi", "DOI", "the publisher's page (DOI)"],
   ["s2", "Semantic Scholar", "the paper on Semantic Scholar"]];
+// An address a link may point at: http(s) alone (a PDF address comes from Semantic Scholar's data as it is; a
+// "javascript:" or "data:" one must never become a link), as the feeds' links
+export function webUrl(u) { return typeof u === "string" && /^https?:\/\/[^\s]+$/i.test(u); }
 // Links to the paper elsewhere (arXiv abstract page, PDF, DOI, Semantic Scholar), those known
 export function linkChips(links) {
-  return LINK_NAMES.filter(([k]) => links && links[k])
+  return LINK_NAMES.filter(([k]) => links && webUrl(links[k]))
     .map(([k, name, what]) => `<a class="ext ext-${k}" href="${esc(links[k])}" target="_blank" rel="noopener noreferrer" title="${esc(what)}">${name}</a>`)
     .join("");
 }

@@ -40,10 +40,10 @@ LinkSort = Literal["order", "citations", "year"]
 PaperSort = Literal["pagerank", "citations", "date", "title"]
 
 ARXIV_ABS = "https://arxiv.org/abs/{}"
-_WEB_URL = re.compile(r"https?://\S+", re.IGNORECASE)
 ARXIV_PDF = "https://arxiv.org/pdf/{}"
 DOI_URL = "https://doi.org/{}"
 S2_URL = "https://www.semanticscholar.org/paper/{}"
+_WEB_URL = re.compile(r"https?://\S+", re.IGNORECASE)  # the addresses a link may hold (web_url)
 _S2_ID = re.compile(r"[0-9a-f]{40}")
 
 

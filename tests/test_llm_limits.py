@@ -26,8 +26,8 @@ QUESTION = "What problems are there in making up descriptive titles for articles
 
 
 class _Trickle(BaseHTTPRequestHandler):
-    """POST /v1/chat/completions: a valid answer (Content-Length given at once) sent one byte a second, for
-    TRICKLE_S seconds at most; /big/v1/chat/completions: 2 MB of JSON at once."""
+    """POST /v1/chat/completions: a valid answer of TRICKLE_S bytes (Content-Length given at once) sent one byte a
+    second; /big/v1/chat/completions: 2 MB of JSON at once."""
 
     protocol_version = "HTTP/1.1"
 
@@ -48,9 +48,8 @@ class _Trickle(BaseHTTPRequestHandler):
                 pass
             self.close_connection = True
             return
-        content = "Titles mislead readers [1]. " * 3
-        body = json.dumps({"choices": [{"finish_reason": "stop", "message": {"content": content}}]}).encode()
-        body += b" " * max(0, TRICKLE_S - len(body))
+        body = json.dumps({"choices": [{"message": {"content": "Titles mislead [1]."}}]}, separators=(",", ":")).encode()
+        body += b" " * (TRICKLE_S - len(body))  # TRICKLE_S bytes, TRICKLE_S seconds
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

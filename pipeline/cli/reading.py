@@ -355,7 +355,8 @@ def sql_cmd(
         con, what = snap.catalog(), f"snapshot {snap.snapshot_id}"
     try:
         if query is None:
-            print(f"paperkb sql: {what}, read-only (no other file is read or written); statements end with ';'; .help, .quit")
+            print(f"paperkb sql: {what}, read-only (no other file is read or written); statements end with ';'; "
+                  ".help, .quit")
             with sql_shell.history() as remember:
                 sql_shell.shell(con, fmt=fmt, width=width, max_rows=max_rows, remember=remember)
             return

@@ -178,8 +178,9 @@ def checked_claims(content: str, n_evidence: int) -> tuple[list[Claim], list[str
             removed.append(m.group(0))
             return ""
 
-        text = _UNCHECKED.sub(unchecked, _WRAPPED.sub(lambda m: re.sub(r"[\s,;]", "", m.group(1)), _MARKER.sub(keep_valid, sentence)))
-        text = _KEPT.sub(r"[\1]", _EMPTY_BRACKETS.sub("", text))
+        text = _MARKER.sub(keep_valid, sentence)
+        text = _WRAPPED.sub(lambda m: re.sub(r"[\s,;]", "", m.group(1)), text)
+        text = _KEPT.sub(r"[\1]", _EMPTY_BRACKETS.sub("", _UNCHECKED.sub(unchecked, text)))
         text = " ".join(text.split())
         text = re.sub(r"\s+([.,;:!?])", r"\1", text)
         if cites:
